@@ -1,0 +1,57 @@
+"""`qmemo <command>`: the one entry point.
+
+Each command lives in its own module under `qmemo.commands` and contributes a
+`register(subparsers)` function that adds its parser and sets `run=` to a function
+taking the parsed arguments and returning an exit code. This file only wires them
+together and is the boundary where a `QmemoError` becomes one red line and exit 1
+(anything else is a bug and keeps its traceback).
+
+Command modules keep their top level light (argparse only) and import what they
+need inside their run function, so `qmemo --help` and the commands that do not need
+liboqs start fast and work even before the setup has built it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from qmemo import __version__
+from qmemo.errors import QmemoError
+
+# (command, module, one-line help). A module's register() receives the subparser.
+COMMANDS: list[tuple[str, str, str]] = [
+    ("schemes", "qmemo.commands.schemes", "list every signature scheme with sizes and a self-test"),
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="qmemo",
+        description="qMEMO: post-quantum signatures on a sharded chain, measured two ways.",
+    )
+    parser.add_argument("--version", action="version", version=f"qmemo {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="<command>", required=True)
+    for name, module_name, help_text in COMMANDS:
+        command_parser = sub.add_parser(name, help=help_text, description=help_text)
+        importlib.import_module(module_name).register(command_parser)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.run(args) or 0)
+    except QmemoError as exc:
+        from rich.console import Console
+
+        Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""One module per `qmemo` command; see qmemo/cli.py for the contract."""

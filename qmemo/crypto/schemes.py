@@ -1,0 +1,286 @@
+"""The signature-scheme registry: one small interface over liboqs and the classical libraries.
+
+Everything that signs or verifies in qMEMO goes through `SignatureScheme`: generate a
+keypair, sign, verify, and the sizes and NIST level that the chain's rules and the
+reports need. Schemes are looked up by name (`get_scheme("Falcon-512")`) or by the
+one-byte id that transactions carry on the wire (`scheme_by_id(1)`).
+
+The contract every implementation keeps, because a node feeds it attacker input:
+`verify` never raises and never crashes the process for a bad signature, a wrong or
+malformed key, a truncated or oversized signature, or a signature of another scheme;
+it returns False. `sign` raises `MalformedKey` for a secret key of the wrong length.
+
+Post-quantum schemes run on liboqs (built by scripts/setup.sh). Sign and verify call
+liboqs directly through ctypes with `bytes` arguments: ctypes releases the GIL for
+the call, so a pool of threads verifies on all cores, and nothing is copied on the
+verify path. ECDSA secp256k1 runs on libsecp256k1 (coincurve), the implementation the
+chains that use ECDSA run; Ed25519 on libsodium (PyNaCl).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from functools import cache
+
+from qmemo.errors import CryptoError, MalformedKey, UnknownScheme
+
+
+@dataclass(frozen=True, slots=True)
+class SchemeInfo:
+    """What the rules, the wire format and the reports need to know about a scheme."""
+
+    name: str
+    scheme_id: int                 # the byte transactions and genesis files carry
+    family: str                    # "Falcon", "ML-DSA", "SLH-DSA", "MAYO", "classical"
+    nist_level: int                # claimed NIST security level (0: classical, pre-quantum)
+    public_key_bytes: int
+    secret_key_bytes: int
+    max_signature_bytes: int
+    fixed_signature_length: bool   # False for Falcon's compressed (unpadded) signatures
+    implementation: str            # which library and build runs ("liboqs 0.13.0 AVX2": the
+                                   # code path liboqs's run-time CPU dispatch picks here)
+
+
+@dataclass(frozen=True, slots=True)
+class KeyPair:
+    """A public/secret key pair; the secret never appears in repr() or logs."""
+
+    scheme: str
+    public_key: bytes
+    secret_key: bytes = field(repr=False)
+
+
+class SignatureScheme(ABC):
+    """One signature scheme. Instances are stateless and safe to share across threads."""
+
+    info: SchemeInfo
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @abstractmethod
+    def keypair(self) -> KeyPair:
+        """A fresh keypair from the operating system's randomness."""
+
+    @abstractmethod
+    def sign(self, secret_key: bytes, message: bytes) -> bytes:
+        """The signature of `message`; raises MalformedKey for a key of the wrong length."""
+
+    @abstractmethod
+    def verify(self, public_key: bytes, message: bytes, signature: bytes) -> bool:
+        """True only for a valid signature by `public_key`; never raises on bad input."""
+
+    def _check_secret_key(self, secret_key: bytes) -> None:
+        if not isinstance(secret_key, bytes) or len(secret_key) != self.info.secret_key_bytes:
+            got = len(secret_key) if isinstance(secret_key, bytes) else type(secret_key).__name__
+            raise MalformedKey(
+                f"{self.name} secret keys are {self.info.secret_key_bytes} bytes, got {got}"
+            )
+
+
+# --- liboqs ---------------------------------------------------------------------------
+
+class OqsScheme(SignatureScheme):
+    """A liboqs signature scheme, called through ctypes (see module docstring)."""
+
+    def __init__(self, name: str, scheme_id: int, family: str) -> None:
+        from qmemo.crypto.liboqs import cpu_extensions, liboqs_version, load_oqs, native
+
+        oqs = load_oqs()
+        if name not in oqs.get_enabled_sig_mechanisms():
+            raise UnknownScheme(f"{name} is not enabled in this liboqs build")
+        with oqs.Signature(name) as probe:
+            details = probe.details
+        self._lib = native()
+        # One OQS_SIG per scheme for the life of the process: it holds only constants and
+        # function pointers, so concurrent sign/verify calls on it are safe.
+        self._sig = self._lib.OQS_SIG_new(name.encode())
+        if not self._sig:
+            raise UnknownScheme(f"liboqs could not create {name}")
+        avx2 = cpu_extensions()["AVX2"]
+        cpu_path = "AVX2" if avx2 else "portable"
+        self.info = SchemeInfo(
+            name=name,
+            scheme_id=scheme_id,
+            family=family,
+            nist_level=details["claimed_nist_level"],
+            public_key_bytes=details["length_public_key"],
+            secret_key_bytes=details["length_secret_key"],
+            max_signature_bytes=details["length_signature"],
+            fixed_signature_length=not name.startswith("Falcon-") or "padded" in name,
+            implementation=f"liboqs {liboqs_version()} {cpu_path}",
+        )
+
+    def keypair(self) -> KeyPair:
+        from qmemo.crypto.liboqs import load_oqs
+
+        with load_oqs().Signature(self.name) as signer:
+            public_key = bytes(signer.generate_keypair())
+            secret_key = bytes(signer.export_secret_key())
+        return KeyPair(self.name, public_key, secret_key)
+
+    def sign(self, secret_key: bytes, message: bytes) -> bytes:
+        self._check_secret_key(secret_key)
+        out = ctypes.create_string_buffer(self.info.max_signature_bytes)
+        out_len = ctypes.c_size_t(0)
+        rc = self._lib.OQS_SIG_sign(self._sig, out, ctypes.byref(out_len), message, len(message), secret_key)
+        if rc != 0:
+            raise CryptoError(f"{self.name} signing failed (liboqs returned {rc})")
+        return out.raw[: out_len.value]
+
+    def verify(self, public_key: bytes, message: bytes, signature: bytes) -> bool:
+        # Length checks first: liboqs trusts the caller for the public key's length.
+        if (
+            not isinstance(public_key, bytes)
+            or not isinstance(message, bytes)
+            or not isinstance(signature, bytes)
+            or len(public_key) != self.info.public_key_bytes
+            or not 0 < len(signature) <= self.info.max_signature_bytes
+        ):
+            return False
+        return self._lib.OQS_SIG_verify(self._sig, message, len(message), signature, len(signature), public_key) == 0
+
+
+# --- classical baselines ----------------------------------------------------------------
+
+class Secp256k1Ecdsa(SignatureScheme):
+    """ECDSA over secp256k1 via libsecp256k1 (coincurve): compressed keys, DER signatures.
+
+    The message is hashed with SHA-256 before signing, as libsecp256k1 signs 32-byte
+    digests; signatures are low-S (libsecp256k1 rejects high-S ones in verify).
+    """
+
+    def __init__(self, scheme_id: int) -> None:
+        import coincurve
+
+        self._coincurve = coincurve
+        self.info = SchemeInfo(
+            name="ECDSA-secp256k1", scheme_id=scheme_id, family="classical", nist_level=0,
+            public_key_bytes=33, secret_key_bytes=32, max_signature_bytes=72,
+            fixed_signature_length=False,
+            implementation=f"libsecp256k1 (coincurve {coincurve.__version__})",
+        )
+
+    def keypair(self) -> KeyPair:
+        key = self._coincurve.PrivateKey()
+        return KeyPair(self.name, key.public_key.format(compressed=True), key.secret)
+
+    def sign(self, secret_key: bytes, message: bytes) -> bytes:
+        self._check_secret_key(secret_key)
+        try:
+            key = self._coincurve.PrivateKey(secret_key)
+        except ValueError as exc:  # zero or above the group order
+            raise MalformedKey(f"not a valid secp256k1 secret key: {exc}") from exc
+        return key.sign(message, hasher=_sha256)
+
+    def verify(self, public_key: bytes, message: bytes, signature: bytes) -> bool:
+        if len(public_key) != self.info.public_key_bytes or not 0 < len(signature) <= self.info.max_signature_bytes:
+            return False
+        try:
+            return bool(self._coincurve.PublicKey(public_key).verify(signature, message, hasher=_sha256))
+        except (ValueError, TypeError):  # not a curve point, not DER
+            return False
+
+
+def _sha256(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()
+
+
+class Ed25519(SignatureScheme):
+    """Ed25519 via libsodium (PyNaCl). The secret key stored is the 32-byte seed."""
+
+    def __init__(self, scheme_id: int) -> None:
+        import nacl
+        import nacl.exceptions
+        import nacl.signing
+
+        self._signing = nacl.signing
+        self._bad = (nacl.exceptions.BadSignatureError, nacl.exceptions.ValueError, nacl.exceptions.TypeError)
+        self.info = SchemeInfo(
+            name="Ed25519", scheme_id=scheme_id, family="classical", nist_level=0,
+            public_key_bytes=32, secret_key_bytes=32, max_signature_bytes=64,
+            fixed_signature_length=True,
+            implementation=f"libsodium (PyNaCl {nacl.__version__})",
+        )
+
+    def keypair(self) -> KeyPair:
+        key = self._signing.SigningKey.generate()
+        return KeyPair(self.name, bytes(key.verify_key), bytes(key))
+
+    def sign(self, secret_key: bytes, message: bytes) -> bytes:
+        self._check_secret_key(secret_key)
+        return self._signing.SigningKey(secret_key).sign(message).signature
+
+    def verify(self, public_key: bytes, message: bytes, signature: bytes) -> bool:
+        if len(public_key) != 32 or len(signature) != 64:
+            return False
+        try:
+            self._signing.VerifyKey(public_key).verify(message, signature)
+        except self._bad:
+            return False
+        return True
+
+
+# --- the registry -------------------------------------------------------------------------
+
+# name -> (wire id, family). The ids are part of the protocol (docs/protocol.md):
+# never renumber one, only add.
+_REGISTRY: dict[str, tuple[int, str]] = {
+    "Falcon-512": (1, "Falcon"),
+    "Falcon-padded-512": (2, "Falcon"),
+    "Falcon-1024": (3, "Falcon"),
+    "Falcon-padded-1024": (4, "Falcon"),
+    "ML-DSA-44": (10, "ML-DSA"),
+    "ML-DSA-65": (11, "ML-DSA"),
+    "ML-DSA-87": (12, "ML-DSA"),
+    "SPHINCS+-SHA2-128f-simple": (20, "SLH-DSA"),
+    "SPHINCS+-SHA2-128s-simple": (21, "SLH-DSA"),
+    "MAYO-1": (30, "MAYO"),
+    "MAYO-2": (31, "MAYO"),
+    "Ed25519": (100, "classical"),
+    "ECDSA-secp256k1": (101, "classical"),
+}
+_BY_LOWER = {name.lower(): name for name in _REGISTRY}
+_BY_ID = {scheme_id: name for name, (scheme_id, _) in _REGISTRY.items()}
+
+
+def scheme_names() -> list[str]:
+    """Every registered scheme, post-quantum first, in a stable order."""
+    return list(_REGISTRY)
+
+
+def canonical_name(name: str) -> str:
+    """The registered spelling of `name` (case-insensitive), or UnknownScheme."""
+    try:
+        return _BY_LOWER[name.lower()]
+    except (KeyError, AttributeError):
+        raise UnknownScheme(f"unknown signature scheme {name!r}; known: {', '.join(_REGISTRY)}") from None
+
+
+@cache
+def get_scheme(name: str) -> SignatureScheme:
+    """The shared instance of the scheme called `name` (case-insensitive)."""
+    name = canonical_name(name)
+    scheme_id, family = _REGISTRY[name]
+    if name == "Ed25519":
+        return Ed25519(scheme_id)
+    if name == "ECDSA-secp256k1":
+        return Secp256k1Ecdsa(scheme_id)
+    return OqsScheme(name, scheme_id, family)
+
+
+def scheme_by_id(scheme_id: int) -> SignatureScheme:
+    """The scheme a transaction's scheme byte names, or UnknownScheme."""
+    try:
+        return get_scheme(_BY_ID[scheme_id])
+    except KeyError:
+        raise UnknownScheme(f"unknown signature scheme id {scheme_id}") from None
+
+
+def scheme_id_of(name: str) -> int:
+    """The wire id of a scheme, without loading any native library."""
+    return _REGISTRY[canonical_name(name)][0]

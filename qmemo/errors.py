@@ -1,0 +1,103 @@
+"""The one error hierarchy of qMEMO.
+
+Every error qMEMO raises on purpose derives from `QmemoError`, so a boundary (the CLI,
+an HTTP handler) can catch that one class, print or answer one clear line, and let
+anything else - a real bug - surface as such.
+
+Like h11's LocalProtocolError/RemoteProtocolError, each error knows the HTTP status a
+server should answer with and a short machine-readable `code`, so handlers never
+re-derive them. An HTTP error body is `{"error": code, "detail": str(error)}`.
+
+This module must import nothing from qmemo: everything else imports it.
+"""
+
+from __future__ import annotations
+
+
+class QmemoError(Exception):
+    """Base of every error qMEMO raises deliberately."""
+
+    code: str = "error"
+    http_status: int = 500
+
+    def __init__(self, detail: str, *, code: str | None = None) -> None:
+        super().__init__(detail)
+        if code is not None:
+            self.code = code
+
+    @property
+    def detail(self) -> str:
+        return str(self)
+
+    def to_json(self) -> dict[str, str]:
+        return {"error": self.code, "detail": self.detail}
+
+
+# --- setup and environment ----------------------------------------------------------
+
+class SetupError(QmemoError):
+    """The environment is not ready (a native library missing, a build not done)."""
+
+    code = "setup"
+    http_status = 503
+
+
+class LiboqsNotFound(SetupError):
+    """liboqs is not where the setup installs it; we refuse to let liboqs-python fetch it."""
+
+    code = "liboqs_not_found"
+
+
+# --- cryptography -------------------------------------------------------------------
+
+class CryptoError(QmemoError):
+    """Misuse of the signature layer: unknown scheme, malformed key material."""
+
+    code = "crypto"
+    http_status = 400
+
+
+class UnknownScheme(CryptoError):
+    code = "unknown_scheme"
+
+
+class MalformedKey(CryptoError):
+    """A key of the wrong length or form was handed to sign/verify."""
+
+    code = "malformed_key"
+
+
+class KeyFileError(CryptoError):
+    """A key file could not be read: missing, unreadable, or not in the documented format."""
+
+    code = "key_file"
+
+
+# --- input from a peer or a client --------------------------------------------------
+
+class DecodeError(QmemoError):
+    """Bytes or JSON that do not decode to a well-formed object (short, trailing, out of range)."""
+
+    code = "malformed"
+    http_status = 400
+
+
+class InvalidTransaction(QmemoError):
+    """A well-formed transaction that breaks a rule (bad signature, nonce, balance...)."""
+
+    code = "invalid_transaction"
+    http_status = 422
+
+
+class InvalidBlock(QmemoError):
+    """A block that breaks a consensus rule; `code` names the rule."""
+
+    code = "invalid_block"
+    http_status = 422
+
+
+class ConfigError(QmemoError):
+    """A configuration, genesis or command-line value that cannot be used."""
+
+    code = "config"
+    http_status = 400
