@@ -24,6 +24,7 @@ from qmemo.errors import QmemoError
 # (command, module, one-line help). A module's register() receives the subparser.
 COMMANDS: list[tuple[str, str, str]] = [
     ("schemes", "qmemo.commands.schemes", "list every signature scheme with sizes and a self-test"),
+    ("bench", "qmemo.commands.bench", "run a benchmark suite (c, core, node)"),
 ]
 
 

@@ -261,10 +261,13 @@ def canonical_name(name: str) -> str:
         raise UnknownScheme(f"unknown signature scheme {name!r}; known: {', '.join(_REGISTRY)}") from None
 
 
-@cache
 def get_scheme(name: str) -> SignatureScheme:
     """The shared instance of the scheme called `name` (case-insensitive)."""
-    name = canonical_name(name)
+    return _instance(canonical_name(name))
+
+
+@cache
+def _instance(name: str) -> SignatureScheme:
     scheme_id, family = _REGISTRY[name]
     if name == "Ed25519":
         return Ed25519(scheme_id)

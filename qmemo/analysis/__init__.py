@@ -1,0 +1,1 @@
+"""Result analysis: the C baseline reader, the headroom model, footprint tables, reports."""

@@ -1,0 +1,22 @@
+"""`qmemo bench <suite>`: the benchmark drivers, one module each under `qmemo.bench`.
+
+Each suite module defines `register(parser)` like a command does (see qmemo/cli.py).
+Benchmarks print their figures and save them as JSON with the machine, versions and
+build flags; they compare against a reference measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+# (suite, module, one-line help)
+SUITES: list[tuple[str, str, str]] = [
+]
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="suite", metavar="<suite>", required=True)
+    for name, module_name, help_text in SUITES:
+        suite_parser = sub.add_parser(name, help=help_text, description=help_text)
+        importlib.import_module(module_name).register(suite_parser)

@@ -1,0 +1,118 @@
+"""Every registered scheme: round trip, tamper rejection, malformed input never crashes."""
+
+import pytest
+
+from qmemo.crypto import get_scheme, scheme_by_id, scheme_id_of, scheme_names
+from qmemo.crypto.selftest import flip_bit, self_test
+from qmemo.errors import MalformedKey, UnknownScheme
+
+MESSAGE = bytes(range(256))
+
+
+@pytest.fixture(scope="module", params=scheme_names())
+def signed(request):
+    """(scheme, keypair, other keypair, signature of MESSAGE) for each scheme."""
+    scheme = get_scheme(request.param)
+    pair, other = scheme.keypair(), scheme.keypair()
+    return scheme, pair, other, scheme.sign(pair.secret_key, MESSAGE)
+
+
+def test_valid_signature_verifies(signed):
+    scheme, pair, _, signature = signed
+    assert scheme.verify(pair.public_key, MESSAGE, signature)
+
+
+def test_key_and_signature_sizes_match_the_declared_ones(signed):
+    scheme, pair, _, signature = signed
+    assert len(pair.public_key) == scheme.info.public_key_bytes
+    assert len(pair.secret_key) == scheme.info.secret_key_bytes
+    assert 0 < len(signature) <= scheme.info.max_signature_bytes
+    if scheme.info.fixed_signature_length and scheme.info.family != "classical":
+        assert len(signature) == scheme.info.max_signature_bytes
+
+
+@pytest.mark.parametrize("bit", [0, 8 * 100 + 5, 8 * 255 + 7])
+def test_flipped_message_bit_is_rejected(signed, bit):
+    scheme, pair, _, signature = signed
+    assert not scheme.verify(pair.public_key, flip_bit(MESSAGE, bit), signature)
+
+
+@pytest.mark.parametrize("where", [0.1, 0.5, 0.9])
+def test_flipped_signature_bit_is_rejected(signed, where):
+    scheme, pair, _, signature = signed
+    assert not scheme.verify(pair.public_key, MESSAGE, flip_bit(signature, int(8 * len(signature) * where)))
+
+
+def test_flipped_public_key_bit_is_rejected(signed):
+    scheme, pair, _, signature = signed
+    bit = 8 * (len(pair.public_key) // 2) + 1
+    assert not scheme.verify(flip_bit(pair.public_key, bit), MESSAGE, signature)
+
+
+def test_another_keys_signature_is_rejected(signed):
+    scheme, _, other, signature = signed
+    assert not scheme.verify(other.public_key, MESSAGE, signature)
+
+
+def test_truncated_oversized_and_empty_signatures_are_rejected(signed):
+    scheme, pair, _, signature = signed
+    assert not scheme.verify(pair.public_key, MESSAGE, signature[:-1])
+    assert not scheme.verify(pair.public_key, MESSAGE, signature[: len(signature) // 2])
+    assert not scheme.verify(pair.public_key, MESSAGE, signature + b"\x00")
+    assert not scheme.verify(pair.public_key, MESSAGE, b"\x00" * (scheme.info.max_signature_bytes + 1))
+    assert not scheme.verify(pair.public_key, MESSAGE, b"")
+
+
+def test_malformed_public_keys_are_rejected(signed):
+    scheme, pair, _, signature = signed
+    assert not scheme.verify(pair.public_key[:-1], MESSAGE, signature)
+    assert not scheme.verify(pair.public_key + b"\x00", MESSAGE, signature)
+    assert not scheme.verify(b"", MESSAGE, signature)
+    assert not scheme.verify(b"\xff" * scheme.info.public_key_bytes, MESSAGE, signature)
+
+
+def test_signature_of_another_scheme_is_rejected(signed):
+    scheme, pair, _, _ = signed
+    for other_name in ("Falcon-512", "ML-DSA-44", "Ed25519"):
+        if other_name == scheme.name:
+            continue
+        other_scheme = get_scheme(other_name)
+        foreign = other_scheme.sign(other_scheme.keypair().secret_key, MESSAGE)
+        assert not scheme.verify(pair.public_key, MESSAGE, foreign)
+
+
+def test_signing_with_a_secret_key_of_the_wrong_length_raises(signed):
+    scheme, pair, _, _ = signed
+    with pytest.raises(MalformedKey):
+        scheme.sign(pair.secret_key[:-1], MESSAGE)
+
+
+def test_self_test_passes(signed):
+    result = self_test(signed[0])
+    assert result.passed, result.detail
+
+
+def test_published_sizes_of_falcon_512_and_ml_dsa_44():
+    falcon, mldsa = get_scheme("Falcon-512").info, get_scheme("ML-DSA-44").info
+    assert (falcon.public_key_bytes, falcon.secret_key_bytes, falcon.max_signature_bytes) == (897, 1281, 752)
+    assert (mldsa.public_key_bytes, mldsa.max_signature_bytes) == (1312, 2420)
+    assert not falcon.fixed_signature_length and mldsa.fixed_signature_length
+
+
+def test_names_are_case_insensitive_and_ids_round_trip():
+    assert get_scheme("falcon-512") is get_scheme("Falcon-512")
+    for name in scheme_names():
+        assert scheme_by_id(scheme_id_of(name)).name == name
+
+
+def test_unknown_names_and_ids_raise_unknown_scheme():
+    with pytest.raises(UnknownScheme):
+        get_scheme("RSA-2048")
+    with pytest.raises(UnknownScheme):
+        scheme_by_id(250)
+
+
+def test_every_liboqs_scheme_names_its_implementation():
+    for name in scheme_names():
+        implementation = get_scheme(name).info.implementation
+        assert implementation.startswith(("liboqs 0.13.0", "libsodium", "libsecp256k1"))
