@@ -140,6 +140,10 @@ class OqsScheme(SignatureScheme):
             or not isinstance(signature, bytes)
             or len(public_key) != self.info.public_key_bytes
             or not 0 < len(signature) <= self.info.max_signature_bytes
+            # Padded Falcon's verify in liboqs 0.13 accepts a signature with trailing zero
+            # padding cut off: one signature, several encodings. A fixed-length scheme's
+            # signature has exactly one valid length.
+            or (self.info.fixed_signature_length and len(signature) != self.info.max_signature_bytes)
         ):
             return False
         return self._lib.OQS_SIG_verify(self._sig, message, len(message), signature, len(signature), public_key) == 0
@@ -148,20 +152,23 @@ class OqsScheme(SignatureScheme):
 # --- classical baselines ----------------------------------------------------------------
 
 class Secp256k1Ecdsa(SignatureScheme):
-    """ECDSA over secp256k1 via libsecp256k1 (coincurve): compressed keys, DER signatures.
+    """ECDSA over secp256k1 via libsecp256k1 (coincurve): compressed keys, compact signatures.
 
     The message is hashed with SHA-256 before signing, as libsecp256k1 signs 32-byte
-    digests; signatures are low-S (libsecp256k1 rejects high-S ones in verify).
+    digests. Signatures are the 64-byte compact form (r || s), as bench_c measures and
+    as most chains carry them; they are low-S, and libsecp256k1 rejects high-S ones.
     """
 
     def __init__(self, scheme_id: int) -> None:
         import coincurve
+        import coincurve.ecdsa
 
         self._coincurve = coincurve
+        self._ecdsa = coincurve.ecdsa
         self.info = SchemeInfo(
             name="ECDSA-secp256k1", scheme_id=scheme_id, family="classical", nist_level=0,
-            public_key_bytes=33, secret_key_bytes=32, max_signature_bytes=72,
-            fixed_signature_length=False,
+            public_key_bytes=33, secret_key_bytes=32, max_signature_bytes=64,
+            fixed_signature_length=True,
             implementation=f"libsecp256k1 (coincurve {coincurve.__version__})",
         )
 
@@ -175,14 +182,15 @@ class Secp256k1Ecdsa(SignatureScheme):
             key = self._coincurve.PrivateKey(secret_key)
         except ValueError as exc:  # zero or above the group order
             raise MalformedKey(f"not a valid secp256k1 secret key: {exc}") from exc
-        return key.sign(message, hasher=_sha256)
+        return self._ecdsa.serialize_compact(self._ecdsa.der_to_cdata(key.sign(message, hasher=_sha256)))
 
     def verify(self, public_key: bytes, message: bytes, signature: bytes) -> bool:
-        if len(public_key) != self.info.public_key_bytes or not 0 < len(signature) <= self.info.max_signature_bytes:
+        if len(public_key) != 33 or len(signature) != 64:
             return False
         try:
-            return bool(self._coincurve.PublicKey(public_key).verify(signature, message, hasher=_sha256))
-        except (ValueError, TypeError):  # not a curve point, not DER
+            der = self._ecdsa.cdata_to_der(self._ecdsa.deserialize_compact(signature))
+            return bool(self._coincurve.PublicKey(public_key).verify(der, message, hasher=_sha256))
+        except (ValueError, TypeError):  # not a curve point, r or s out of range
             return False
 
 

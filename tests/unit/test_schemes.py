@@ -63,6 +63,15 @@ def test_truncated_oversized_and_empty_signatures_are_rejected(signed):
     assert not scheme.verify(pair.public_key, MESSAGE, b"")
 
 
+def test_fixed_length_signatures_are_accepted_only_at_their_length(signed):
+    scheme, pair, _, signature = signed
+    if not scheme.info.fixed_signature_length:
+        return
+    # Cut the trailing bytes off (for padded Falcon: its zero padding) - never valid.
+    for cut in range(1, 12):
+        assert not scheme.verify(pair.public_key, MESSAGE, signature[:-cut])
+
+
 def test_malformed_public_keys_are_rejected(signed):
     scheme, pair, _, signature = signed
     assert not scheme.verify(pair.public_key[:-1], MESSAGE, signature)

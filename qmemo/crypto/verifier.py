@@ -1,0 +1,45 @@
+"""The registry behind the pure core: its signature verifier and its scheme table.
+
+`qmemo.core` never imports a signature library: it is handed a `SignatureVerifier`
+and a `SchemeTable`. This module builds both from `qmemo.crypto.schemes`, so the
+sizes the chain's rules enforce are exactly the registry's `SchemeInfo`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from qmemo.core.scheme_rules import SchemeTable
+from qmemo.crypto.schemes import get_scheme, scheme_by_id, scheme_names
+from qmemo.errors import UnknownScheme
+
+
+class RegistryVerifier:
+    """`qmemo.core.verify_cache.SignatureVerifier` over the scheme registry.
+
+    Never raises: an unknown scheme id or malformed input is an invalid signature.
+    Thread-safe (the schemes are).
+    """
+
+    def __init__(self) -> None:
+        self._verify_by_id: dict[int, Callable[[bytes, bytes, bytes], bool]] = {}
+
+    def verify(self, scheme_id: int, public_key: bytes, message: bytes, signature: bytes) -> bool:
+        verify = self._verify_by_id.get(scheme_id)
+        if verify is None:
+            try:
+                verify = self._verify_by_id.setdefault(scheme_id, scheme_by_id(scheme_id).verify)
+            except UnknownScheme:
+                return False
+        return verify(public_key, message, signature)
+
+
+def scheme_table(names: Iterable[str] | None = None) -> SchemeTable:
+    """The rules of the named schemes (default: every registered scheme)."""
+    return SchemeTable.from_infos(get_scheme(name).info for name in (scheme_names() if names is None else names))
+
+
+def signer(scheme: str, secret_key: bytes) -> Callable[[bytes], bytes]:
+    """`sign(message) -> signature` with one key: what block and transaction signing take."""
+    sign = get_scheme(scheme).sign
+    return lambda message: sign(secret_key, message)
