@@ -48,6 +48,13 @@ class LiboqsNotFound(SetupError):
     code = "liboqs_not_found"
 
 
+class BenchmarkError(QmemoError):
+    """A benchmark could not be built or run to completion (its log says why)."""
+
+    code = "benchmark"
+    http_status = 500
+
+
 # --- cryptography -------------------------------------------------------------------
 
 class CryptoError(QmemoError):
@@ -101,3 +108,50 @@ class ConfigError(QmemoError):
 
     code = "config"
     http_status = 400
+
+
+class MempoolFull(QmemoError):
+    """No room for a transaction now (the pool, or this sender's share of it): retry later.
+
+    `code` says which limit: "mempool_full" (count or bytes) or "sender_limit".
+    """
+
+    code = "mempool_full"
+    http_status = 429
+
+
+class StoreError(QmemoError):
+    """The chain store cannot be used: another chain's data, an unknown format, damage."""
+
+    code = "store"
+    http_status = 503
+
+
+# --- the node's HTTP boundary ----------------------------------------------------------
+
+class TooLarge(DecodeError):
+    """A request body, or a batch inside it, over the documented limit."""
+
+    code = "too_large"
+    http_status = 413
+
+
+class NotFound(QmemoError):
+    """Asked for a block, transaction or route the node does not have."""
+
+    code = "not_found"
+    http_status = 404
+
+
+class NodeNotReady(QmemoError):
+    """The node cannot serve this yet (starting up, or shutting down)."""
+
+    code = "not_ready"
+    http_status = 503
+
+
+class PeerError(QmemoError):
+    """A peer did not answer, or answered something we cannot use."""
+
+    code = "peer"
+    http_status = 502

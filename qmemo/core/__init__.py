@@ -1,0 +1,16 @@
+"""The chain core: pure rules and data of the qMEMO test chain (docs/protocol.md).
+
+- `transaction`   Transaction: fields, canonical encoding, JSON form, digests, address
+- `merkle`        merkle_root, merkle_proof, verify_proof (BLAKE3-512, padded, count committed)
+- `block`         BlockHeader, Block, make_block
+- `genesis`       parse_genesis -> Genesis; the producer schedule and its fallback order
+- `state`         Account, ChainState, apply_block (the state transition), the transaction rules
+- `verify_cache`  SignatureVerifier (the interface) and VerifyCache (verified once, not twice)
+- `mempool`       Mempool: admission rules, selection, eviction after a block
+- `scheme_rules`  SchemeTable: the schemes' ids and sizes, handed in from the registry
+- `codec`         strict JSON field readers and integer limits
+
+Nothing here does I/O, reads a clock, draws randomness or imports a signature library:
+time, keys, verifiers and scheme sizes come in as arguments. The node (qmemo.node)
+supplies them; the store is qmemo/node/store.py.
+"""

@@ -1,0 +1,214 @@
+"""Blocks: the signed header, its digests, and the block's binary and JSON forms.
+
+Header encoding (little-endian; docs/protocol.md, "Blocks"):
+
+    offset  size  field
+    0       1     version            (1)
+    1       4     chain_id           u32
+    5       8     height             u64 (the genesis is height 0; the first block is 1)
+    13      64    previous_hash      the parent's block hash (height 1: the genesis hash)
+    77      8     timestamp_ms       u64, Unix milliseconds
+    85      2     producer_index     u16, index into the genesis validator list
+    87      4     tx_count           u32
+    91      64    merkle_root        qmemo.core.merkle.merkle_root of the transaction ids
+    ------  end of the unsigned header (155 bytes)
+    155     2     signature_length   u16
+    157     sl    signature          the producer's, over the signing digest
+
+- signing digest = H(BLOCK_SIGNING, unsigned header)
+- block hash     = H(BLOCK_HASH, signed header): it covers the signature, so a block
+  is named by exactly the bytes its producer published.
+
+Block encoding: the signed header, then `tx_count` times (u32 length || transaction).
+
+This module only builds and parses; whether a block is valid is `qmemo.core.state`'s
+business. Pure: no I/O, no clock; signing is a callable passed in.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from qmemo.core.codec import U16_MAX, U32_MAX, U64_MAX, expect_object, hex_field, int_field
+from qmemo.core.merkle import merkle_root
+from qmemo.core.transaction import FIXED_BYTES as TX_FIXED_BYTES
+from qmemo.core.transaction import Transaction
+from qmemo.crypto.hashing import DIGEST_BYTES, Domain, blake3_512
+from qmemo.errors import DecodeError
+
+BLOCK_VERSION = 1
+_HEADER = struct.Struct("<BIQ64sQHI64s")
+UNSIGNED_HEADER_BYTES = _HEADER.size          # 155
+_U16 = struct.Struct("<H")
+_U32 = struct.Struct("<I")
+# The smallest a transaction can be on the wire: its length prefix, fixed part and
+# signature length. Bounds tx_count before any allocation.
+_MIN_TX_BYTES = _U32.size + TX_FIXED_BYTES + _U16.size
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class BlockHeader:
+    """A block header; `encoded`, `signing_digest` and `hash` are derived on construction."""
+
+    version: int
+    chain_id: int
+    height: int
+    previous_hash: bytes
+    timestamp_ms: int
+    producer_index: int
+    tx_count: int
+    merkle_root: bytes
+    signature: bytes = b""
+    encoded: bytes = field(init=False, compare=False)
+    signing_digest: bytes = field(init=False, compare=False)
+    hash: bytes = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for name, maximum in (("version", 0xFF), ("chain_id", U32_MAX), ("height", U64_MAX),
+                              ("timestamp_ms", U64_MAX), ("producer_index", U16_MAX), ("tx_count", U32_MAX)):
+            value = getattr(self, name)
+            if type(value) is not int or not 0 <= value <= maximum:
+                raise DecodeError(f"header {name} = {value!r} is outside 0..{maximum}", code="out_of_range")
+        for name in ("previous_hash", "merkle_root"):
+            value = getattr(self, name)
+            if type(value) is not bytes or len(value) != DIGEST_BYTES:
+                raise DecodeError(f"header {name} must be {DIGEST_BYTES} bytes", code="out_of_range")
+        if type(self.signature) is not bytes or len(self.signature) > U16_MAX:
+            raise DecodeError(f"header signature must be bytes, at most {U16_MAX}", code="oversized")
+        unsigned = _HEADER.pack(self.version, self.chain_id, self.height, self.previous_hash,
+                                self.timestamp_ms, self.producer_index, self.tx_count, self.merkle_root)
+        encoded = b"".join((unsigned, _U16.pack(len(self.signature)), self.signature))
+        object.__setattr__(self, "encoded", encoded)
+        object.__setattr__(self, "signing_digest", blake3_512(Domain.BLOCK_SIGNING, unsigned))
+        object.__setattr__(self, "hash", blake3_512(Domain.BLOCK_HASH, encoded))
+
+    @classmethod
+    def decode_from(cls, data: bytes, offset: int = 0) -> tuple[BlockHeader, int]:
+        """Parse a signed header at `offset`; returns it and the offset just past it."""
+        end = offset + UNSIGNED_HEADER_BYTES + _U16.size
+        if len(data) < end:
+            raise DecodeError(f"block header truncated: {len(data) - offset} bytes", code="truncated")
+        fields = _HEADER.unpack_from(data, offset)
+        if fields[0] != BLOCK_VERSION:
+            raise DecodeError(f"block version {fields[0]} is not {BLOCK_VERSION}", code="unsupported_version")
+        signature_end = end + _U16.unpack_from(data, end - _U16.size)[0]
+        if len(data) < signature_end:
+            raise DecodeError("block header signature truncated", code="truncated")
+        return cls(*fields, signature=bytes(data[end:signature_end])), signature_end
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": self.version, "chain_id": self.chain_id, "height": self.height,
+            "previous_hash": self.previous_hash.hex(), "timestamp_ms": self.timestamp_ms,
+            "producer_index": self.producer_index, "tx_count": self.tx_count,
+            "merkle_root": self.merkle_root.hex(), "signature": self.signature.hex(),
+        }
+
+    @classmethod
+    def from_json(cls, obj: Any) -> BlockHeader:
+        what = "header"
+        obj = expect_object(obj, _HEADER_KEYS, what)
+        version = int_field(obj, "version", 0xFF, what)
+        if version != BLOCK_VERSION:
+            raise DecodeError(f"block version {version} is not {BLOCK_VERSION}", code="unsupported_version")
+        return cls(
+            version=version,
+            chain_id=int_field(obj, "chain_id", U32_MAX, what),
+            height=int_field(obj, "height", U64_MAX, what),
+            previous_hash=hex_field(obj, "previous_hash", what, length=DIGEST_BYTES),
+            timestamp_ms=int_field(obj, "timestamp_ms", U64_MAX, what),
+            producer_index=int_field(obj, "producer_index", U16_MAX, what),
+            tx_count=int_field(obj, "tx_count", U32_MAX, what),
+            merkle_root=hex_field(obj, "merkle_root", what, length=DIGEST_BYTES),
+            signature=hex_field(obj, "signature", what),
+        )
+
+    def signed(self, sign: Callable[[bytes], bytes]) -> BlockHeader:
+        """This header with `sign(signing_digest)` as its signature."""
+        return replace(self, signature=sign(self.signing_digest))
+
+    def __repr__(self) -> str:
+        return (f"BlockHeader(height={self.height}, hash={self.hash.hex()[:16]}.., "
+                f"producer={self.producer_index}, txs={self.tx_count}, t={self.timestamp_ms})")
+
+
+_HEADER_KEYS = frozenset(("version", "chain_id", "height", "previous_hash", "timestamp_ms", "producer_index",
+                          "tx_count", "merkle_root", "signature"))
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class Block:
+    """A header and its transactions, in order."""
+
+    header: BlockHeader
+    transactions: tuple[Transaction, ...]
+
+    @property
+    def hash(self) -> bytes:
+        return self.header.hash
+
+    @property
+    def height(self) -> int:
+        return self.header.height
+
+    def encode(self) -> bytes:
+        """The block encoding: signed header, then each transaction with a u32 length."""
+        parts = [self.header.encoded]
+        for tx in self.transactions:
+            parts.append(_U32.pack(len(tx.encoded)))
+            parts.append(tx.encoded)
+        return b"".join(parts)
+
+    @classmethod
+    def decode(cls, data: bytes) -> Block:
+        """Parse a block encoding; DecodeError for anything short, trailing or malformed."""
+        if type(data) is not bytes:
+            data = bytes(data)
+        header, offset = BlockHeader.decode_from(data)
+        if header.tx_count > (len(data) - offset) // _MIN_TX_BYTES:
+            raise DecodeError(f"block claims {header.tx_count} transactions in {len(data) - offset} bytes",
+                              code="truncated")
+        transactions = []
+        for position in range(header.tx_count):
+            if len(data) < offset + _U32.size:
+                raise DecodeError(f"block truncated before transaction {position}", code="truncated")
+            end = offset + _U32.size + _U32.unpack_from(data, offset)[0]
+            if len(data) < end:
+                raise DecodeError(f"block truncated in transaction {position}", code="truncated")
+            transactions.append(Transaction.decode(data[offset + _U32.size:end]))
+            offset = end
+        if offset != len(data):
+            raise DecodeError(f"{len(data) - offset} bytes after the last transaction", code="trailing_bytes")
+        return cls(header, tuple(transactions))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"header": self.header.to_json(), "transactions": [tx.to_json() for tx in self.transactions]}
+
+    @classmethod
+    def from_json(cls, obj: Any) -> Block:
+        obj = expect_object(obj, _BLOCK_KEYS, "block")
+        if not isinstance(obj["transactions"], list):
+            raise DecodeError("block.transactions must be a list", code="malformed")
+        return cls(BlockHeader.from_json(obj["header"]),
+                   tuple(Transaction.from_json(tx) for tx in obj["transactions"]))
+
+    def __repr__(self) -> str:
+        return f"Block({self.header!r})"
+
+
+_BLOCK_KEYS = frozenset(("header", "transactions"))
+
+
+def make_block(*, chain_id: int, height: int, previous_hash: bytes, timestamp_ms: int, producer_index: int,
+               transactions: Sequence[Transaction], sign: Callable[[bytes], bytes]) -> Block:
+    """Assemble and sign a block: what a producer does once it has chosen the transactions."""
+    transactions = tuple(transactions)
+    header = BlockHeader(
+        version=BLOCK_VERSION, chain_id=chain_id, height=height, previous_hash=previous_hash,
+        timestamp_ms=timestamp_ms, producer_index=producer_index, tx_count=len(transactions),
+        merkle_root=merkle_root([tx.id for tx in transactions]),
+    )
+    return Block(header.signed(sign), transactions)

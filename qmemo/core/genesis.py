@@ -1,0 +1,218 @@
+"""The genesis: a chain's parameters, validators and first balances; and the producer schedule.
+
+The genesis file is JSON (docs/protocol.md, "Genesis"):
+
+    {"format": "qmemo-genesis/1", "chain_id": 1, "genesis_time_ms": 1767225600000,
+     "block_interval_ms": 2000, "producer_timeout_ms": 2000, "max_clock_drift_ms": 500,
+     "max_block_transactions": 4000, "tx_schemes": ["Falcon-512"],
+     "validators": [{"name": "validator-0", "scheme": "Falcon-512", "public_key": "<hex>"}, ...],
+     "accounts": [{"address": "<hex>", "balance": 1000000000}, ...]}
+
+`parse_genesis` checks every field and returns a `Genesis`, whose `hash` (BLAKE3-512
+under the GENESIS domain of a canonical binary encoding, `genesis_encoding`) is the
+`previous_hash` of block 1. Validators produce in the order listed.
+
+Producer schedule (`scheduled_producer`): block h's primary producer is validator
+(h - 1) mod n. Its slot opens `block_interval_ms` after the parent's timestamp. If it
+misses it, every `producer_timeout_ms` the turn passes to the next validator in the
+fallback order (h - 1 + 1) mod n, (h - 1 + 2) mod n, ..., wrapping around. Exactly one
+validator is scheduled at any moment, so the rule is checkable from the header alone:
+the header's timestamp says which window it was produced in.
+
+Pure: no file reading (the caller hands in the parsed JSON) and no clock.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from qmemo.core.codec import U16_MAX, U32_MAX, U64_MAX, expect_object, hex_field, int_field
+from qmemo.core.scheme_rules import SchemeTable
+from qmemo.core.transaction import ADDRESS_BYTES, derive_address
+from qmemo.crypto.hashing import Domain, blake3_512
+from qmemo.errors import ConfigError, DecodeError
+
+GENESIS_FORMAT = "qmemo-genesis/1"
+# Balances are stored in SQLite's signed 64-bit INTEGER and every sum of balances must
+# fit a u64: capping the total supply at 2^63 - 1 guarantees both, for every block.
+MAX_TOTAL_SUPPLY = (1 << 63) - 1
+_KEYS = frozenset(("format", "chain_id", "genesis_time_ms", "block_interval_ms", "producer_timeout_ms",
+                   "max_clock_drift_ms", "max_block_transactions", "tx_schemes", "validators", "accounts"))
+_VALIDATOR_KEYS = frozenset(("name", "scheme", "public_key"))
+_ACCOUNT_KEYS = frozenset(("address", "balance"))
+_PARAMS = struct.Struct("<IQIIII")
+
+
+@dataclass(frozen=True, slots=True)
+class Validator:
+    """A block producer: its place in the schedule, name, scheme and key."""
+
+    index: int
+    name: str
+    scheme_id: int
+    public_key: bytes = field(repr=False)
+
+    @property
+    def address(self) -> bytes:
+        """Where its fees are paid: the account its key derives."""
+        return derive_address(self.scheme_id, self.public_key)
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class Genesis:
+    """A parsed, checked genesis. Build with `parse_genesis`."""
+
+    chain_id: int
+    genesis_time_ms: int
+    block_interval_ms: int
+    producer_timeout_ms: int       # how long each producer in the fallback order has
+    max_clock_drift_ms: int        # how far a header's timestamp may run ahead of a node's clock
+    max_block_transactions: int
+    tx_scheme_ids: tuple[int, ...]  # schemes a transaction may use, in file order
+    validators: tuple[Validator, ...]
+    balances: tuple[tuple[bytes, int], ...]   # (address, balance), in file order
+    schemes: SchemeTable = field(compare=False)   # every scheme the node knows (sizes, names)
+    hash: bytes = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "hash", blake3_512(Domain.GENESIS, genesis_encoding(self)))
+
+    def scheme_name(self, scheme_id: int) -> str:
+        rules = self.schemes.get(scheme_id)
+        return rules.name if rules else f"scheme {scheme_id}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The genesis file's JSON document (`parse_genesis` reads it back unchanged)."""
+        return {
+            "format": GENESIS_FORMAT, "chain_id": self.chain_id, "genesis_time_ms": self.genesis_time_ms,
+            "block_interval_ms": self.block_interval_ms, "producer_timeout_ms": self.producer_timeout_ms,
+            "max_clock_drift_ms": self.max_clock_drift_ms, "max_block_transactions": self.max_block_transactions,
+            "tx_schemes": [self.scheme_name(scheme_id) for scheme_id in self.tx_scheme_ids],
+            "validators": [{"name": v.name, "scheme": self.scheme_name(v.scheme_id),
+                            "public_key": v.public_key.hex()} for v in self.validators],
+            "accounts": [{"address": address.hex(), "balance": balance} for address, balance in self.balances],
+        }
+
+    def __repr__(self) -> str:
+        return (f"Genesis(chain_id={self.chain_id}, hash={self.hash.hex()[:16]}.., "
+                f"validators={len(self.validators)}, accounts={len(self.balances)})")
+
+
+def genesis_encoding(genesis: Genesis) -> bytes:
+    """The canonical bytes the genesis hash is taken over (docs/protocol.md, "Genesis")."""
+    parts = [_PARAMS.pack(genesis.chain_id, genesis.genesis_time_ms, genesis.block_interval_ms,
+                          genesis.producer_timeout_ms, genesis.max_clock_drift_ms, genesis.max_block_transactions),
+             struct.pack("<B", len(genesis.tx_scheme_ids)), bytes(genesis.tx_scheme_ids),
+             struct.pack("<H", len(genesis.validators))]
+    for validator in genesis.validators:
+        name = validator.name.encode()
+        parts += [struct.pack("<BH", validator.scheme_id, len(name)), name,
+                  struct.pack("<H", len(validator.public_key)), validator.public_key]
+    parts.append(struct.pack("<I", len(genesis.balances)))
+    for address, balance in genesis.balances:
+        parts += [address, struct.pack("<Q", balance)]
+    return b"".join(parts)
+
+
+def parse_genesis(document: Any, schemes: SchemeTable) -> Genesis:
+    """Check a genesis JSON document against the rules and the known schemes."""
+    try:
+        return _parse(document, schemes)
+    except DecodeError as exc:
+        raise ConfigError(f"genesis: {exc}", code="bad_genesis") from None
+
+
+def _parse(document: Any, schemes: SchemeTable) -> Genesis:
+    obj = expect_object(document, _KEYS, "genesis")
+    if obj["format"] != GENESIS_FORMAT:
+        raise ConfigError(f"genesis format is {obj['format']!r}, expected {GENESIS_FORMAT!r}", code="bad_genesis")
+    params = {key: int_field(obj, key, maximum, "genesis") for key, maximum in (
+        ("chain_id", U32_MAX), ("genesis_time_ms", U64_MAX), ("block_interval_ms", U32_MAX),
+        ("producer_timeout_ms", U32_MAX), ("max_clock_drift_ms", U32_MAX), ("max_block_transactions", U32_MAX))}
+    _require(params["block_interval_ms"] > 0, "block_interval_ms must be positive")
+    _require(params["producer_timeout_ms"] > 0, "producer_timeout_ms must be positive")
+    # A clock running ahead may not reach into the next producer's window.
+    _require(params["max_clock_drift_ms"] < params["producer_timeout_ms"],
+             "max_clock_drift_ms must be less than producer_timeout_ms")
+    _require(params["max_block_transactions"] > 0, "max_block_transactions must be positive")
+
+    tx_schemes = _list(obj, "tx_schemes", 1, 255)
+    tx_scheme_ids = tuple(schemes.by_name(_string(name, "tx_schemes entry")).scheme_id for name in tx_schemes)
+    _require(len(set(tx_scheme_ids)) == len(tx_scheme_ids), "tx_schemes lists a scheme twice")
+
+    validators = []
+    for index, entry in enumerate(_list(obj, "validators", 1, U16_MAX)):
+        what = f"genesis.validators[{index}]"
+        entry = expect_object(entry, _VALIDATOR_KEYS, what)
+        rules = schemes.by_name(_string(entry["scheme"], f"{what}.scheme"))
+        validators.append(Validator(index, _string(entry["name"], f"{what}.name"), rules.scheme_id,
+                                    hex_field(entry, "public_key", what, length=rules.public_key_bytes)))
+    _require(len({v.name for v in validators}) == len(validators), "two validators share a name")
+    _require(len({v.public_key for v in validators}) == len(validators), "two validators share a key")
+
+    balances = []
+    for index, entry in enumerate(_list(obj, "accounts", 0, U32_MAX)):
+        what = f"genesis.accounts[{index}]"
+        entry = expect_object(entry, _ACCOUNT_KEYS, what)
+        balances.append((hex_field(entry, "address", what, length=ADDRESS_BYTES),
+                         int_field(entry, "balance", U64_MAX, what)))
+    _require(len({address for address, _ in balances}) == len(balances), "an account is listed twice")
+    _require(sum(balance for _, balance in balances) <= MAX_TOTAL_SUPPLY,
+             f"the total supply exceeds {MAX_TOTAL_SUPPLY} (2^63 - 1)")
+
+    return Genesis(**params, tx_scheme_ids=tx_scheme_ids, validators=tuple(validators),
+                   balances=tuple(balances), schemes=schemes)
+
+
+def _require(condition: bool, detail: str) -> None:
+    if not condition:
+        raise ConfigError(f"genesis: {detail}", code="bad_genesis")
+
+
+def _list(obj: Mapping[str, Any], key: str, minimum: int, maximum: int) -> list[Any]:
+    value = obj[key]
+    _require(isinstance(value, list) and minimum <= len(value) <= maximum,
+             f"{key} must be a list of {minimum} to {maximum} entries")
+    return value
+
+
+def _string(value: Any, what: str) -> str:
+    _require(isinstance(value, str) and 0 < len(value.encode()) <= 255, f"{what} must be a non-empty string")
+    return value
+
+
+# --- the producer schedule ---------------------------------------------------------------
+
+def fallback_order(genesis: Genesis, height: int) -> list[int]:
+    """Validator indexes in the order they may produce block `height`: primary first."""
+    count = len(genesis.validators)
+    return [(height - 1 + rank) % count for rank in range(count)]
+
+
+def scheduled_producer(genesis: Genesis, height: int, parent_timestamp_ms: int, timestamp_ms: int) -> int | None:
+    """The validator allowed to produce block `height` stamped `timestamp_ms`, or None
+    if that is earlier than the primary's slot (parent + block_interval_ms)."""
+    elapsed_ms = timestamp_ms - parent_timestamp_ms - genesis.block_interval_ms
+    if elapsed_ms < 0:
+        return None
+    rank = elapsed_ms // genesis.producer_timeout_ms % len(genesis.validators)
+    return (height - 1 + rank) % len(genesis.validators)
+
+
+def next_turn_ms(genesis: Genesis, validator_index: int, height: int, parent_timestamp_ms: int,
+                 not_before_ms: int) -> int:
+    """The earliest time >= `not_before_ms` at which `validator_index` is scheduled to
+    produce block `height` (what a producer loop sleeps until)."""
+    count = len(genesis.validators)
+    rank = (validator_index - (height - 1)) % count
+    cycle_ms = count * genesis.producer_timeout_ms
+    first_ms = parent_timestamp_ms + genesis.block_interval_ms + rank * genesis.producer_timeout_ms
+    if not_before_ms < first_ms:
+        return first_ms
+    window_ms = first_ms + (not_before_ms - first_ms) // cycle_ms * cycle_ms
+    if not_before_ms < window_ms + genesis.producer_timeout_ms:
+        return not_before_ms
+    return window_ms + cycle_ms

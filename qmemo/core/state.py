@@ -1,0 +1,201 @@
+"""Chain state and the state transition: `apply_block`, read top to bottom, is the spec.
+
+The state is the set of accounts (balance, next nonce) plus the tip (height, hash,
+timestamp). `apply_block(state, block, verifier, now_ms)` runs every check a block
+must pass, each one line with a comment, each raising `InvalidBlock` with a code that
+names the rule; only if all pass does it change the state, in one step, and return the
+accounts it changed (what the store writes in the same SQL transaction as the block).
+
+Order of the checks: the header first (cheap, and a forged header stops everything),
+then the body's commitment, then each transaction's form, nonce and balance in block
+order, and the signatures last - the costly part, mostly answered by the cache the
+mempool filled - so an invalid block costs little to reject.
+
+The transaction rules (`check_transaction_form`, `charge`) raise `InvalidTransaction`
+and are shared with the mempool's admission, so a node admits exactly what a block
+may carry.
+
+Pure: time comes in as `now_ms`, signatures are checked by the verifier passed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from qmemo.core.block import BLOCK_VERSION, Block
+from qmemo.core.codec import U64_MAX
+from qmemo.core.genesis import Genesis, scheduled_producer
+from qmemo.core.merkle import merkle_root
+from qmemo.core.transaction import Transaction
+from qmemo.errors import InvalidBlock, InvalidTransaction
+
+
+@dataclass(frozen=True, slots=True)
+class Account:
+    balance: int = 0
+    nonce: int = 0      # the nonce the account's next transaction must carry
+
+
+EMPTY_ACCOUNT = Account()
+
+
+@dataclass(slots=True, repr=False)
+class ChainState:
+    """Accounts and the tip. Changed only by `apply_block` (or loaded by the store)."""
+
+    genesis: Genesis
+    accounts: dict[bytes, Account]
+    height: int
+    tip_hash: bytes
+    tip_timestamp_ms: int
+
+    @classmethod
+    def from_genesis(cls, genesis: Genesis) -> ChainState:
+        return cls(genesis, {address: Account(balance, 0) for address, balance in genesis.balances},
+                   0, genesis.hash, genesis.genesis_time_ms)
+
+    def account(self, address: bytes) -> Account:
+        return self.accounts.get(address, EMPTY_ACCOUNT)
+
+    def __repr__(self) -> str:
+        return f"ChainState(height={self.height}, tip={self.tip_hash.hex()[:16]}.., accounts={len(self.accounts)})"
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class AppliedBlock:
+    """What a valid block did: the new value of every account it touched, and its fees."""
+
+    block: Block
+    accounts: Mapping[bytes, Account]
+    fees: int
+
+
+class BlockVerifier(Protocol):
+    """What `apply_block` needs to check signatures (`VerifyCache` is one)."""
+
+    def verify(self, scheme_id: int, public_key: bytes, message: bytes, signature: bytes) -> bool: ...
+
+    def verify_transactions(self, transactions: Sequence[Transaction]) -> list[bool]: ...
+
+
+# --- transaction rules (shared with the mempool) ------------------------------------------
+
+def check_transaction_form(genesis: Genesis, tx: Transaction) -> None:
+    """The rules a transaction meets whatever the state; InvalidTransaction otherwise."""
+    if tx.chain_id != genesis.chain_id:  # signed for this chain, not replayed from another
+        raise InvalidTransaction(f"chain id {tx.chain_id}, this chain is {genesis.chain_id}", code="wrong_chain_id")
+    rules = genesis.schemes.get(tx.scheme_id)
+    if rules is None:  # a scheme this chain has never heard of
+        raise InvalidTransaction(f"unknown signature scheme id {tx.scheme_id}", code="unknown_scheme")
+    if tx.scheme_id not in genesis.tx_scheme_ids:  # a scheme the genesis allows for transactions
+        raise InvalidTransaction(f"{rules.name} is not allowed for transactions", code="scheme_not_allowed")
+    if len(tx.public_key) != rules.public_key_bytes:  # a key of the scheme's size
+        raise InvalidTransaction(f"{rules.name} public keys are {rules.public_key_bytes} bytes, "
+                                 f"got {len(tx.public_key)}", code="bad_public_key_length")
+    if len(tx.signature) > rules.max_signature_bytes:  # never longer than the scheme's maximum
+        raise InvalidTransaction(f"{rules.name} signatures are at most {rules.max_signature_bytes} bytes, "
+                                 f"got {len(tx.signature)}", code="signature_too_long")
+    if not rules.signature_length_ok(len(tx.signature)):  # non-empty; exact for fixed-length schemes
+        raise InvalidTransaction(f"a {rules.name} signature cannot be {len(tx.signature)} bytes",
+                                 code="bad_signature_length")
+
+
+def charge(balance: int, next_nonce: int, tx: Transaction) -> int:
+    """What `tx` costs its sender (amount + fee), if the sender can pay it now."""
+    if tx.nonce < next_nonce:  # a nonce already used: a replay
+        raise InvalidTransaction(f"nonce {tx.nonce} already used (next is {next_nonce})", code="replayed_nonce")
+    if tx.nonce > next_nonce:  # nonces are consecutive
+        raise InvalidTransaction(f"nonce {tx.nonce} skips ahead (next is {next_nonce})", code="nonce_gap")
+    cost = tx.amount + tx.fee
+    if cost > U64_MAX:  # amount + fee must not wrap a u64
+        raise InvalidTransaction(f"amount + fee = {cost} overflows a u64", code="amount_overflow")
+    if cost > balance:  # the sender can pay
+        raise InvalidTransaction(f"amount + fee = {cost}, balance {balance}", code="insufficient_balance")
+    return cost
+
+
+# --- the state transition ------------------------------------------------------------------
+
+def apply_block(state: ChainState, block: Block, verifier: BlockVerifier, now_ms: int) -> AppliedBlock:
+    """Check `block` against `state` and apply it; InvalidBlock(code=rule) and no change if any check fails."""
+    genesis, header, transactions = state.genesis, block.header, block.transactions
+
+    # The header.
+    _require(header.version == BLOCK_VERSION, "unsupported_version",  # a format this node knows
+             f"block version {header.version}")
+    _require(header.chain_id == genesis.chain_id, "wrong_chain_id",  # a block of this chain
+             f"chain id {header.chain_id}, this chain is {genesis.chain_id}")
+    _require(header.height == state.height + 1, "wrong_height",  # extends the tip by one
+             f"height {header.height}, the tip is {state.height}")
+    _require(header.previous_hash == state.tip_hash, "wrong_previous_hash",  # builds on the tip
+             f"previous hash {header.previous_hash.hex()[:16]}.. is not the tip {state.tip_hash.hex()[:16]}..")
+    _require(header.timestamp_ms >= state.tip_timestamp_ms + genesis.block_interval_ms,  # no earlier than its slot
+             "timestamp_too_early", f"timestamp {header.timestamp_ms} is less than the parent's "
+             f"{state.tip_timestamp_ms} + {genesis.block_interval_ms} ms")
+    _require(header.timestamp_ms <= now_ms + genesis.max_clock_drift_ms,  # not from the future
+             "timestamp_in_future", f"timestamp {header.timestamp_ms} is ahead of now ({now_ms}) by "
+             f"more than {genesis.max_clock_drift_ms} ms")
+    scheduled = scheduled_producer(genesis, header.height, state.tip_timestamp_ms, header.timestamp_ms)
+    _require(header.producer_index == scheduled, "wrong_producer",  # the validator whose turn it is
+             f"validator {header.producer_index} produced, validator {scheduled} was scheduled")
+    producer = genesis.validators[header.producer_index]
+    _require(verifier.verify(producer.scheme_id, producer.public_key, header.signing_digest, header.signature),
+             "bad_header_signature", f"header not signed by {producer.name}")  # signed by that validator
+
+    # The body's commitment.
+    _require(header.tx_count == len(transactions), "wrong_tx_count",  # the count the header commits to
+             f"header says {header.tx_count} transactions, the block has {len(transactions)}")
+    _require(len(transactions) <= genesis.max_block_transactions, "too_many_transactions",  # within the limit
+             f"{len(transactions)} transactions, at most {genesis.max_block_transactions}")
+    tx_ids = [tx.id for tx in transactions]
+    _require(header.merkle_root == merkle_root(tx_ids), "wrong_merkle_root",  # the transactions it commits to
+             "the Merkle root does not match the transactions")
+    _require(len(set(tx_ids)) == len(tx_ids), "duplicate_transaction",  # each transaction once
+             "a transaction appears twice")
+
+    # Each transaction in order: form, nonce, balance; applied to a scratch copy of
+    # the accounts it touches ([balance, nonce]), so a failure leaves `state` alone.
+    touched: dict[bytes, list[int]] = {}
+    fees = 0
+    for position, tx in enumerate(transactions):
+        sender = _touch(touched, state, tx.sender)
+        try:
+            check_transaction_form(genesis, tx)
+            cost = charge(sender[0], sender[1], tx)
+        except InvalidTransaction as exc:
+            raise InvalidBlock(f"transaction {position} ({tx.id.hex()[:16]}..): {exc}", code=exc.code) from None
+        sender[0] -= cost
+        sender[1] += 1
+        _touch(touched, state, tx.recipient)[0] += tx.amount
+        fees += tx.fee
+
+    # Every signature valid (the cache answers for those verified at admission).
+    for position, valid in enumerate(verifier.verify_transactions(transactions)):
+        if not valid:  # signed by the key that names the sender, over this transaction
+            raise InvalidBlock(f"transaction {position}: the signature does not verify", code="bad_signature")
+
+    # The producer is paid the fees. (Balances cannot overflow: the genesis caps the supply.)
+    if fees:
+        _touch(touched, state, producer.address)[0] += fees
+
+    # Commit.
+    changed = {address: Account(balance, nonce) for address, (balance, nonce) in touched.items()}
+    state.accounts.update(changed)
+    state.height, state.tip_hash, state.tip_timestamp_ms = header.height, header.hash, header.timestamp_ms
+    return AppliedBlock(block, changed, fees)
+
+
+def _require(condition: bool, code: str, detail: str) -> None:
+    if not condition:
+        raise InvalidBlock(detail, code=code)
+
+
+def _touch(touched: dict[bytes, list[int]], state: ChainState, address: bytes) -> list[int]:
+    """The scratch [balance, nonce] of `address`, copied from the state on first touch."""
+    entry = touched.get(address)
+    if entry is None:
+        account = state.accounts.get(address, EMPTY_ACCOUNT)
+        entry = touched[address] = [account.balance, account.nonce]
+    return entry

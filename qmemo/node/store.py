@@ -1,0 +1,248 @@
+"""The chain on disk: one SQLite database (WAL) per node, and the genesis file reader.
+
+Tables (docs/protocol.md, "Storage"):
+- `metadata(key, value)`: the store format, the chain id and the genesis hash (a
+  store is bound to one chain; opening it with another genesis is refused);
+- `blocks(height, hash, header)`: each block's signed header;
+- `transactions(height, position, id, encoded)`: each block's transactions in order,
+  looked up by id (the transaction index) or by (height, position);
+- `accounts(address, balance, nonce)`: the state as of the tip.
+
+Atomicity: `append` writes a block, its transactions and every account it changed in
+one SQL transaction, so after a crash at any moment the database holds the state of
+exactly the last committed block. WAL with synchronous=NORMAL survives a killed
+process with nothing lost; after a power failure the last commits may be gone but the
+chain and state stay consistent (use synchronous="FULL" to make every commit durable).
+
+Reopening restores the tip and the state from these tables: no block is replayed and
+no signature verified again (they were verified before they were appended).
+
+The one I/O module of the chain: the rules live in qmemo.core; this module never
+decides whether a block is valid (`apply_block` does, before `append`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import struct
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from qmemo.core.block import Block, BlockHeader
+from qmemo.core.genesis import Genesis, parse_genesis
+from qmemo.core.merkle import MerkleProof, merkle_proof
+from qmemo.core.state import Account, AppliedBlock, ChainState
+from qmemo.core.transaction import Transaction
+from qmemo.errors import ConfigError, StoreError
+
+STORE_FORMAT = "qmemo-store/1"
+_U32 = struct.Struct("<I")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS metadata (key TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS blocks (
+    height INTEGER PRIMARY KEY,
+    hash   BLOB NOT NULL UNIQUE,
+    header BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS transactions (
+    height   INTEGER NOT NULL,
+    position INTEGER NOT NULL,
+    id       BLOB NOT NULL UNIQUE,
+    encoded  BLOB NOT NULL,
+    PRIMARY KEY (height, position)
+);
+CREATE TABLE IF NOT EXISTS accounts (
+    address BLOB PRIMARY KEY,
+    balance INTEGER NOT NULL,
+    nonce   INTEGER NOT NULL
+) WITHOUT ROWID;
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedTransaction:
+    """A transaction found in the chain: where it is, and the proof that it is there."""
+
+    tx: Transaction
+    height: int
+    position: int
+    block_hash: bytes
+    merkle_root: bytes
+    proof: MerkleProof
+
+
+def load_genesis(path: Path) -> Genesis:
+    """Read and check a genesis file against the scheme registry; ConfigError otherwise."""
+    from qmemo.crypto.verifier import scheme_table
+
+    try:
+        document = orjson.loads(Path(path).read_bytes())
+    except OSError as exc:
+        raise ConfigError(f"cannot read genesis file {path}: {exc.strerror}", code="bad_genesis") from None
+    except orjson.JSONDecodeError as exc:
+        raise ConfigError(f"genesis file {path} is not JSON: {exc}", code="bad_genesis") from None
+    return parse_genesis(document, scheme_table())
+
+
+class ChainStore:
+    """A node's chain in SQLite. Thread-safe: one connection, used under a lock."""
+
+    def __init__(self, path: Path, genesis: Genesis, *, synchronous: str = "NORMAL") -> None:
+        if synchronous not in ("NORMAL", "FULL"):
+            raise ValueError("synchronous must be NORMAL or FULL")
+        self.path = Path(path)
+        self.genesis = genesis
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # Autocommit mode: every write below opens its own explicit transaction.
+        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        self._lock = threading.Lock()
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(f"PRAGMA synchronous={synchronous}")
+            with self._transaction():
+                for statement in _SCHEMA.split(";"):   # not executescript(): it would COMMIT first
+                    if statement.strip():
+                        self._db.execute(statement)
+                self._bind_to_genesis()
+            self.height, self.tip_hash = self._read_tip()
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise StoreError(f"{self.path} is not a usable chain store: {exc}", code="store_unreadable") from None
+        except StoreError:
+            self._db.close()
+            raise
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> ChainStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- writing ------------------------------------------------------------------------
+
+    def append(self, applied: AppliedBlock) -> None:
+        """Store a validated block and the accounts it changed, atomically."""
+        header = applied.block.header
+        if header.height != self.height + 1 or header.previous_hash != self.tip_hash:
+            raise StoreError(f"block {header.height} does not extend the stored tip {self.height}",
+                             code="not_the_next_block")
+        with self._lock, self._transaction():
+            self._db.execute("INSERT INTO blocks (height, hash, header) VALUES (?, ?, ?)",
+                             (header.height, header.hash, header.encoded))
+            self._db.executemany(
+                "INSERT INTO transactions (height, position, id, encoded) VALUES (?, ?, ?, ?)",
+                ((header.height, position, tx.id, tx.encoded)
+                 for position, tx in enumerate(applied.block.transactions)))
+            self._write_accounts(applied.accounts)
+        self.height, self.tip_hash = header.height, header.hash
+
+    # --- reading ------------------------------------------------------------------------
+
+    def load_state(self) -> ChainState:
+        """The state as of the stored tip, read back without replaying any block."""
+        with self._lock:
+            accounts = {address: Account(balance, nonce) for address, balance, nonce
+                        in self._db.execute("SELECT address, balance, nonce FROM accounts")}
+        header = self.header(self.height)
+        timestamp_ms = header.timestamp_ms if header else self.genesis.genesis_time_ms
+        return ChainState(self.genesis, accounts, self.height, self.tip_hash, timestamp_ms)
+
+    def header(self, height: int) -> BlockHeader | None:
+        row = self._one("SELECT header FROM blocks WHERE height = ?", height)
+        return BlockHeader.decode_from(row[0])[0] if row else None
+
+    def height_of(self, block_hash: bytes) -> int | None:
+        row = self._one("SELECT height FROM blocks WHERE hash = ?", block_hash)
+        return row[0] if row else None
+
+    def block_bytes(self, height: int) -> bytes | None:
+        """The block encoding at `height` (what peers sync), assembled without decoding."""
+        row = self._one("SELECT header FROM blocks WHERE height = ?", height)
+        if row is None:
+            return None
+        parts = [row[0]]
+        for (encoded,) in self._all("SELECT encoded FROM transactions WHERE height = ? ORDER BY position",
+                                    height):
+            parts += [_U32.pack(len(encoded)), encoded]
+        return b"".join(parts)
+
+    def block(self, height: int) -> Block | None:
+        data = self.block_bytes(height)
+        return Block.decode(data) if data is not None else None
+
+    def block_by_hash(self, block_hash: bytes) -> Block | None:
+        height = self.height_of(block_hash)
+        return self.block(height) if height is not None else None
+
+    def tx_location(self, tx_id: bytes) -> tuple[int, int] | None:
+        """(height, position) of a committed transaction: the transaction index."""
+        row = self._one("SELECT height, position FROM transactions WHERE id = ?", tx_id)
+        return (row[0], row[1]) if row else None
+
+    def transaction(self, tx_id: bytes) -> CommittedTransaction | None:
+        """A committed transaction with its block and Merkle inclusion proof."""
+        row = self._one("SELECT height, position, encoded FROM transactions WHERE id = ?", tx_id)
+        if row is None:
+            return None
+        height, position, encoded = row
+        ids = [tx_id for (tx_id,) in self._all("SELECT id FROM transactions WHERE height = ? ORDER BY position",
+                                                height)]
+        header = self.header(height)
+        return CommittedTransaction(Transaction.decode(encoded), height, position, header.hash,
+                                    header.merkle_root, merkle_proof(ids, position))
+
+    # --- internals ------------------------------------------------------------------------
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def _one(self, sql: str, *args: object) -> tuple | None:
+        with self._lock:
+            return self._db.execute(sql, args).fetchone()
+
+    def _all(self, sql: str, *args: object) -> list[tuple]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    def _write_accounts(self, accounts: Mapping[bytes, Account]) -> None:
+        self._db.executemany(
+            "INSERT INTO accounts (address, balance, nonce) VALUES (?, ?, ?) "
+            "ON CONFLICT (address) DO UPDATE SET balance = excluded.balance, nonce = excluded.nonce",
+            ((address, account.balance, account.nonce) for address, account in accounts.items()))
+
+    def _bind_to_genesis(self) -> None:
+        """A new store takes the genesis state; an existing one must belong to this genesis."""
+        stored = dict(self._db.execute("SELECT key, value FROM metadata"))
+        if not stored:
+            self._db.executemany("INSERT INTO metadata (key, value) VALUES (?, ?)", [
+                ("format", STORE_FORMAT), ("chain_id", self.genesis.chain_id),
+                ("genesis_hash", self.genesis.hash)])
+            self._write_accounts({address: Account(balance, 0) for address, balance in self.genesis.balances})
+            return
+        if stored.get("format") != STORE_FORMAT:
+            raise StoreError(f"{self.path} is in format {stored.get('format')!r}, not {STORE_FORMAT!r}",
+                             code="store_format")
+        if stored.get("genesis_hash") != self.genesis.hash:
+            raise StoreError(f"{self.path} holds another chain (genesis {bytes(stored['genesis_hash']).hex()[:16]}.., "
+                             f"this genesis is {self.genesis.hash.hex()[:16]}..)", code="wrong_chain")
+
+    def _read_tip(self) -> tuple[int, bytes]:
+        row = self._db.execute("SELECT height, hash FROM blocks ORDER BY height DESC LIMIT 1").fetchone()
+        return (row[0], row[1]) if row else (0, self.genesis.hash)

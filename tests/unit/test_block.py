@@ -1,0 +1,117 @@
+"""Block headers and blocks: encoding, digests, JSON form and strict decoding."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import replace
+
+import orjson
+import pytest
+
+from qmemo.core.block import UNSIGNED_HEADER_BYTES, Block, BlockHeader, make_block
+from qmemo.core.merkle import merkle_root
+from qmemo.crypto.hashing import Domain, blake3_512
+from qmemo.errors import DecodeError
+from tests.unit.chain_kit import Devnet
+
+
+@pytest.fixture(scope="module")
+def block() -> Block:
+    net = Devnet()
+    return net.next_block([net.transfer(net.alice, net.bob, 5), net.transfer(net.carol, net.alice, 7)])
+
+
+def test_header_layout_is_little_endian_with_the_documented_offsets(block):
+    h = block.header
+    assert struct.unpack_from("<BIQ64sQHI64s", h.encoded) == (
+        1, h.chain_id, h.height, h.previous_hash, h.timestamp_ms, h.producer_index, h.tx_count, h.merkle_root)
+    assert UNSIGNED_HEADER_BYTES == 155
+    assert h.encoded[155:157] == len(h.signature).to_bytes(2, "little") and h.encoded[157:] == h.signature
+
+
+def test_signing_digest_and_hash_are_domain_separated_digests(block):
+    h = block.header
+    assert h.signing_digest == blake3_512(Domain.BLOCK_SIGNING, h.encoded[:UNSIGNED_HEADER_BYTES])
+    assert h.hash == blake3_512(Domain.BLOCK_HASH, h.encoded) == block.hash
+
+
+def test_block_hash_covers_the_signature(block):
+    other = replace(block.header, signature=bytes(len(block.header.signature)))
+    assert other.signing_digest == block.header.signing_digest and other.hash != block.hash
+
+
+def test_make_block_commits_to_count_and_merkle_root(block):
+    assert block.header.tx_count == 2
+    assert block.header.merkle_root == merkle_root([tx.id for tx in block.transactions])
+
+
+def test_make_block_signs_the_signing_digest():
+    block = make_block(chain_id=1, height=1, previous_hash=bytes(64), timestamp_ms=5, producer_index=0,
+                       transactions=(), sign=lambda digest: digest[:10])
+    assert block.header.signature == block.header.signing_digest[:10]
+
+
+def test_block_binary_round_trip(block):
+    decoded = Block.decode(block.encode())
+    assert decoded == block and decoded.hash == block.hash and decoded.encode() == block.encode()
+
+
+def test_block_json_round_trip(block):
+    text = orjson.dumps(block.to_json())
+    assert Block.from_json(orjson.loads(text)) == block
+    assert orjson.dumps(Block.from_json(orjson.loads(text)).to_json()) == text
+
+
+def test_header_json_round_trip(block):
+    assert BlockHeader.from_json(block.header.to_json()) == block.header
+
+
+def test_block_trailing_bytes(block):
+    with pytest.raises(DecodeError) as rejected:
+        Block.decode(block.encode() + b"\x00")
+    assert rejected.value.code == "trailing_bytes"
+
+
+@pytest.mark.parametrize("cut", [0, 10, UNSIGNED_HEADER_BYTES + 1, UNSIGNED_HEADER_BYTES + 2, -1, -1000])
+def test_block_truncated(block, cut):
+    with pytest.raises(DecodeError) as rejected:
+        Block.decode(block.encode()[:cut])
+    assert rejected.value.code == "truncated"
+
+
+def test_block_claiming_more_transactions_than_its_bytes_can_hold():
+    header = BlockHeader(1, 1, 1, bytes(64), 0, 0, 1_000_000, bytes(64))
+    with pytest.raises(DecodeError) as rejected:
+        Block.decode(header.encoded + bytes(100))
+    assert rejected.value.code == "truncated"
+
+
+def test_block_with_a_transaction_that_has_trailing_bytes(block):
+    data = bytearray(block.encode())
+    first_length_at = len(block.header.encoded)
+    length = struct.unpack_from("<I", data, first_length_at)[0]
+    struct.pack_into("<I", data, first_length_at, length + 1)
+    data[first_length_at + 4 + length:first_length_at + 4 + length] = b"\x00"
+    with pytest.raises(DecodeError) as rejected:
+        Block.decode(bytes(data))
+    assert rejected.value.code == "trailing_bytes"
+
+
+def test_unknown_block_version_is_rejected_when_decoding(block):
+    data = bytearray(block.encode())
+    data[0] = 9
+    with pytest.raises(DecodeError) as rejected:
+        Block.decode(bytes(data))
+    assert rejected.value.code == "unsupported_version"
+
+
+@pytest.mark.parametrize("changes", [{"height": -1}, {"producer_index": 1 << 16}, {"previous_hash": bytes(63)},
+                                     {"tx_count": 1 << 32}, {"timestamp_ms": 1.5}])
+def test_header_fields_out_of_range(block, changes):
+    with pytest.raises(DecodeError):
+        replace(block.header, **changes)
+
+
+def test_header_json_with_an_extra_key(block):
+    with pytest.raises(DecodeError):
+        BlockHeader.from_json({**block.header.to_json(), "hash": block.hash.hex()})

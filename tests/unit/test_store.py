@@ -1,0 +1,229 @@
+"""The SQLite store: blocks with their state changes, atomically; lookups; reopening
+without replay; and a writer killed with SIGKILL mid-way leaves a consistent chain."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import orjson
+import pytest
+
+from qmemo.core.genesis import parse_genesis
+from qmemo.core.merkle import verify_proof
+from qmemo.core.state import AppliedBlock, ChainState, apply_block
+from qmemo.core.transaction import derive_address
+from qmemo.core.verify_cache import VerifyCache
+from qmemo.crypto.keys import NamedKey, save_keys
+from qmemo.crypto.schemes import get_scheme
+from qmemo.crypto.verifier import RegistryVerifier
+from qmemo.errors import ConfigError, StoreError
+from qmemo.node.store import ChainStore, load_genesis
+from tests.conftest import REPO_ROOT
+from tests.unit.chain_kit import Devnet, default_genesis, genesis_document, schemes
+
+
+@pytest.fixture
+def chain(tmp_path):
+    """A devnet with three applied blocks, each appended to a store in tmp_path."""
+    net = Devnet()
+    store = ChainStore(tmp_path / "chain.sqlite", net.genesis)
+    for _ in range(3):
+        block = net.next_block([net.transfer(net.alice, net.bob, 3), net.transfer(net.carol, net.alice, 4)])
+        store.append(net.apply(block))
+    yield net, store
+    store.close()
+
+
+def test_new_store_starts_at_the_genesis(tmp_path):
+    genesis = default_genesis()
+    with ChainStore(tmp_path / "chain.sqlite", genesis) as store:
+        state = store.load_state()
+    assert (store.height, store.tip_hash) == (0, genesis.hash)
+    assert state.accounts == ChainState.from_genesis(genesis).accounts
+    assert state.tip_timestamp_ms == genesis.genesis_time_ms
+
+
+def test_reopening_restores_tip_and_state(chain, tmp_path):
+    net, store = chain
+    store.close()
+    with ChainStore(tmp_path / "chain.sqlite", net.genesis) as reopened:
+        state = reopened.load_state()
+    assert (state.height, state.tip_hash, state.tip_timestamp_ms) == \
+        (net.state.height, net.state.tip_hash, net.state.tip_timestamp_ms)
+    assert state.accounts == net.state.accounts
+
+
+def test_reopened_state_extends_the_chain(chain, tmp_path):
+    net, store = chain
+    store.close()
+    with ChainStore(tmp_path / "chain.sqlite", net.genesis) as reopened:
+        net.state = reopened.load_state()
+        reopened.append(net.apply(net.next_block([net.transfer(net.bob, net.alice, 1)])))
+        assert reopened.height == 4
+
+
+def test_reopening_does_not_verify_signatures_again(chain, tmp_path, monkeypatch):
+    net, store = chain
+    store.close()
+    monkeypatch.setattr(RegistryVerifier, "verify", lambda *args: pytest.fail("verified on reopen"))
+    with ChainStore(tmp_path / "chain.sqlite", net.genesis) as reopened:
+        assert reopened.load_state().height == 3
+
+
+def test_blocks_by_height_and_hash(chain):
+    net, store = chain
+    block = store.block(2)
+    assert block is not None and block.height == 2
+    assert store.block_by_hash(block.hash) == block
+    assert store.block_bytes(2) == block.encode()
+    assert store.header(2) == block.header and store.height_of(block.hash) == 2
+    assert store.block(4) is None and store.block_by_hash(bytes(64)) is None and store.header(0) is None
+
+
+def test_transaction_by_id_with_a_proof_against_its_block(chain):
+    net, store = chain
+    block = store.block(3)
+    tx = block.transactions[1]
+    found = store.transaction(tx.id)
+    assert found is not None and found.tx == tx and (found.height, found.position) == (3, 1)
+    assert found.block_hash == block.hash and found.merkle_root == block.header.merkle_root
+    assert verify_proof(block.header.merkle_root, tx.id, found.proof)
+    assert store.tx_location(tx.id) == (3, 1)
+    assert store.transaction(bytes(64)) is None and store.tx_location(bytes(64)) is None
+
+
+def test_only_the_next_block_may_be_appended(chain):
+    net, store = chain
+    block = store.block(3)
+    with pytest.raises(StoreError) as refused:
+        store.append(AppliedBlock(block, {}, 0))
+    assert refused.value.code == "not_the_next_block"
+
+
+def test_a_failed_append_writes_nothing(chain):
+    net, store = chain
+    before = store.load_state()
+    block = net.next_block([net.transfer(net.alice, net.bob, 1)])
+    applied = net.apply(block)
+    # A transaction id already stored violates the index's uniqueness half-way through the write.
+    stale = store.block(1).transactions[0]
+    broken = AppliedBlock(replace(block, transactions=(block.transactions[0], stale)), applied.accounts, 0)
+    with pytest.raises(Exception):
+        store.append(broken)
+    after = store.load_state()
+    assert (after.height, after.tip_hash, after.accounts) == (before.height, before.tip_hash, before.accounts)
+    assert store.block(4) is None and store.tx_location(block.transactions[0].id) is None
+
+
+def test_a_store_of_another_chain_is_refused(chain, tmp_path):
+    net, store = chain
+    store.close()
+    other = parse_genesis(genesis_document(chain_id=99), schemes())
+    with pytest.raises(StoreError) as refused:
+        ChainStore(tmp_path / "chain.sqlite", other)
+    assert refused.value.code == "wrong_chain"
+
+
+def test_a_store_of_another_format_is_refused(tmp_path):
+    with ChainStore(tmp_path / "chain.sqlite", default_genesis()):
+        pass
+    with sqlite3.connect(tmp_path / "chain.sqlite") as db:
+        db.execute("UPDATE metadata SET value = 'qmemo-store/0' WHERE key = 'format'")
+    with pytest.raises(StoreError) as refused:
+        ChainStore(tmp_path / "chain.sqlite", default_genesis())
+    assert refused.value.code == "store_format"
+
+
+def test_a_file_that_is_not_a_database_is_refused(tmp_path):
+    (tmp_path / "chain.sqlite").write_bytes(b"not a database at all" * 100)
+    with pytest.raises(StoreError) as refused:
+        ChainStore(tmp_path / "chain.sqlite", default_genesis())
+    assert refused.value.code == "store_unreadable"
+
+
+def test_load_genesis_reads_and_checks_a_file(tmp_path):
+    path = tmp_path / "genesis.json"
+    path.write_bytes(orjson.dumps(genesis_document()))
+    assert load_genesis(path) == default_genesis()
+    path.write_text("{not json")
+    with pytest.raises(ConfigError, match="not JSON"):
+        load_genesis(path)
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_genesis(tmp_path / "missing.json")
+
+
+# --- crash safety -----------------------------------------------------------------------------
+
+def write_crash_devnet(directory: Path, accounts: int = 20) -> None:
+    """One Ed25519 validator and funded Ed25519 accounts (fast to sign), on disk."""
+    scheme = get_scheme("Ed25519")
+    keys = [NamedKey.from_keypair(f"key-{i}", scheme.keypair()) for i in range(accounts + 1)]
+    save_keys(directory / "keys.json", keys)
+    document = genesis_document(
+        tx_schemes=["Ed25519"], max_block_transactions=1000,
+        validators=[{"name": "validator-0", "scheme": "Ed25519", "public_key": keys[0].public_key.hex()}],
+        accounts=[{"address": derive_address(scheme.info.scheme_id, k.public_key).hex(), "balance": 10**12}
+                  for k in keys[1:]])
+    (directory / "genesis.json").write_bytes(orjson.dumps(document))
+
+
+def run_writer_and_kill(directory: Path, kill_after_height: int) -> int:
+    """Start the writer, SIGKILL it at a random moment after `kill_after_height`;
+    return the last height it reported committed."""
+    writer = subprocess.Popen([sys.executable, "-m", "tests.unit.store_crash_writer", str(directory)],
+                              cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    last = 0
+    deadline = time.monotonic() + 60
+    try:
+        while last < kill_after_height:
+            line = writer.stdout.readline()
+            assert line, f"writer exited early: {writer.stderr.read()}"
+            last = int(line)
+            assert time.monotonic() < deadline, "writer too slow"
+        time.sleep(random.uniform(0, 0.05))   # land anywhere: signing, validating or mid-commit
+        os.kill(writer.pid, signal.SIGKILL)
+        writer.wait(timeout=10)
+        for line in writer.stdout.read().split():   # heights committed before the kill landed
+            last = int(line)
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+        writer.stdout.close()
+        writer.stderr.close()
+    assert writer.returncode == -signal.SIGKILL
+    return last
+
+
+def replayed_state(store: ChainStore) -> ChainState:
+    """The state obtained by validating every stored block again from the genesis."""
+    state = ChainState.from_genesis(store.genesis)
+    cache = VerifyCache(RegistryVerifier())
+    for height in range(1, store.height + 1):
+        block = store.block(height)
+        apply_block(state, block, cache, block.header.timestamp_ms)
+    return state
+
+
+@pytest.mark.slow
+def test_writer_killed_mid_way_leaves_the_last_committed_block_and_its_state(tmp_path):
+    write_crash_devnet(tmp_path)
+    genesis = load_genesis(tmp_path / "genesis.json")
+    for kill_after in (2, 4, 6, 8):   # each run resumes from what the last one left
+        reported = run_writer_and_kill(tmp_path, kill_after)
+        with ChainStore(tmp_path / "chain.sqlite", genesis) as store:
+            state = store.load_state()
+            # Every reported commit survived; at most the one in flight is missing.
+            assert reported <= store.height <= reported + 1
+            assert state.height == store.height and state.tip_hash == store.block(store.height).hash
+            replayed = replayed_state(store)
+        assert (replayed.height, replayed.tip_hash) == (state.height, state.tip_hash)
+        assert replayed.accounts == state.accounts
+        assert sum(a.balance for a in state.accounts.values()) == 20 * 10**12

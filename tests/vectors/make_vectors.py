@@ -1,0 +1,176 @@
+"""Write tests/vectors/chain_core.json: shared test vectors of the qMEMO chain core.
+
+    .venv/bin/python tests/vectors/make_vectors.py            # (re)write the vectors
+    .venv/bin/python tests/vectors/make_vectors.py --check    # exit 1 if the file is stale
+    .venv/bin/python tests/vectors/make_vectors.py --new-keys # new Falcon keys and signatures
+
+What the vectors hold (docs/protocol.md explains every encoding): transaction
+encodings with their signing digests, ids and sender addresses; encodings a decoder
+must reject, with the error code; Merkle roots of 0..9 leaves and an inclusion proof;
+a signed block with its header digests and hash; a genesis and its hash; the domain
+strings. tests/unit/test_vectors.py checks the code against this file.
+
+Deterministic inputs: the Ed25519 key is derived from a fixed seed and Ed25519 signs
+deterministically. Falcon-512 keys cannot be derived from a seed through liboqs, and
+its signatures are randomized, so the Falcon keys (test keys, secret included) and
+each Falcon signature are generated once and then read back from the existing file:
+a rerun reproduces the file byte for byte. A Falcon signature is reused only if it
+still verifies over the message the code now computes; otherwise it is signed afresh.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import orjson
+
+from qmemo.core.block import make_block
+from qmemo.core.codec import U32_MAX, U64_MAX
+from qmemo.core.genesis import genesis_encoding, parse_genesis
+from qmemo.core.merkle import EMPTY_LEAF, merkle_proof, merkle_root
+from qmemo.core.transaction import MAX_PAYLOAD_BYTES, Transaction, derive_address
+from qmemo.crypto.hashing import Domain, blake3_512
+from qmemo.crypto.schemes import get_scheme
+from qmemo.crypto.verifier import scheme_table
+
+VECTORS = Path(__file__).with_name("chain_core.json")
+FORMAT = "qmemo-core-vectors/1"
+ED25519_SEED = bytes(range(32))
+
+
+def ed25519_key() -> dict[str, str]:
+    import nacl.signing
+
+    return {"name": "carol", "scheme": "Ed25519", "secret_key": ED25519_SEED.hex(),
+            "public_key": bytes(nacl.signing.SigningKey(ED25519_SEED).verify_key).hex()}
+
+
+def falcon_key(name: str) -> dict[str, str]:
+    pair = get_scheme("Falcon-512").keypair()
+    return {"name": name, "scheme": "Falcon-512", "public_key": pair.public_key.hex(),
+            "secret_key": pair.secret_key.hex()}
+
+
+class Signer:
+    """Signs as a key of the vectors, reusing a stored Falcon signature of the same message."""
+
+    def __init__(self, previous: dict[str, str]) -> None:
+        self.previous = previous     # message hex -> signature hex, from the existing file
+        self.used: dict[str, str] = {}
+
+    def __call__(self, key: dict[str, str]):
+        scheme = get_scheme(key["scheme"])
+        public_key, secret_key = bytes.fromhex(key["public_key"]), bytes.fromhex(key["secret_key"])
+
+        def sign(message: bytes) -> bytes:
+            stored = self.previous.get(message.hex())
+            if stored is not None and scheme.verify(public_key, message, bytes.fromhex(stored)):
+                signature = bytes.fromhex(stored)
+            else:
+                signature = scheme.sign(secret_key, message)
+            if scheme.name == "Falcon-512":   # randomized: keep it so reruns reproduce the file
+                self.used[message.hex()] = signature.hex()
+            return signature
+        return sign
+
+
+def transaction_vector(description: str, tx: Transaction) -> dict:
+    return {"description": description, "json": tx.to_json(), "encoded": tx.encoded.hex(),
+            "signing_digest": tx.signing_digest.hex(), "id": tx.id.hex(), "sender": tx.sender.hex()}
+
+
+def build(previous: dict | None, new_keys: bool) -> dict:
+    keys = {k["name"]: k for k in previous["keys"]} if previous and not new_keys else \
+        {"alice": falcon_key("alice"), "validator-0": falcon_key("validator-0")}
+    keys["carol"] = ed25519_key()
+    sign = Signer({} if new_keys or not previous else previous.get("falcon_signatures", {}))
+    alice, carol, validator = keys["alice"], keys["carol"], keys["validator-0"]
+    address = {name: derive_address(get_scheme(k["scheme"]).info.scheme_id, bytes.fromhex(k["public_key"]))
+               for name, k in keys.items()}
+
+    falcon_tx = Transaction(1, 1, bytes.fromhex(alice["public_key"]), 0, address["carol"], 1_000, 10,
+                            bytes(range(256))).signed(sign(alice))
+    ed_tx = Transaction(1, 100, bytes.fromhex(carol["public_key"]), 7, address["alice"], 25, 1).signed(sign(carol))
+    extreme_tx = Transaction(U32_MAX, 255, b"\xaa" * 3, U64_MAX, b"\xbb" * 32, U64_MAX, U64_MAX, b"\xcc")
+    transactions = [transaction_vector("Falcon-512 transfer with a 256-byte payload (MEMO's body size)", falcon_tx),
+                    transaction_vector("Ed25519 transfer, empty payload", ed_tx),
+                    transaction_vector("unsigned, every integer at its maximum (structure only)", extreme_tx)]
+
+    oversized = bytearray(Transaction(1, 1, b"", 0, bytes(32), 0, 0).encoded)
+    oversized[64:66] = (MAX_PAYLOAD_BYTES + 1).to_bytes(2, "little")
+    oversized[-2:-2] = bytes(MAX_PAYLOAD_BYTES + 1)
+    bad_version = bytearray(ed_tx.encoded)
+    bad_version[0] = 2
+    invalid = [
+        {"description": "truncated: one byte short", "encoded": ed_tx.encoded[:-1].hex(), "error": "truncated"},
+        {"description": "truncated: only part of the fixed fields", "encoded": ed_tx.encoded[:40].hex(),
+         "error": "truncated"},
+        {"description": "one trailing byte", "encoded": (ed_tx.encoded + b"\x00").hex(), "error": "trailing_bytes"},
+        {"description": "version 2", "encoded": bytes(bad_version).hex(), "error": "unsupported_version"},
+        {"description": f"payload of {MAX_PAYLOAD_BYTES + 1} bytes", "encoded": bytes(oversized).hex(),
+         "error": "oversized"},
+    ]
+
+    leaf_ids = [blake3_512(Domain.SELF_TEST, bytes([i])) for i in range(9)]
+    merkle = {
+        "leaf_ids": [i.hex() for i in leaf_ids],
+        "empty_leaf": EMPTY_LEAF.hex(),
+        "roots": [{"leaf_count": n, "root": merkle_root(leaf_ids[:n]).hex()} for n in range(10)],
+        "proof": {"leaf_count": 7, "leaf_id": leaf_ids[5].hex(), "root": merkle_root(leaf_ids[:7]).hex(),
+                  "proof": merkle_proof(leaf_ids[:7], 5).to_json()},
+    }
+
+    genesis_document = {
+        "format": "qmemo-genesis/1", "chain_id": 1, "genesis_time_ms": 1_767_225_600_000,
+        "block_interval_ms": 2000, "producer_timeout_ms": 2000, "max_clock_drift_ms": 500,
+        "max_block_transactions": 4000, "tx_schemes": ["Falcon-512", "Ed25519"],
+        "validators": [{"name": "validator-0", "scheme": "Falcon-512", "public_key": validator["public_key"]}],
+        "accounts": [{"address": address["alice"].hex(), "balance": 1_000_000},
+                     {"address": address["carol"].hex(), "balance": 1_000_000}],
+    }
+    genesis = parse_genesis(genesis_document, scheme_table(["Falcon-512", "Ed25519"]))
+    block = make_block(chain_id=1, height=1, previous_hash=genesis.hash,
+                       timestamp_ms=genesis.genesis_time_ms + genesis.block_interval_ms, producer_index=0,
+                       transactions=(falcon_tx, ed_tx), sign=sign(validator))
+
+    return {
+        "format": FORMAT,
+        "generated_by": "tests/vectors/make_vectors.py (see its docstring); encodings: docs/protocol.md",
+        "domains": {domain.name: domain.value for domain in Domain},
+        "keys": [alice, validator, carol],
+        "transactions": transactions,
+        "invalid_transactions": invalid,
+        "merkle": merkle,
+        "genesis": {"document": genesis_document, "encoding": genesis_encoding(genesis).hex(),
+                    "hash": genesis.hash.hex()},
+        "block": {"json": block.to_json(), "encoded": block.encode().hex(),
+                  "header_encoded": block.header.encoded.hex(),
+                  "signing_digest": block.header.signing_digest.hex(), "hash": block.hash.hex()},
+        "falcon_signatures": dict(sorted(sign.used.items())),
+    }
+
+
+def render(vectors: dict) -> bytes:
+    return orjson.dumps(vectors, option=orjson.OPT_INDENT_2) + b"\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if the vectors file is out of date")
+    parser.add_argument("--new-keys", action="store_true", help="generate new Falcon keys and signatures")
+    args = parser.parse_args(argv)
+    previous = orjson.loads(VECTORS.read_bytes()) if VECTORS.exists() else None
+    text = render(build(previous, args.new_keys))
+    if args.check:
+        current = VECTORS.read_bytes() if VECTORS.exists() else b""
+        print(f"{VECTORS}: {'up to date' if text == current else 'STALE: rerun make_vectors.py'}")
+        return 0 if text == current else 1
+    VECTORS.write_bytes(text)
+    print(f"wrote {VECTORS}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
