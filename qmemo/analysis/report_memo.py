@@ -1,0 +1,275 @@
+"""Report sections that hold measured figures against MEMO: headroom, hardware
+sensitivity, on-chain footprint, and the devnet end to end.
+
+The arithmetic lives in the pure models (`headroom`, `footprint`), tested against
+hand-computed cases; this module picks their inputs from the result files, lays the
+outputs out as tables and plots, and says where each input came from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from qmemo.analysis import plots
+from qmemo.analysis.devnet import DevnetRun
+from qmemo.analysis.footprint import (
+    ANNUAL_TX_COUNTS,
+    BANDWIDTHS_MBPS,
+    REGISTRY_ACCOUNTS,
+    chain_growth_bytes,
+    footprints,
+    propagation_time_s,
+)
+from qmemo.analysis.headroom import (
+    COMFORT_HEADROOM,
+    Capacity,
+    Scenario,
+    cores_needed,
+    headroom,
+    headroom_table,
+    memo_scenarios,
+    projected_verify_rate,
+)
+from qmemo.analysis.markdown import (
+    MISSING,
+    Section,
+    headroom_x,
+    image,
+    num,
+    percent,
+    seconds,
+    si_bytes,
+    source_note,
+    table,
+    times,
+)
+from qmemo.analysis.memo import (
+    BLOCK_INTERVAL_S,
+    CONSERVATIVE_SHARDS,
+    CONSERVATIVE_TPS,
+    CROSS_SHARD_SHARE,
+    TARGET_SHARDS,
+    TARGET_TPS,
+    TX_BODY_BYTES,
+    TX_PER_BLOCK,
+)
+from qmemo.analysis.results import FALCON, Results, capacities, display_path, scheme_sizes
+
+PROJECTION_CLOCKS_GHZ = (2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0)  # a spread of server clocks to project to
+# The loads the projection table is read against: MEMO's two sharded scenarios at its own
+# 20% cross-shard assumption, and the whole target load on one shard.
+PROJECTION_SCENARIOS = (
+    Scenario("conservative, 20% cross-shard", CONSERVATIVE_TPS, CONSERVATIVE_SHARDS, CROSS_SHARD_SHARE),
+    Scenario("target, 20% cross-shard", TARGET_TPS, TARGET_SHARDS, CROSS_SHARD_SHARE),
+    Scenario("single shard, target load", TARGET_TPS, 1, 0.0),
+)
+
+
+def scenario_label(s: Scenario) -> str:
+    return f"{s.name}, {s.cross_shard_share:.0%} cross-shard" if s.shards > 1 else s.name
+
+
+def devnet_capacities(runs: Sequence[DevnetRun]) -> list[Capacity]:
+    """A devnet run's highest committed TPS as a node's end-to-end rate: every node verifies
+    every committed transaction, along with everything else a node does."""
+    return [Capacity(f"devnet {run.run_id}, node end to end" + ("" if run.saturated else " (lower bound)"),
+                     run.max_committed_tps, display_path(run.source))
+            for run in runs if run.max_committed_tps > 0]
+
+
+# --- headroom ------------------------------------------------------------------------------
+
+def headroom_section(results: Results, plot_dir: Path, devnet: Sequence[DevnetRun] = ()) -> Section:
+    caps = capacities(results, FALCON) + devnet_capacities(devnet)
+    scenarios = memo_scenarios()
+    rows = headroom_table(scenarios, caps)
+    per_core = caps[0].verify_rate
+    by_scenario = [rows[i:i + len(caps)] for i in range(0, len(rows), len(caps))]
+    table_rows = []
+    for scenario, cells in zip(scenarios, by_scenario):
+        needed = cells[0].required_verify_rate
+        table_rows.append((scenario_label(scenario), num(scenario.tps), scenario.shards,
+                           percent(scenario.cross_shard_share, 0), num(needed, 1),
+                           *(f"{headroom_x(c.headroom)} {c.verdict}" for c in cells),
+                           cores_needed(needed, per_core)))
+    verdicts = []
+    for scenario, cells in zip(scenarios, by_scenario):
+        if scenario.cross_shard_share in (0.0, CROSS_SHARD_SHARE):
+            single = cells[0]
+            verdicts.append(f"- **{scenario_label(scenario)}**: needs {single.required_verify_rate:,.1f} "
+                            f"verifications/s per shard; one core gives {headroom_x(single.headroom)} "
+                            f"(**{single.verdict}**)"
+                            + (f"; {cores_needed(single.required_verify_rate, per_core)} cores at this rate would "
+                               "be needed" if single.verdict == "short" else "")
+                            + (f"; all measured cores give {headroom_x(cells[1].headroom)} ({cells[1].verdict})"
+                               if len(cells) > 1 and "cores" in cells[1].capacity.label else "") + ".")
+    name = "headroom.png"
+    plots.headroom_bars(plot_dir / name, [scenario_label(s) for s in scenarios],
+                        {c.label: [r.headroom for r in rows if r.capacity == c] for c in caps}, COMFORT_HEADROOM,
+                        f"{results.machine_caption()} - " + ", ".join(dict.fromkeys(c.source for c in caps)))
+    body = [
+        "A shard's nodes verify every transaction routed to it; a cross-shard transaction is verified by both "
+        "shards it touches. Needed per shard = TPS / shards x (1 + cross-shard share); headroom = verify rate / "
+        f"needed. Verdict: **meets** at >= {COMFORT_HEADROOM:g}x (verification takes at most half the capacity), "
+        "**tight** from 1x, **short** below 1x. One shard has no cross-shard traffic.",
+        table(("capacity", "verify/s", "source"), [(c.label, num(c.verify_rate), f"`{c.source}`") for c in caps], "lrl"),
+        table(("scenario", "TPS", "shards", "cross-shard", "needed/s per shard", *(c.label for c in caps),
+               "cores needed at 1-core rate"), table_rows, "lrrrr" + "l" * len(caps) + "r"),
+        source_note(*(c.source for c in caps)),
+        "**Verdicts** (MEMO's scenarios without and with its 20% cross-shard assumption):\n" + "\n".join(verdicts),
+        image(name, "headroom per scenario"),
+    ]
+    if not devnet:
+        body.append("No devnet run was given, so there is no end-to-end node rate here: "
+                    "`qmemo report --devnet <run folder>` adds it.")
+    return Section("Headroom against MEMO", "\n\n".join(body), (name,))
+
+
+# --- hardware sensitivity ---------------------------------------------------------------------
+
+def hardware_section(results: Results, plot_dir: Path) -> Section:
+    single = results.baseline.single_core.get(FALCON)
+    tsc_hz = results.system.get("tsc_hz")
+    if single is None or not tsc_hz:
+        return Section("Hardware sensitivity (projections)",
+                       "No TSC ticks per verification in this run: nothing to project from.")
+    ticks = single.tsc_ticks_per_op
+    implied = tsc_hz / ticks
+    rows = [(f"{ghz:.1f} GHz", num(rate), *(headroom_x(headroom(rate, s.required_verify_rate))
+                                            for s in PROJECTION_SCENARIOS), "PROJECTION")
+            for ghz, rate in ((g, projected_verify_rate(ticks, g * 1e9)) for g in PROJECTION_CLOCKS_GHZ)]
+    measured = (f"{tsc_hz / 1e9:.3f} GHz (TSC rate)", num(single.ops_per_s),
+                *(headroom_x(headroom(single.ops_per_s, s.required_verify_rate)) for s in PROJECTION_SCENARIOS),
+                "**measured** here (statistical median)")
+    rows = sorted([*rows, measured], key=lambda r: float(r[0].split()[0]))
+    name = "clock_projection.png"
+    rates = [projected_verify_rate(ticks, g * 1e9) for g in PROJECTION_CLOCKS_GHZ]
+    plots.clock_projection(plot_dir / name, PROJECTION_CLOCKS_GHZ, rates, (tsc_hz / 1e9, single.ops_per_s),
+                           {f"needed: {s.name} ({s.required_verify_rate:,.0f}/s)": s.required_verify_rate
+                            for s in PROJECTION_SCENARIOS},
+                           f"{results.machine_caption()} - {results.source('statistical')}; projected, not measured")
+    return Section("Hardware sensitivity (projections)", "\n\n".join([
+        f"**These rows are projections, not measurements.** Projected rate = clock / cycles per verification, "
+        f"taking the measured median of **{ticks:,.0f} TSC ticks per {FALCON} verification** as cycles. That "
+        "assumes the same microarchitecture and liboqs code path ("
+        + ("AVX2" if results.system.get("avx2") else "portable")
+        + "), a compute-bound verification, and a core that ran at the TSC rate while measured. "
+        f"Check: {tsc_hz / 1e9:.3f} GHz / {ticks:,.0f} ticks = {implied:,.0f} verifications/s against the measured "
+        f"median {single.ops_per_s:,.0f}/s ({implied / single.ops_per_s - 1:+.1%}).",
+        table(("clock", "verify/s (1 core)", *(f"headroom: {s.name} ({s.required_verify_rate:,.0f}/s)"
+                                               for s in PROJECTION_SCENARIOS), "basis"), rows, "lrrrrl"),
+        source_note(results.source("statistical"), results.summary_source),
+        image(name, "projected verify rate against clock"),
+    ]), (name,))
+
+
+# --- on-chain footprint -----------------------------------------------------------------------
+
+def footprint_section(results: Results, plot_dir: Path) -> Section:
+    fps = footprints(scheme_sizes(results))
+    if not fps:
+        return Section("On-chain footprint", "No signature sizes in this run.")
+    falcon = next((f for f in fps if f.sizes.scheme == FALCON), fps[0])
+    sources = sorted({f.sizes.source for f in fps})
+    per_tx = [(f.sizes.scheme, num(f.sizes.public_key_bytes), num(f.sizes.signature_mean_bytes, 1),
+               num(f.sizes.signature_max_bytes) + (" (declared)" if f.sizes.max_is_declared else ""),
+               num(f.auth_mean_bytes, 1), num(f.auth_max_bytes), num(f.tx_mean_bytes, 1), percent(f.auth_share, 0),
+               si_bytes(f.block_mean_bytes), si_bytes(f.block_max_bytes),
+               times(f.block_mean_bytes / falcon.block_mean_bytes, 2)) for f in fps]
+    growth = [(f.sizes.scheme, *(si_bytes(chain_growth_bytes(n, f.tx_mean_bytes)) for n in ANNUAL_TX_COUNTS))
+              for f in fps]
+    propagation = [(f.sizes.scheme, si_bytes(f.block_mean_bytes),
+                    *(f"{seconds(propagation_time_s(f.block_mean_bytes, m))} / "
+                      f"{seconds(propagation_time_s(f.block_max_bytes, m))}" for m in BANDWIDTHS_MBPS))
+                   for f in fps]
+    largest = ANNUAL_TX_COUNTS[-1]
+    registered = [(f.sizes.scheme, num(f.tx_mean_bytes, 1), num(f.tx_registered_mean_bytes, 1),
+                   percent(1 - f.tx_registered_mean_bytes / f.tx_mean_bytes, 0),
+                   si_bytes(TX_PER_BLOCK * f.sizes.public_key_bytes),
+                   si_bytes(chain_growth_bytes(largest, f.tx_registered_mean_bytes)),
+                   si_bytes(REGISTRY_ACCOUNTS * f.sizes.public_key_bytes)) for f in fps]
+    name = "block_composition.png"
+    plots.block_composition(plot_dir / name, [f.sizes.scheme for f in fps], {
+        f"bodies ({TX_BODY_BYTES} B each)": [f.tx_per_block * f.body_bytes for f in fps],
+        "signatures (mean)": [f.tx_per_block * f.sizes.signature_mean_bytes for f in fps],
+        "public keys": [f.tx_per_block * f.sizes.public_key_bytes for f in fps]},
+        TX_PER_BLOCK, f"{results.machine_caption()} - {', '.join(sources)}")
+    return Section("On-chain footprint", "\n\n".join([
+        f"Every transaction carries a {TX_BODY_BYTES}-byte body (MEMO), its signature and, unless keys are registered, "
+        f"the signer's public key; a block holds {TX_PER_BLOCK:,} transactions (MEMO). Signature sizes are measured: "
+        "the mean (what storage grows by) and the maximum seen (what a block must reserve); schemes without a "
+        "length distribution show their declared maximum. SI units: 1 MB = 10^6 bytes, 1 GB = 10^9 bytes.",
+        "### Per transaction and per block",
+        table(("scheme", "pk B", "sig mean B", "sig max B", "sig+pk mean B", "sig+pk max B", "tx mean B",
+               "auth share of tx", f"block (mean)", "block (max)", f"block vs {falcon.sizes.scheme}"), per_tx),
+        source_note(*sources),
+        image(name, "block composition by scheme"),
+        "### Chain growth (mean transaction size, public key in every transaction)",
+        table(("scheme", *(f"{n:,} tx" for n in ANNUAL_TX_COUNTS)), growth),
+        source_note(*sources),
+        f"### Block propagation over one link (mean / max block, {TX_PER_BLOCK:,} transactions)",
+        "Serialisation time of one block through one link: no latency, no relay hops, no compression. "
+        f"MEMO's block interval is {BLOCK_INTERVAL_S:g} s; a block that takes longer than that to cross one link "
+        "cannot keep up.",
+        table(("scheme", "block (mean)", *(f"{m} Mbps" for m in BANDWIDTHS_MBPS)), propagation),
+        source_note(*sources),
+        "### Registering public keys once per account",
+        "If each account registers its public key once (the body already names the sender), a transaction carries "
+        f"only body + signature. Over N transactions from A accounts the chain saves (N - A) x the public key. "
+        f"The registry itself costs one public key per account (shown per {REGISTRY_ACCOUNTS:,} accounts).",
+        table(("scheme", "tx with key B", "tx, key registered B", "saving per tx", f"saving per {TX_PER_BLOCK:,}-tx block",
+               f"growth at {largest:,} tx, keys registered", f"registry per {REGISTRY_ACCOUNTS:,} accounts"),
+              registered),
+        source_note(*sources),
+    ]), (name,))
+
+
+# --- devnet ----------------------------------------------------------------------------------
+
+def devnet_section(results: Results, plot_dir: Path, runs: Sequence[DevnetRun]) -> Section:
+    if not runs:
+        return Section("Devnet end to end", "No devnet run folder was given (`qmemo report --devnet RUN_DIR`); "
+                       "see docs/methodology.md for the fields read from its `summary.json`.")
+    c_rate = results.baseline.verify_ops_per_s(FALCON)
+    overview = []
+    for run in runs:
+        counts = run.counts
+        overview.append((run.run_id, run.scheme or MISSING, run.nodes or MISSING, num(run.target_tps),
+                         num(run.committed_tps, 1), percent(run.committed_share),
+                         num(counts.get("committed")), num(counts.get("rejected")), num(counts.get("lost")),
+                         num(run.verify_rate_per_core), percent(run.verify_rate_per_core / c_rate)
+                         if run.verify_rate_per_core else MISSING,
+                         {True: "**yes**", False: "no", None: MISSING}[run.generator_fell_behind]))
+    latency = [(run.run_id, kind.replace("_", " "), *(num(p.get(k), 1) for k in ("p50", "p90", "p95", "p99", "p99_9", "max")))
+               for run in runs for kind, p in run.latency_ms.items()]
+    body = [
+        table(("run", "scheme", "nodes", "target TPS", "committed TPS", "committed / target", "committed", "rejected",
+               "lost", "node verify/s per core", f"vs C 1-core median ({c_rate:,.0f}/s)", "generator fell behind"),
+              overview),
+        source_note(*(display_path(r.source) for r in runs), results.summary_source),
+    ]
+    if any(r.generator_fell_behind for r in runs):
+        body.append("**Warning:** in a run marked above, the generator fell behind its own schedule: there the "
+                    "generator, not the chain, limited the rate.")
+    if latency:
+        body += ["### Latency percentiles (ms)",
+                 "intended -> committed is the honest figure: it counts from when the schedule meant to send, so "
+                 "a stalled node cannot hide the wait (no coordinated omission).",
+                 table(("run", "latency", "p50", "p90", "p95", "p99", "p99.9", "max"), latency, "ll" + "r" * 6),
+                 source_note(*(display_path(r.source) for r in runs))]
+    sweeps = {r.run_id: [(p.target_tps, p.committed_tps, p.p50_ms, p.p99_ms) for p in r.sweep] for r in runs if r.sweep}
+    plot_names: tuple[str, ...] = ()
+    if sweeps:
+        body += ["### Throughput against latency (sweep)", table(
+            ("run", "target TPS", "committed TPS", "p50 ms", "p99 ms"),
+            [(run_id, num(t), num(c, 1), num(p50, 1), num(p99, 1)) for run_id, pts in sweeps.items()
+             for t, c, p50, p99 in pts]),
+            source_note(*(display_path(r.sweep_source or r.source) for r in runs if r.sweep))]
+        name = "devnet_throughput_latency.png"
+        plots.throughput_latency(plot_dir / name, sweeps,
+                                 f"{results.machine_caption()} - "
+                                 + ", ".join(display_path(r.sweep_source or r.source) for r in runs if r.sweep))
+        body.append(image(name, "devnet throughput against latency"))
+        plot_names = (name,)
+    return Section("Devnet end to end", "\n\n".join(body), plot_names)

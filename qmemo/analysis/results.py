@@ -1,0 +1,150 @@
+"""The report's view of one bench_c results folder: the C baseline plus its per-benchmark files.
+
+`qmemo.analysis.c_baseline` reads `summary.json` (the figures every consumer shares);
+the report also needs what only the per-benchmark files hold - the full verify
+distribution (statistical.json), the signature-length histograms (sizes.json) - so this
+module opens those beside it, and names every file by a path a reader can follow
+(`results/<run-id>/statistical.json`, never `results/latest/...`).
+
+It also turns a results folder into the capacities and on-chain sizes the pure models
+take (`capacities`, `scheme_sizes`). It reads files; it computes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from qmemo.analysis.c_baseline import REPO_ROOT, CBaseline, load_c_baseline
+from qmemo.analysis.footprint import SchemeSizes
+from qmemo.analysis.headroom import Capacity
+from qmemo.errors import ConfigError, UnknownScheme
+
+DEFAULT_RESULTS = REPO_ROOT / "results" / "latest"
+FALCON = "Falcon-512"  # the scheme every ratio and the headroom are taken against
+
+
+def display_path(path: Path) -> str:
+    """`path` relative to the repository when it lies inside it (links resolved), else absolute."""
+    resolved = path.resolve()
+    try:
+        return str(resolved.relative_to(REPO_ROOT))
+    except ValueError:
+        return str(resolved)
+
+
+@dataclass(frozen=True)
+class Results:
+    baseline: CBaseline
+    run_dir: Path                                   # resolved: names the run, not "latest"
+    _docs: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def summary_source(self) -> str:
+        return display_path(self.run_dir / "summary.json")
+
+    @property
+    def system(self) -> Mapping[str, Any]:
+        return self.baseline.system or {}
+
+    def file(self, name: str) -> Path:
+        """The per-benchmark file of step `name` (summary's steps say which; else <name>.json)."""
+        step = (self.baseline.raw.get("steps") or {}).get(name) or {}
+        return self.run_dir / step.get("file", f"{name}.json")
+
+    def source(self, name: str) -> str:
+        return display_path(self.file(name))
+
+    def doc(self, name: str) -> Mapping[str, Any] | None:
+        """A per-benchmark JSON, or None when the run did not produce it (or it failed)."""
+        if name not in self._docs:
+            path = self.file(name)
+            try:
+                data = json.loads(path.read_text())
+            except FileNotFoundError:
+                data = None
+            except (OSError, ValueError) as exc:
+                raise ConfigError(f"cannot read {display_path(path)}: {exc}") from exc
+            self._docs[name] = data if isinstance(data, Mapping) and data.get("ok", True) else None
+        return self._docs[name]
+
+    def scheme_results(self, name: str) -> list[Mapping[str, Any]]:
+        """results.schemes (or results.rows) of a per-benchmark file; [] when absent."""
+        doc = self.doc(name) or {}
+        results = doc.get("results") or {}
+        return list(results.get("schemes") or results.get("rows") or [])
+
+    def raw(self, key: str) -> Any:
+        return self.baseline.raw.get(key)
+
+    def machine_caption(self) -> str:
+        """One line naming the machine and build, for plot captions."""
+        s = self.system
+        path = "AVX2" if s.get("avx2") else "portable"
+        return (f"{s.get('cpu_model', '?')}, {s.get('cores', '?')} cores, {s.get('kernel', '')}; "
+                f"liboqs {s.get('liboqs_version', '?')} ({path}); run {self.baseline.run_id}"
+                + (" (quick)" if self.baseline.quick else ""))
+
+
+def load_results(path: str | Path | None = None) -> Results:
+    """The results folder at `path` (default results/latest); ConfigError when there is none."""
+    folder = DEFAULT_RESULTS if path is None else Path(path)
+    if folder.name == "summary.json":
+        folder = folder.parent
+    baseline = load_c_baseline(folder / "summary.json")
+    if baseline is None:
+        raise ConfigError(f"no C baseline at {folder}: run `.venv/bin/qmemo bench c` "
+                          "(or `--quick`) first, or pass --results DIR")
+    return Results(baseline, folder.resolve())
+
+
+# --- inputs for the models ------------------------------------------------------------
+
+def capacities(results: Results, scheme: str = FALCON, cores: int | None = None) -> list[Capacity]:
+    """Single core (the statistical median) and the measured multicore row: the one with
+    `cores` threads, or the most threads measured. Never extrapolated."""
+    try:
+        single = results.baseline.verify_ops_per_s(scheme)
+    except UnknownScheme as exc:
+        raise ConfigError(str(exc)) from exc
+    from_stats = scheme in results.baseline.single_core
+    out = [Capacity("single core", single, results.source("statistical" if from_stats else "all"))]
+    rows = results.baseline.multicore("verify")
+    if rows and results.baseline.multicore_scheme == scheme:
+        picked = [r for r in rows if r.threads == cores] if cores else [max(rows, key=lambda r: r.threads)]
+        if not picked:
+            measured = ", ".join(str(r.threads) for r in rows)
+            raise ConfigError(f"no multicore row with {cores} threads (measured: {measured})")
+        row = picked[0]
+        if row.threads > 1:
+            out.append(Capacity(f"{row.threads} cores (measured)", row.ops_per_s,
+                                results.source("multicore_verify"), row.threads))
+    return out
+
+
+def capacities_from_results(path: str | Path | None, scheme: str = FALCON,
+                            cores: int | None = None) -> list[Capacity]:
+    return capacities(load_results(path), scheme, cores)
+
+
+def scheme_sizes(results: Results, schemes: list[str] | None = None) -> list[SchemeSizes]:
+    """Measured on-chain sizes per scheme: the sizes benchmark's mean and maximum where it
+    ran (the Falcon variants), else the mean measured while signing and the declared max."""
+    measured = results.raw("signature_sizes") or {}
+    out = []
+    for key, row in results.baseline.schemes.items():
+        if schemes is not None and key not in schemes:
+            continue
+        if key in measured:
+            sizes = measured[key]
+            out.append(SchemeSizes(key, row.public_key_bytes, sizes["mean"], int(sizes["max"]),
+                                   results.source("sizes")))
+        elif row.signature_bytes_mean is not None:
+            rates_from = (results.raw("schemes") or {}).get(key, {}).get("rates_from", "all.json")
+            out.append(SchemeSizes(key, row.public_key_bytes, row.signature_bytes_mean,
+                                   row.signature_bytes_max, results.source(rates_from.removesuffix(".json")),
+                                   max_is_declared=True))
+    return out

@@ -1,0 +1,241 @@
+"""`qmemo report` and `qmemo headroom` on a recorded bench_c run.
+
+tests/fixtures/c-baseline-quick/ is a real `qmemo bench c --quick` results folder from
+this project's 2-core machine (its run.log dropped for size). tests/fixtures/devnet-run/
+is a hand-written devnet summary (round numbers, marked synthetic) for the devnet reader.
+To refresh the C fixture after bench_c's format changes: `.venv/bin/qmemo bench c --quick`,
+copy `results/<run-id>/` over tests/fixtures/c-baseline-quick/ and delete its run.log.
+The report is generated once through the real CLI; the tests then check that every
+section and plot is there, that every table names its source, and that the figures in
+the tables are the fixture's figures (or the model's arithmetic on them).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from qmemo.analysis.devnet import parse_devnet_summary
+from tests.conftest import REPO_ROOT, VENV_BIN, run_command
+
+FIXTURE = REPO_ROOT / "tests" / "fixtures" / "c-baseline-quick"
+DEVNET = REPO_ROOT / "tests" / "fixtures" / "devnet-run"
+SECTIONS = ("Environment", "Verification results", "Scheme comparison", "Multicore scaling", "Signature sizes",
+            "Headroom against MEMO", "Hardware sensitivity (projections)", "On-chain footprint", "Devnet end to end")
+PLOTS = ("verify_distribution_Falcon-512.png", "scheme_rates.png", "multicore.png", "signature_sizes.png",
+         "headroom.png", "clock_projection.png", "block_composition.png", "devnet_throughput_latency.png")
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def summary() -> dict:
+    return json.loads((FIXTURE / "summary.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory) -> tuple[Path, str]:
+    out = tmp_path_factory.mktemp("report")
+    done = run_command([str(VENV_BIN / "qmemo"), "report", "--results", str(FIXTURE), "--devnet", str(DEVNET),
+                        "--out", str(out)])
+    assert done.returncode == 0, done.stderr
+    return out, (out / "REPORT.md").read_text()
+
+
+def tables(markdown: str) -> list[tuple[list[str], list[list[str]]]]:
+    """Every Markdown table as (headers, rows of cells)."""
+    found, block = [], []
+    for line in [*markdown.splitlines(), ""]:
+        if line.startswith("|"):
+            block.append([cell.strip() for cell in line.strip("|").split(" | ")])
+        elif block:
+            found.append((block[0], block[2:]))
+            block = []
+    return found
+
+
+def row(markdown: str, header: str, first_cell: str) -> dict[str, str]:
+    """The row starting with `first_cell` in the first table that has a column `header`."""
+    for headers, rows in tables(markdown):
+        if header in headers:
+            for cells in rows:
+                if cells[0] == first_cell:
+                    return dict(zip(headers, cells))
+    raise AssertionError(f"no row {first_cell!r} in a table with column {header!r}")
+
+
+def x(value: float) -> str:
+    """A headroom as the report prints it: two decimals below 10x, one above."""
+    return f"{value:,.2f}x" if value < 10 else f"{value:,.1f}x"
+
+
+def test_report_has_every_section_in_order(report):
+    _, md = report
+    headings = re.findall(r"^## (.+)$", md, flags=re.M)
+    assert headings == list(SECTIONS)
+
+
+def test_report_draws_every_plot_as_a_png_it_links(report):
+    out, md = report
+    for name in PLOTS:
+        data = (out / name).read_bytes()
+        assert data.startswith(PNG_MAGIC) and len(data) > 10_000, name
+        assert f"]({name})" in md, f"{name} is not linked from REPORT.md"
+    linked = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md)
+    assert sorted(linked) == sorted(PLOTS)
+
+
+def test_every_table_names_its_source_before_the_next_heading(report):
+    _, md = report
+    for chunk in re.split(r"^#{2,3} ", md, flags=re.M)[1:]:
+        lines = chunk.splitlines()
+        last_table_line = max((i for i, line in enumerate(lines) if line.startswith("|")), default=None)
+        if last_table_line is not None:
+            assert any(line.startswith("_Source: `") for line in lines[last_table_line:]), chunk.splitlines()[0]
+
+
+def test_environment_is_the_fixtures_machine(report, summary):
+    _, md = report
+    assert row(md, "property", "run id")["value"].startswith(f"`{summary['run_id']}`")
+    assert summary["system"]["cpu_model"] in row(md, "property", "machine")["value"]
+    assert "AVX2" in row(md, "property", "liboqs")["value"]
+
+
+def test_verification_figures_match_the_fixture(report, summary):
+    _, md = report
+    falcon = summary["single_core_verify"]["Falcon-512"]
+    single = row(md, "TSC ticks/verify", "Falcon-512")
+    assert single["verify/s"] == f"{falcon['single_pass']['ops_per_s']:,.0f}"
+    stats = json.loads((FIXTURE / "statistical.json").read_text())["results"]["schemes"][0]["ops_per_s"]
+    assert row(md, "statistic (verifications/s per trial)", "**median**")["value"] == f"{stats['median']:,.1f}"
+    assert row(md, "statistic (verifications/s per trial)", "Jarque-Bera")["value"] == f"{stats['jarque_bera']:,.1f}"
+    verdict = "not** normally distributed" if not stats["normal_5pct"] else "consistent with a normal"
+    assert verdict in md
+    ratio = summary["validate"]["ratios"]["Falcon-512"]["ratio"]
+    assert row(md, "ours / speed_sig", "Falcon-512")["ours / speed_sig"] == f"{ratio:,.3f}"
+
+
+def test_scheme_comparison_has_ratios_to_falcon_and_both_classical_implementations(report, summary):
+    _, md = report
+    schemes = summary["schemes"]
+    mldsa = row(md, "verify vs Falcon-512", "ML-DSA-44")
+    assert mldsa["verify/s"] == f"{schemes['ML-DSA-44']['verify_per_s']:,.0f}"
+    expected = schemes["ML-DSA-44"]["verify_per_s"] / schemes["Falcon-512"]["verify_per_s"]
+    assert mldsa["verify vs Falcon-512"] == f"{expected:,.2f}x"
+    fair = row(md, "role", "ECDSA-secp256k1/libsecp256k1")
+    assert "fair" in fair["role"]
+    assert row(md, "role", "ECDSA-secp256k1/OpenSSL")["verify/s"] == \
+        f"{schemes['ECDSA-secp256k1/OpenSSL']['verify_per_s']:,.0f}"
+
+
+def test_multicore_and_pool_match_the_fixture(report, summary):
+    _, md = report
+    for r in summary["multicore"]["verify"]["rows"]:
+        assert row(md, "verify/s per thread", str(r["threads"]))["verify/s"] == f"{r['ops_per_s']:,.0f}"
+    pool = summary["pool"]
+    assert row(md, "task latency p99 ms", "pool")["verify/s"] == f"{pool['pool']['ops_per_s']:,.0f}"
+
+
+def test_signature_sizes_match_the_fixture(report, summary):
+    _, md = report
+    for scheme, s in summary["signature_sizes"].items():
+        cells = row(md, "declared max B", scheme)
+        assert (cells["mean B"], cells["max B"]) == (f"{s['mean']:,.1f}", f"{s['max']:,.0f}")
+
+
+def test_headroom_is_the_fixture_median_over_memos_requirement(report, summary):
+    _, md = report
+    median = summary["single_core_verify"]["Falcon-512"]["ops_per_s"]
+    two_cores = summary["multicore"]["verify"]["rows"][-1]["ops_per_s"]
+    conservative = row(md, "needed/s per shard", "conservative, 20% cross-shard")
+    # 10,000 TPS / 4 shards x (1 + 0.2) = 3,000 verifications/s per shard
+    assert conservative["needed/s per shard"] == "3,000.0"
+    assert conservative["single core"].startswith(x(median / 3000))
+    assert conservative["2 cores (measured)"].startswith(x(two_cores / 3000))
+    # 50,700 / 256 x 1.2 = 237.65625
+    target = row(md, "needed/s per shard", "target, 20% cross-shard")
+    assert target["needed/s per shard"] == "237.7"
+    assert target["single core"] == f"{x(median / 237.65625)} meets"
+    # the synthetic devnet's best committed rate (1,400 TPS in its sweep) against 3,000/s
+    devnet = [k for k in conservative if k.startswith("devnet devnet-synthetic")]
+    assert devnet and conservative[devnet[0]] == f"{x(1400 / 3000)} short"
+
+
+def test_hardware_projection_is_clock_over_ticks(report, summary):
+    _, md = report
+    ticks = summary["single_core_verify"]["Falcon-512"]["tsc_ticks_per_op"]
+    projected = row(md, "verify/s (1 core)", "3.0 GHz")
+    assert projected["verify/s (1 core)"] == f"{3.0e9 / ticks:,.0f}"
+    assert projected["basis"] == "PROJECTION"
+
+
+def test_footprint_uses_measured_sizes(report, summary):
+    _, md = report
+    sizes = summary["signature_sizes"]["Falcon-512"]
+    pk = summary["schemes"]["Falcon-512"]["public_key_bytes"]
+    tx = 256 + sizes["mean"] + pk            # body + mean signature + public key
+    cells = row(md, "tx mean B", "Falcon-512")
+    assert cells["tx mean B"] == f"{tx:,.1f}"
+    assert cells["sig max B"] == f"{sizes['max']:,.0f}"
+    assert cells["block (mean)"] == f"{4000 * tx / 1e6:,.2f} MB"
+    growth = row(md, "1,000,000,000 tx", "Falcon-512")
+    assert growth["1,000,000,000 tx"] == f"{1e9 * tx / 1e12:,.2f} TB"
+    propagation = row(md, "10 Mbps", "Falcon-512")
+    # 4,000 x tx bytes x 8 bits / 10^7 bit/s
+    assert propagation["10 Mbps"].startswith(f"{4000 * tx * 8 / 1e7:,.2f} s")
+
+
+def test_devnet_section_reads_the_run_summary(report):
+    _, md = report
+    cells = row(md, "committed / target", "devnet-synthetic")
+    assert (cells["committed TPS"], cells["committed / target"], cells["rejected"]) == ("950.0", "95.0%", "1,000")
+    assert row(md, "p99.9", "devnet-synthetic")["p99.9"] == "5,000.0"
+
+
+def test_report_without_results_is_one_clear_error(tmp_path):
+    done = run_command([str(VENV_BIN / "qmemo"), "report", "--results", str(tmp_path), "--out", str(tmp_path / "o")])
+    assert done.returncode == 1
+    assert "no C baseline" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_headroom_command_prints_the_scenario_from_results(summary):
+    done = run_command([str(VENV_BIN / "qmemo"), "headroom", "--results", str(FIXTURE), "--tps", "10000",
+                        "--shards", "4", "--cross-shard", "20"])
+    assert done.returncode == 0, done.stderr
+    median = summary["single_core_verify"]["Falcon-512"]["ops_per_s"]
+    assert f"{median:,.0f}" in done.stdout and x(median / 3000) in done.stdout
+
+
+def test_headroom_command_refuses_cross_shard_traffic_on_one_shard():
+    done = run_command([str(VENV_BIN / "qmemo"), "headroom", "--verify-rate", "1000", "--shards", "1",
+                        "--cross-shard", "0.2"])
+    assert done.returncode == 1 and "single shard" in done.stderr
+
+
+def test_devnet_reader_takes_the_generators_own_summary_shape():
+    # The shape of qmemo.load.latency.RunSummary serialised as it is: latency kinds at the
+    # top level with percentiles_ms/max_ms, rejections per reason, the rate under config.
+    data = {"config": {"tps": 200}, "committed_tps": 180.0,
+            "counts": {"planned": 10, "committed": 7, "rejected": {"bad_signature": 2, "nonce": 1}},
+            "intended_to_committed": {"count": 7, "percentiles_ms": {"p50": 10.0, "p99": 30.0, "p99.9": 35.0},
+                                      "max_ms": 40.0, "mean_ms": 12.0},
+            "schedule_lag": {"percentiles_ms": {"p99": 1.0}, "max_ms": 2.0}}
+    run = parse_devnet_summary(data, Path("runs/r1/summary.json"))
+    assert (run.run_id, run.target_tps, run.committed_tps) == ("r1", 200, 180)
+    assert run.counts["rejected"] == 3
+    assert run.latency_ms["intended_to_committed"] == {"p50": 10.0, "p99": 30.0, "p99_9": 35.0, "max": 40.0}
+    assert run.schedule_lag_ms == {"p99": 1.0, "max": 2.0}
+    assert not run.saturated   # 180 of 200 is 90%: not short of the offered load
+
+
+def test_devnet_reader_converts_seconds_and_refuses_a_summary_without_rates():
+    from qmemo.errors import ConfigError
+
+    run = parse_devnet_summary({"target_tps": 10, "committed_tps": 5,
+                                "latency_s": {"sent_to_accepted": {"p50": 0.002}}}, Path("x/summary.json"))
+    assert run.latency_ms["sent_to_accepted"]["p50"] == pytest.approx(2.0)
+    assert run.saturated       # 5 of 10 offered: the chain was at its limit
+    with pytest.raises(ConfigError):
+        parse_devnet_summary({"committed_tps": 5}, Path("x/summary.json"))
