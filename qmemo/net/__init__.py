@@ -1,0 +1,2 @@
+"""The node's HTTP side: the aiohttp app factory, handlers (decode -> call the node ->
+encode), the wire formats, the peer client and the Prometheus page. No chain rules here."""

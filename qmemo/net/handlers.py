@@ -1,0 +1,216 @@
+"""HTTP handlers: decode the request -> call the node -> encode the answer. Nothing else.
+
+Every rule lives in the core or the node; a handler only parses what the client sent
+into core objects (or raises the `DecodeError` that becomes a 400), calls one node
+method, and writes its result as JSON (or binary for peers). Errors are turned into
+`{"error": code, "detail": sentence}` with the error's own status by the middleware
+in app.py. docs/api.md documents every route.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from aiohttp import web
+
+from qmemo.core.codec import U64_MAX, parse_hex
+from qmemo.core.transaction import ADDRESS_BYTES, Transaction
+from qmemo.crypto.hashing import DIGEST_BYTES
+from qmemo.errors import DecodeError, NotFound, TooLarge
+from qmemo.net import prometheus, wire
+from qmemo.node.admission import ACCEPTED, DUPLICATE, REJECTED, Item, Outcome
+from qmemo.node.service import Node
+
+JSON_TYPE = "application/json"
+BINARY_TYPE = "application/octet-stream"
+MAX_BLOCKS_WITH_TXS = 10        # full transactions as JSON: ~3.7 KB each, 4,000 per block
+MAX_BLOCKS_IDS = 100            # ids only: what the load generator's follower asks for
+MAX_ACCOUNTS = 10_000           # per POST /accounts
+
+
+def json_response(document: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(body=wire.dumps(document), status=status, content_type=JSON_TYPE, headers=headers)
+
+
+async def read_body(request: web.Request, max_bytes: int) -> bytes:
+    """The request body, or TooLarge (413) past `max_bytes` - checked before reading when
+    the client says how long it is."""
+    if request.content_length is not None and request.content_length > max_bytes:
+        raise TooLarge(f"the body is {request.content_length} bytes, the limit is {max_bytes}",
+                       code="body_too_large")
+    body = await request.read()
+    if len(body) > max_bytes:
+        raise TooLarge(f"the body is {len(body)} bytes, the limit is {max_bytes}", code="body_too_large")
+    return body
+
+
+def query_int(request: web.Request, name: str, default: int | None, minimum: int, maximum: int) -> int:
+    raw = request.query.get(name)
+    if raw is None:
+        if default is None:
+            raise DecodeError(f"the query parameter {name!r} is required", code="malformed")
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise DecodeError(f"the query parameter {name!r} must be an integer, got {raw!r}", code="malformed") from None
+    if not minimum <= value <= maximum:
+        raise DecodeError(f"{name} must be between {minimum} and {maximum}, got {value}", code="out_of_range")
+    return value
+
+
+def outcome_json(outcome: Outcome) -> dict[str, Any]:
+    return wire.tx_result(*outcome)
+
+
+def results_document(outcomes: Sequence[Outcome]) -> dict[str, Any]:
+    counts = {ACCEPTED: 0, DUPLICATE: 0, REJECTED: 0}
+    for outcome in outcomes:
+        counts[outcome[1]] += 1
+    return {"results": [wire.tx_result(*outcome) for outcome in outcomes], **counts}
+
+
+def account_json(address: bytes, node: Node) -> dict[str, Any]:
+    account, pending_nonce = node.account(address)
+    return {"address": address.hex(), "balance": account.balance, "nonce": account.nonce,
+            "pending_nonce": pending_nonce}
+
+
+class Handlers:
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.config = node.config
+
+    # --- transactions ------------------------------------------------------------------------
+
+    async def post_txs(self, request: web.Request) -> web.Response:
+        """POST /txs: a binary batch or {"transactions": [...]}; per-transaction results."""
+        body = await read_body(request, self.config.max_body_bytes)
+        items: list[Item]
+        if request.content_type == BINARY_TYPE:
+            items = wire.decode_tx_batch(body, self.config.max_batch_txs)
+        else:
+            items = self._json_items(body)
+        return json_response(results_document(await self.node.submit(items)))
+
+    def _json_items(self, body: bytes) -> list[Item]:
+        entries = wire.expect_key(wire.loads(body), "transactions", list, "the body")
+        if len(entries) > self.config.max_batch_txs:
+            raise TooLarge(f"{len(entries)} transactions in one batch, the limit is {self.config.max_batch_txs}",
+                           code="batch_too_large")
+        items: list[Item] = []
+        for entry in entries:
+            try:
+                items.append(Transaction.from_json(entry))
+            except DecodeError as exc:      # one bad element is that element's rejection
+                items.append(exc)
+        return items
+
+    async def post_tx(self, request: web.Request) -> web.Response:
+        """POST /tx: one JSON transaction; 200 accepted/duplicate, 422 rejected."""
+        body = await read_body(request, self.config.max_body_bytes)
+        tx = Transaction.from_json(wire.loads(body))        # DecodeError -> 400
+        outcome = (await self.node.submit([tx]))[0]
+        document = outcome_json(outcome)
+        if outcome[1] == REJECTED:
+            return json_response({**document, "error": outcome[2]}, status=422)
+        return json_response(document)
+
+    async def get_tx(self, request: web.Request) -> web.Response:
+        tx_id = parse_hex(request.match_info["tx_id"], "transaction id", length=DIGEST_BYTES)
+        return json_response(await self.node.transaction_status(tx_id))
+
+    # --- blocks ---------------------------------------------------------------------------------
+
+    async def get_blocks(self, request: web.Request) -> web.Response:
+        """GET /blocks?from=H&limit=N[&txs=ids]"""
+        ids_only = self._ids_only(request)
+        maximum = MAX_BLOCKS_IDS if ids_only else MAX_BLOCKS_WITH_TXS
+        from_height = query_int(request, "from", None, 0, U64_MAX)
+        limit = query_int(request, "limit", min(20, maximum), 1, maximum)
+        blocks = await self.node.blocks(from_height, limit)
+        names = self._validator_names()
+        return json_response({"blocks": [wire.block_json(b, names, tx_ids_only=ids_only) for b in blocks]})
+
+    async def get_block(self, request: web.Request) -> web.Response:
+        """GET /block/{height} and /block/latest"""
+        raw = request.match_info["height"]
+        if raw == "latest":
+            height = self.node.height
+        else:
+            try:
+                height = int(raw)
+            except ValueError:
+                raise DecodeError(f"block height must be an integer or 'latest', got {raw!r}",
+                                  code="malformed") from None
+        blocks = await self.node.blocks(height, 1) if height >= 1 else []
+        if not blocks:
+            raise NotFound(f"no block at height {height} (the tip is {self.node.height})")
+        return json_response(wire.block_json(blocks[0], self._validator_names(), tx_ids_only=self._ids_only(request)))
+
+    def _ids_only(self, request: web.Request) -> bool:
+        txs = request.query.get("txs", "full")
+        if txs not in ("ids", "full"):
+            raise DecodeError(f"txs must be 'ids' or 'full', got {txs!r}", code="malformed")
+        return txs == "ids"
+
+    def _validator_names(self) -> list[str]:
+        return [validator.name for validator in self.node.genesis.validators]
+
+    # --- accounts ---------------------------------------------------------------------------------
+
+    async def get_account(self, request: web.Request) -> web.Response:
+        address = parse_hex(request.match_info["address"], "address", length=ADDRESS_BYTES)
+        return json_response(account_json(address, self.node))
+
+    async def post_accounts(self, request: web.Request) -> web.Response:
+        body = await read_body(request, self.config.max_body_bytes)
+        addresses = wire.expect_key(wire.loads(body), "addresses", list, "the body")
+        if len(addresses) > MAX_ACCOUNTS:
+            raise TooLarge(f"{len(addresses)} addresses, the limit is {MAX_ACCOUNTS}", code="batch_too_large")
+        parsed = [parse_hex(a, f"addresses[{i}]", length=ADDRESS_BYTES) for i, a in enumerate(addresses)]
+        return json_response({"accounts": [account_json(address, self.node) for address in parsed]})
+
+    # --- node --------------------------------------------------------------------------------------
+
+    async def get_status(self, request: web.Request) -> web.Response:
+        return json_response(self.node.status())
+
+    async def get_health(self, request: web.Request) -> web.Response:
+        ready = self.node.ready
+        return json_response({"ready": ready, "node": self.node.name}, status=200 if ready else 503)
+
+    async def get_metrics(self, request: web.Request) -> web.Response:
+        if "text/plain" in request.headers.get("Accept", "") and JSON_TYPE not in request.headers.get("Accept", ""):
+            return await self.get_prometheus(request)
+        return json_response(self.node.metrics_snapshot())
+
+    async def get_prometheus(self, request: web.Request) -> web.Response:
+        text = prometheus.render(self.node.metrics_snapshot(), self.node.histograms())
+        return web.Response(body=text.encode(), headers={"Content-Type": prometheus.CONTENT_TYPE})
+
+    # --- peers ---------------------------------------------------------------------------------------
+
+    async def peer_txs(self, request: web.Request) -> web.Response:
+        """POST /peer/txs: a relayed binary batch, admitted like any other (never trusted)."""
+        body = await read_body(request, self.config.max_peer_body_bytes)
+        encodings = wire.decode_tx_batch(body, wire.MAX_PEER_BATCH_TXS)
+        outcomes = await self.node.submit(encodings, from_peer=True)
+        counts = {ACCEPTED: 0, DUPLICATE: 0, REJECTED: 0}
+        for outcome in outcomes:
+            counts[outcome[1]] += 1
+        return json_response(counts)
+
+    async def peer_block(self, request: web.Request) -> web.Response:
+        """POST /peer/block: one block encoding; validated in full before it is applied."""
+        body = await read_body(request, self.config.max_peer_body_bytes)
+        answer = await self.node.receive_block(body)
+        return json_response({"status": answer.status, "height": answer.height})
+
+    async def peer_blocks(self, request: web.Request) -> web.Response:
+        """GET /peer/blocks?from=H&limit=N: block encodings as a binary batch (sync)."""
+        from_height = query_int(request, "from", None, 1, U64_MAX)
+        limit = query_int(request, "limit", 20, 1, 100)
+        encodings = await self.node.block_encodings(from_height, limit)
+        return web.Response(body=wire.encode_block_batch(encodings), content_type=BINARY_TYPE)

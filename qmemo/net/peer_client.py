@@ -1,0 +1,88 @@
+"""The peer client: `PeerLink` (qmemo.node.peers) over HTTP, binary bodies both ways.
+
+Calls (docs/api.md, "Peer calls"):
+- `POST /peer/txs`     a binary transaction batch (relay);
+- `POST /peer/block`   one block encoding (the producer's push);
+- `GET  /status`       the peer's tip (small JSON, polled every `sync_interval_s`);
+- `GET  /peer/blocks`  block encodings from a height, as a binary batch (sync).
+
+Every failure - refused connection, timeout, an unexpected status - becomes a
+`PeerError` naming the peer, so the node's tasks handle one error type. Bytes sent and
+received are added to the node's network counters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import aiohttp
+
+from qmemo.errors import DecodeError, InvalidBlock, PeerError
+from qmemo.net.wire import decode_frames, encode_tx_batch, loads
+from qmemo.node.metrics import NodeMetrics
+from qmemo.node.peers import PeerTip
+
+BINARY = {"Content-Type": "application/octet-stream"}
+ORIGIN_HEADER = "X-Qmemo-Origin"
+MAX_SYNC_BLOCKS = 100
+
+
+class HttpPeer:
+    """One peer, reached through a shared `aiohttp.ClientSession`."""
+
+    def __init__(self, url: str, session: aiohttp.ClientSession, metrics: NodeMetrics, origin: str,
+                 timeout_s: float = 10.0) -> None:
+        self.url = url.rstrip("/")
+        self._session = session
+        self._metrics = metrics
+        self._headers = {**BINARY, ORIGIN_HEADER: origin}
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+
+    async def send_txs(self, encodings: Sequence[bytes]) -> None:
+        await self._call("POST", "/peer/txs", body=encode_tx_batch(encodings))
+
+    async def send_block(self, encoded: bytes) -> str:
+        status, payload = await self._call("POST", "/peer/block", body=encoded, accept=(200, 400, 422))
+        document = _json(payload, self.url)
+        if status == 200:
+            return str(document.get("status"))
+        error = InvalidBlock if status == 422 else DecodeError
+        raise error(f"{self.url} refused the block: {document.get('detail')}", code=str(document.get("error")))
+
+    async def tip(self) -> PeerTip:
+        _, payload = await self._call("GET", "/status")
+        document = _json(payload, self.url)
+        try:
+            return PeerTip(int(document["height"]), bytes.fromhex(document["tip_hash"]))
+        except (KeyError, TypeError, ValueError):
+            raise PeerError(f"{self.url}/status has no usable height and tip_hash") from None
+
+    async def block_encodings(self, from_height: int, limit: int) -> list[bytes]:
+        limit = min(limit, MAX_SYNC_BLOCKS)
+        _, payload = await self._call("GET", f"/peer/blocks?from={from_height}&limit={limit}")
+        return decode_frames(payload, limit, "block")
+
+    async def _call(self, method: str, path: str, *, body: bytes | None = None,
+                    accept: tuple[int, ...] = (200,)) -> tuple[int, bytes]:
+        try:
+            async with self._session.request(method, self.url + path, data=body, headers=self._headers,
+                                             timeout=self._timeout) as response:
+                payload = await response.read()
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            raise PeerError(f"{method} {self.url}{path}: {type(exc).__name__}: {exc}") from None
+        self._metrics.bytes_out += len(body) if body else 0
+        self._metrics.bytes_in += len(payload)
+        if response.status not in accept:
+            raise PeerError(f"{method} {self.url}{path} answered {response.status}: {payload[:200]!r}")
+        return response.status, payload
+
+
+def _json(payload: bytes, url: str) -> dict:
+    try:
+        document = loads(payload)
+    except DecodeError:
+        raise PeerError(f"{url} answered something that is not JSON") from None
+    if not isinstance(document, dict):
+        raise PeerError(f"{url} answered JSON that is not an object")
+    return document

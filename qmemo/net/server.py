@@ -1,0 +1,65 @@
+"""Run one node: load its genesis and key, serve HTTP, stop cleanly on SIGINT/SIGTERM.
+
+Order at start: listen first (so /health answers 503 while the store opens), then start
+the node. Order at stop: stop accepting requests, let the ones in flight finish, stop the
+node (it finishes the block write under way and closes the store), close the peer
+session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+
+import aiohttp
+from aiohttp import web
+
+from qmemo.crypto.keys import load_keys
+from qmemo.errors import ConfigError, KeyFileError
+from qmemo.net.app import make_app
+from qmemo.net.peer_client import HttpPeer
+from qmemo.node.config import NodeConfig
+from qmemo.node.service import Node
+from qmemo.node.store import load_genesis
+
+def build_node(config: NodeConfig) -> Node:
+    """The node for `config`, not started (reads the genesis and the key file)."""
+    genesis = load_genesis(config.genesis)
+    keys = load_keys(config.key)
+    if len(keys) != 1:
+        raise KeyFileError(f"{config.key} holds {len(keys)} keys; a node's key file holds exactly one")
+    return Node(config, genesis, keys[0])
+
+
+async def serve(config: NodeConfig, *, stop: asyncio.Event | None = None) -> None:
+    """Run a node until SIGINT/SIGTERM (or `stop` is set)."""
+    node = build_node(config)
+    sys.setswitchinterval(config.gil_switch_interval_s)
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64))
+    node.attach_peers([HttpPeer(url, session, node.metrics, config.url, config.peer_timeout_s)
+                       for url in config.peers])
+    runner = web.AppRunner(make_app(node), access_log=None, handle_signals=False, shutdown_timeout=5.0)
+    await runner.setup()
+    site = web.TCPSite(runner, config.host, config.port, reuse_address=True)
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        await session.close()
+        raise ConfigError(f"cannot listen on {config.host}:{config.port}: {exc.strerror}") from None
+    node.log.info("listening on %s", config.url)
+    try:
+        await node.start()
+        node.log.info("ready: chain %d, genesis %s.., height %d", node.genesis.chain_id,
+                      node.genesis.hash.hex()[:16], node.chain.height)
+        await stop.wait()
+        node.log.info("stopping")
+    finally:
+        await runner.cleanup()
+        await node.stop()
+        await session.close()

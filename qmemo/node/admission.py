@@ -1,0 +1,358 @@
+"""Admission: from transaction bytes to the mempool, cheap checks first, signatures in batches.
+
+For a batch (one request), in order:
+1. decode each transaction (DecodeError -> rejected with its code);
+2. duplicate? (pending, held, or in flight in another request) -> "duplicate";
+3. the chain's form rules (`check_transaction_form`: chain id, scheme, sizes);
+4. nonce and balance feasibility against the tip and the mempool (`Mempool.check`);
+5. the signatures of every survivor, in one call to the verification pool;
+6. `Mempool.add` in input order (it checks again: the pool may have changed while the
+   signatures were verified), then relay what a client sent.
+
+Held transactions (the core's mempool only takes a sender's *next* nonce): a transaction
+whose nonce is ahead of its sender's next pending nonce by at most `future_nonces` is
+verified and held in `FutureQueue` until the gap fills, like Ethereum's "queued" pool.
+Requests from one sender can overtake each other (two connections, a relay racing a
+client), and a held transaction then joins the mempool as soon as the one before it
+does. If the gap does not fill within `future_ttl_s`, it is evicted with reason
+`nonce_gap_timeout` (visible in /tx/{id} and the metrics): nothing accepted is dropped
+silently. Further ahead than the window: rejected with `nonce_gap`.
+
+Costs per transaction on the event loop are kept to a few microseconds besides the
+decode (the core hashes the id and signing digest there): no per-transaction tasks,
+futures or log lines.
+
+Never imports aiohttp or knows about HTTP.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from qmemo.core.genesis import Genesis
+from qmemo.core.mempool import Mempool
+from qmemo.core.state import EMPTY_ACCOUNT, Account, charge, check_transaction_form
+from qmemo.core.transaction import Transaction
+from qmemo.errors import DecodeError, InvalidTransaction, MempoolFull, QmemoError
+from qmemo.node.block_decode import DecodedCache
+from qmemo.node.chain import Chain
+from qmemo.node.metrics import NodeMetrics
+from qmemo.node.verify_pool import VerifyPool
+
+ACCEPTED = "accepted"
+DUPLICATE = "duplicate"
+REJECTED = "rejected"
+
+# (transaction id or None if it did not decode, status, reason code, detail)
+Outcome = tuple[bytes | None, str, str | None, str | None]
+# What a request hands in: raw canonical encodings (binary batches), decoded transactions
+# (JSON), or the error a JSON element gave when it was decoded.
+Item = bytes | Transaction | DecodeError
+
+EVICTED_MEMORY = 100_000      # how many evicted ids /tx/{id} can still explain
+# Ids of recently committed transactions: a copy arriving late (a relay that lost the race
+# with the block, a client retrying) is a duplicate, not a "replayed nonce" rejection.
+COMMITTED_MEMORY = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionLimits:
+    future_nonces: int = 64
+    future_max_txs: int = 20_000
+    future_ttl_s: float = 30.0
+    decoded_cache_txs: int = 50_000
+
+
+@dataclass(slots=True)
+class Held:
+    tx: Transaction
+    held_at: float
+    relay: bool
+
+
+class FutureQueue:
+    """Verified transactions waiting for an earlier nonce of their sender."""
+
+    def __init__(self, max_txs: int) -> None:
+        self.max_txs = max_txs
+        self._by_sender: dict[bytes, dict[int, Held]] = {}
+        self._ids: dict[bytes, Held] = {}
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __contains__(self, tx_id: bytes) -> bool:
+        return tx_id in self._ids
+
+    def hold(self, tx: Transaction, now: float, relay: bool) -> bool:
+        """Hold `tx`; False if the queue is full or the sender already has that nonce held."""
+        slots = self._by_sender.setdefault(tx.sender, {})
+        if len(self._ids) >= self.max_txs or tx.nonce in slots:
+            if not slots:
+                del self._by_sender[tx.sender]
+            return False
+        slots[tx.nonce] = self._ids[tx.id] = Held(tx, now, relay)
+        return True
+
+    def take_ready(self, sender: bytes, next_nonce: int) -> list[Held]:
+        """Remove and return the sender's held transactions from `next_nonce` on, while consecutive."""
+        slots = self._by_sender.get(sender)
+        ready: list[Held] = []
+        while slots and next_nonce in slots:
+            held = slots.pop(next_nonce)
+            del self._ids[held.tx.id]
+            ready.append(held)
+            next_nonce += 1
+        if slots is not None and not slots:
+            del self._by_sender[sender]
+        return ready
+
+    def remove_below(self, sender: bytes, nonce: int) -> list[Held]:
+        """Remove the sender's held transactions with a nonce below `nonce` (now used)."""
+        slots = self._by_sender.get(sender)
+        if not slots:
+            return []
+        gone = [slots.pop(n) for n in [n for n in slots if n < nonce]]
+        for held in gone:
+            del self._ids[held.tx.id]
+        if not slots:
+            del self._by_sender[sender]
+        return gone
+
+    def expire(self, older_than: float) -> list[Held]:
+        expired = [held for held in self._ids.values() if held.held_at < older_than]
+        for held in expired:
+            slots = self._by_sender[held.tx.sender]
+            del slots[held.tx.nonce]
+            if not slots:
+                del self._by_sender[held.tx.sender]
+            del self._ids[held.tx.id]
+        return expired
+
+
+class Admission:
+    """The mempool side of a node: admits transactions and keeps the pool in step with blocks."""
+
+    def __init__(self, genesis: Genesis, chain: Chain, mempool: Mempool, pool: VerifyPool, metrics: NodeMetrics,
+                 limits: AdmissionLimits, relay: Callable[[Sequence[bytes]], None]) -> None:
+        self.genesis = genesis
+        self.chain = chain
+        self.mempool = mempool
+        self.pool = pool
+        self.metrics = metrics
+        self.limits = limits
+        self.future = FutureQueue(limits.future_max_txs)
+        self._relay = relay
+        self._inflight: set[bytes] = set()
+        self.evicted: OrderedDict[bytes, str] = OrderedDict()
+        # OrderedDict, not dict: popping the oldest of a dict with churn rescans its dead
+        # slots (O(n) per pop); OrderedDict's linked list makes it O(1).
+        self.committed: OrderedDict[bytes, None] = OrderedDict()
+        self.decoded = DecodedCache(max(limits.decoded_cache_txs, 1))
+
+    # --- queries ------------------------------------------------------------------------------
+
+    def is_full(self) -> bool:
+        limits = self.mempool.limits
+        return len(self.mempool) >= limits.max_transactions or self.mempool.size_bytes >= limits.max_bytes
+
+    def pending_nonce(self, address: bytes) -> int:
+        return self.chain.account(address).nonce + self.mempool.pending_count(address)
+
+    def pending_status(self, tx_id: bytes) -> str | None:
+        """"pending", "queued" (held for a nonce gap), "evicted:<reason>" or None."""
+        if tx_id in self.mempool or tx_id in self._inflight:
+            return "pending"
+        if tx_id in self.future:
+            return "queued"
+        reason = self.evicted.get(tx_id)
+        return f"evicted:{reason}" if reason else None
+
+    # --- admitting ------------------------------------------------------------------------------
+
+    async def admit(self, items: Sequence[Item], *, relay: bool) -> list[Outcome]:
+        """Admit a batch; one outcome per item, in order. `relay`: the batch came from a client,
+        so what is accepted goes on to the peers (held transactions go when they join the pool)."""
+        metrics = self.metrics
+        metrics.tx_received += len(items)
+        outcomes: list[Outcome | None] = [None] * len(items)
+        candidates: list[Transaction] = []
+        positions: list[int] = []
+        inflight = self._inflight
+        try:
+            self._precheck(items, outcomes, candidates, positions)
+            valid = await self.pool.verify(candidates, "admission") if candidates else []
+            accepted = self._add(candidates, positions, valid, outcomes, relay)
+        finally:
+            inflight.difference_update(tx.id for tx in candidates)
+        if accepted:
+            self._relay(accepted)
+        return outcomes  # type: ignore[return-value]
+
+    def _precheck(self, items: Sequence[Item], outcomes: list[Outcome | None], candidates: list[Transaction],
+                  positions: list[int]) -> None:
+        """Steps 1-4: fill `outcomes` for what fails, collect the rest for verification."""
+        genesis, mempool, future, inflight = self.genesis, self.mempool, self.future, self._inflight
+        committed = self.committed
+        accounts = self.chain.state.accounts
+        window = self.limits.future_nonces
+        batch_next: dict[bytes, int] = {}      # a sender's next nonce counting earlier candidates
+        decode = self.decoded.decode
+        for position, item in enumerate(items):
+            tx = None
+            try:
+                if type(item) is bytes:
+                    tx = decode(item)
+                elif isinstance(item, DecodeError):
+                    raise item
+                else:
+                    tx = item
+                tx_id = tx.id
+                if tx_id in inflight or tx_id in mempool or tx_id in future or tx_id in committed:
+                    outcomes[position] = (tx_id, DUPLICATE, None, None)
+                    continue
+                check_transaction_form(genesis, tx)
+                sender = tx.sender
+                account = accounts.get(sender, EMPTY_ACCOUNT)
+                next_pending = account.nonce + mempool.pending_count(sender)
+                nonce = tx.nonce
+                if nonce == next_pending:
+                    mempool.check(tx, account)          # balance, per-sender and pool limits
+                elif nonce == batch_next.get(sender) or next_pending < nonce <= next_pending + window:
+                    charge(account.balance, nonce, tx)  # held or after a candidate: still payable at all?
+                else:
+                    mempool.check(tx, account)          # raises the rule: replay, conflict or gap
+                batch_next[sender] = nonce + 1
+            except QmemoError as exc:
+                outcomes[position] = (tx.id if tx is not None else None, REJECTED, exc.code, exc.detail)
+                continue
+            inflight.add(tx_id)
+            candidates.append(tx)
+            positions.append(position)
+
+    def _add(self, candidates: list[Transaction], positions: list[int], valid: list[bool],
+             outcomes: list[Outcome | None], relay: bool) -> list[bytes]:
+        """Step 6: signatures known, add to the mempool (or hold) in input order. Returns the
+        encodings to relay."""
+        future, accounts = self.future, self.chain.state.accounts
+        window = self.limits.future_nonces
+        now = time.monotonic()
+        relayed: list[bytes] = []
+        for tx, position, ok in zip(candidates, positions, valid):
+            tx_id = tx.id
+            if not ok:
+                outcomes[position] = (tx_id, REJECTED, "bad_signature",
+                                      "the signature does not verify under the sender's public key")
+                continue
+            if tx_id in self.committed:      # a block took it while its signature was checked
+                outcomes[position] = (tx_id, DUPLICATE, None, None)
+                continue
+            try:
+                added = self._pool_add(tx, accounts.get(tx.sender, EMPTY_ACCOUNT))
+            except InvalidTransaction as exc:
+                next_pending = self.pending_nonce(tx.sender)
+                if exc.code == "nonce_gap" and tx.nonce - next_pending <= window and future.hold(tx, now, relay):
+                    outcomes[position] = (tx_id, ACCEPTED, None, None)
+                    continue
+                outcomes[position] = (tx_id, REJECTED, exc.code, exc.detail)
+                continue
+            except MempoolFull as exc:
+                outcomes[position] = (tx_id, REJECTED, exc.code, exc.detail)
+                continue
+            if not added:
+                outcomes[position] = (tx_id, DUPLICATE, None, None)
+                continue
+            outcomes[position] = (tx_id, ACCEPTED, None, None)
+            if relay:
+                relayed.append(tx.encoded)
+            if future:
+                relayed.extend(self._promote(tx.sender))
+        self._count(outcomes)
+        return relayed
+
+    def _count(self, outcomes: list[Outcome | None]) -> None:
+        metrics = self.metrics
+        rejected = metrics.tx_rejected
+        for outcome in outcomes:
+            status = outcome[1]   # type: ignore[index]
+            if status == ACCEPTED:
+                metrics.tx_accepted += 1
+            elif status == DUPLICATE:
+                metrics.tx_duplicate += 1
+            else:
+                rejected[outcome[2]] += 1   # type: ignore[index]
+
+    def _promote(self, sender: bytes) -> list[bytes]:
+        """Move the sender's held transactions that are now next into the mempool."""
+        relayed: list[bytes] = []
+        account = self.chain.account(sender)
+        for held in self.future.take_ready(sender, self.pending_nonce(sender)):
+            try:
+                self._pool_add(held.tx, account)
+            except (InvalidTransaction, MempoolFull) as exc:
+                self._evict(held.tx.id, exc.code)
+                continue
+            if held.relay:
+                relayed.append(held.tx.encoded)
+        return relayed
+
+    # --- keeping the pool in step with the chain -----------------------------------------------
+
+    def block_applied(self, transactions: Sequence[Transaction]) -> None:
+        """A block joined the chain: drop what it committed, evict what it made stale,
+        release held transactions whose gap it filled."""
+        committed = self.committed
+        for tx in transactions:
+            committed[tx.id] = None
+        for _ in range(len(committed) - COMMITTED_MEMORY):
+            committed.popitem(last=False)
+        for evicted in self.mempool.remove_block(transactions, self.chain.account):
+            self._evict(evicted.tx.id, evicted.reason)
+        if not self.future:
+            return
+        relayed: list[bytes] = []
+        committed = {tx.id for tx in transactions}
+        for sender in {tx.sender for tx in transactions}:
+            for held in self.future.remove_below(sender, self.chain.account(sender).nonce):
+                if held.tx.id not in committed:
+                    self._evict(held.tx.id, "nonce_stale")
+            relayed.extend(self._promote(sender))
+        if relayed:
+            self._relay(relayed)
+
+    def blocks_undone(self, transactions: Sequence[Transaction]) -> None:
+        """A fork switch undid blocks: their transactions are pending again (before the
+        pending ones of the same senders, whose nonces follow theirs)."""
+        undone = list(transactions)
+        if not undone:
+            return
+        for tx in undone:
+            self.committed.pop(tx.id, None)
+        senders = {tx.sender for tx in undone}
+        pending = [tx for tx in self.mempool.select(len(self.mempool)) if tx.sender in senders]
+        self.mempool.remove_block(pending, self.chain.account)
+        for tx in sorted(undone + pending, key=lambda t: (t.sender, t.nonce)):
+            try:
+                self._pool_add(tx, self.chain.account(tx.sender))
+            except (InvalidTransaction, MempoolFull) as exc:
+                self._evict(tx.id, f"reorg_{exc.code}")
+
+    def _pool_add(self, tx: Transaction, account: Account) -> bool:
+        """`Mempool.add`, remembering the transaction's bytes (one that came as JSON too)."""
+        added = self.mempool.add(tx, account)
+        if added:
+            self.decoded.remember(tx)
+        return added
+
+    def expire_held(self) -> None:
+        for held in self.future.expire(time.monotonic() - self.limits.future_ttl_s):
+            self._evict(held.tx.id, "nonce_gap_timeout")
+
+    def _evict(self, tx_id: bytes, reason: str) -> None:
+        self.metrics.tx_evicted[reason] += 1
+        self.evicted[tx_id] = reason
+        if len(self.evicted) > EVICTED_MEMORY:
+            self.evicted.popitem(last=False)

@@ -1,0 +1,165 @@
+"""The node's chain: the state at its tip, the recent blocks it can still undo, and the store.
+
+Why recent blocks live in memory: two valid blocks can exist for one height (a late
+primary producer and its fallback both produced), and the node must be able to switch
+to the branch the fork-choice rule prefers. The store (qmemo/node/store.py) only ever
+appends, so a block is written to it once it is *final*: `finality_depth` blocks deep
+(3 by default; 0 on a node without peers, whose chain nobody can fork). Above the
+store's tip, each block keeps an undo record - the accounts it touched, as they were
+before it - so `rollback_to(height)` restores the state exactly, without a database.
+A restarted node has lost at most its `finality_depth` newest blocks and fetches them
+again from its peers.
+
+Fork choice (docs/api.md, "Forks"): between two branches from a common block, the one
+with more blocks wins; at equal length, the one whose first block has the earlier
+timestamp (the earlier window of the producer schedule: the primary beats its
+fallbacks), then the lower block hash. Every node applies the same rule to the same
+blocks, so nodes that saw the two branches in different orders end on the same tip.
+
+Single-threaded: called from the event loop only (the store's writes are handed to an
+executor by the service, in order).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from qmemo.core.block import Block
+from qmemo.core.state import Account, AppliedBlock, BlockVerifier, ChainState, apply_block
+from qmemo.errors import StoreError
+from qmemo.node.store import ChainStore
+
+FINALITY_DEPTH = 3
+
+
+@dataclass(slots=True)
+class RecentBlock:
+    """A block above the store's tip, with what is needed to undo it."""
+
+    applied: AppliedBlock
+    undo: dict[bytes, Account | None]        # touched accounts before the block (None: absent)
+    parent_timestamp_ms: int
+
+    @property
+    def block(self) -> Block:
+        return self.applied.block
+
+
+def branch_is_better(ours: Sequence[Block], theirs: Sequence[Block]) -> bool:
+    """Fork choice between two branches growing from the same parent: should we switch?"""
+    if len(theirs) != len(ours):
+        return len(theirs) > len(ours)
+    if not theirs:
+        return False
+    mine, other = ours[0].header, theirs[0].header
+    return (other.timestamp_ms, other.hash) < (mine.timestamp_ms, mine.hash)
+
+
+class Chain:
+    def __init__(self, store: ChainStore, *, finality_depth: int = FINALITY_DEPTH) -> None:
+        self.store = store
+        self.genesis = store.genesis
+        self.state: ChainState = store.load_state()
+        self.finality_depth = finality_depth
+        self.recent: list[RecentBlock] = []
+        self.written_height = store.height      # the store's tip, as far as writes completed
+        self.final_height = store.height        # highest height handed to the store writer
+
+    # --- the tip --------------------------------------------------------------------------
+
+    @property
+    def height(self) -> int:
+        return self.state.height
+
+    @property
+    def tip_hash(self) -> bytes:
+        return self.state.tip_hash
+
+    @property
+    def tip_timestamp_ms(self) -> int:
+        return self.state.tip_timestamp_ms
+
+    def account(self, address: bytes) -> Account:
+        return self.state.account(address)
+
+    # --- changing it ------------------------------------------------------------------------
+
+    def apply(self, block: Block, verifier: BlockVerifier, now_ms: int) -> AppliedBlock:
+        """`apply_block` on the tip, remembering how to undo it. InvalidBlock if invalid."""
+        state = self.state
+        accounts = state.accounts
+        producer = self.genesis.validators[block.header.producer_index] \
+            if block.header.producer_index < len(self.genesis.validators) else None
+        undo: dict[bytes, Account | None] = {}
+        for tx in block.transactions:
+            undo[tx.sender] = accounts.get(tx.sender)
+            undo[tx.recipient] = accounts.get(tx.recipient)
+        if producer is not None:
+            undo[producer.address] = accounts.get(producer.address)
+        parent_timestamp_ms = state.tip_timestamp_ms
+        applied = apply_block(state, block, verifier, now_ms)
+        self.recent.append(RecentBlock(applied, undo, parent_timestamp_ms))
+        return applied
+
+    def rollback_to(self, height: int) -> list[Block]:
+        """Undo every block above `height` (newest first); returns them oldest first."""
+        if height < self.final_height:
+            raise StoreError(f"cannot undo below the final height {self.final_height} (asked for {height})",
+                             code="below_finality")
+        undone: list[Block] = []
+        accounts = self.state.accounts
+        while self.recent and self.recent[-1].block.height > height:
+            entry = self.recent.pop()
+            for address, account in entry.undo.items():
+                if account is None:
+                    accounts.pop(address, None)
+                else:
+                    accounts[address] = account
+            header = entry.block.header
+            self.state.height = header.height - 1
+            self.state.tip_hash = header.previous_hash
+            self.state.tip_timestamp_ms = entry.parent_timestamp_ms
+            undone.append(entry.block)
+        undone.reverse()
+        return undone
+
+    def take_final(self) -> list[AppliedBlock]:
+        """Final blocks not yet written, in order (the caller writes them, then calls
+        `written`). A block once final is never undone."""
+        limit = self.height - self.finality_depth
+        final = [entry.applied for entry in self.recent
+                 if self.written_height < entry.block.height <= limit]
+        if final:
+            self.final_height = max(self.final_height, final[-1].block.height)
+        return final
+
+    def written(self, height: int) -> None:
+        """The store now holds every block up to `height`: forget their undo records."""
+        self.written_height = height
+        self.recent = [entry for entry in self.recent if entry.block.height > height]
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def recent_block(self, height: int) -> Block | None:
+        """A block still held in memory (None if it is only in the store, or unknown)."""
+        if not self.recent:
+            return None
+        index = height - self.recent[0].block.height
+        return self.recent[index].block if 0 <= index < len(self.recent) else None
+
+    def hash_at(self, height: int) -> bytes | None:
+        """Our block hash at `height`, from memory, the store, or the genesis (height 0)."""
+        if height == self.height:
+            return self.tip_hash
+        block = self.recent_block(height)
+        if block is not None:
+            return block.hash
+        if height == 0:
+            return self.genesis.hash
+        header = self.store.header(height) if 0 < height <= self.written_height else None
+        return header.hash if header else None
+
+    def blocks_above(self, height: int) -> list[Block]:
+        """Our blocks above `height` that are still in memory (a branch that could be undone)."""
+        return [entry.block for entry in self.recent if entry.block.height > height]

@@ -1,0 +1,109 @@
+"""What the node needs from a peer, and how accepted transactions reach the peers.
+
+`PeerLink` is the node's view of one peer; `qmemo.net.peer_client.HttpPeer` implements
+it over HTTP with binary bodies. The node never sees a URL path or a status code.
+
+Relay: transactions a client sent us are relayed once, to every peer, in batches
+(`relay_flush_s` of collection, at most `max_batch_txs` per request, one request in
+flight per peer, so a slow peer gets bigger batches, not more connections). A peer
+does not relay what it got from a peer: the devnet is a full mesh, where one hop
+reaches everyone; a node outside the mesh still gets every transaction in a block,
+through sync. If a peer is down, its queue is bounded (`max_queue_txs`, oldest
+dropped and counted): the transactions are still in our mempool and reach the chain
+through us.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from qmemo.errors import PeerError
+from qmemo.node.metrics import NodeMetrics
+
+
+@dataclass(frozen=True, slots=True)
+class PeerTip:
+    height: int
+    tip_hash: bytes
+
+
+class PeerLink(Protocol):
+    url: str
+
+    async def send_txs(self, encodings: Sequence[bytes]) -> None: ...
+
+    async def send_block(self, encoded: bytes) -> str: ...
+
+    async def tip(self) -> PeerTip: ...
+
+    async def block_encodings(self, from_height: int, limit: int) -> list[bytes]: ...
+
+
+@dataclass(slots=True)
+class PeerView:
+    """What we last heard from a peer (shown in /status)."""
+
+    url: str
+    height: int | None = None
+    tip_hash: bytes | None = None
+    reachable: bool = False
+    last_seen_monotonic: float | None = None
+    error: str | None = None
+
+
+class Relay:
+    """Per-peer queues of transaction encodings, each drained by its own task."""
+
+    def __init__(self, peers: Sequence[PeerLink], metrics: NodeMetrics, log: logging.LoggerAdapter, *,
+                 flush_s: float, max_batch_txs: int, max_queue_txs: int = 200_000) -> None:
+        self._peers = list(peers)
+        self._queues = {peer.url: deque[bytes]() for peer in self._peers}
+        self._ready = {peer.url: asyncio.Event() for peer in self._peers}
+        self._metrics = metrics
+        self._log = log
+        self._flush_s = flush_s
+        self._max_batch = max_batch_txs
+        self._max_queue = max_queue_txs
+        self.dropped = 0
+
+    def enqueue(self, encodings: Sequence[bytes]) -> None:
+        for url, queue in self._queues.items():
+            queue.extend(encodings)
+            overflow = len(queue) - self._max_queue
+            for _ in range(max(0, overflow)):
+                queue.popleft()
+                self.dropped += 1
+            self._ready[url].set()
+
+    async def run(self) -> None:
+        """Drain every peer's queue until cancelled."""
+        await asyncio.gather(*(self._drain(peer) for peer in self._peers))
+
+    async def _drain(self, peer: PeerLink) -> None:
+        queue, ready = self._queues[peer.url], self._ready[peer.url]
+        failing = False
+        while True:
+            await ready.wait()
+            await asyncio.sleep(self._flush_s)
+            batch = [queue.popleft() for _ in range(min(len(queue), self._max_batch))]
+            if not queue:
+                ready.clear()
+            try:
+                await peer.send_txs(batch)
+                self._metrics.relayed_txs += len(batch)
+                if failing:
+                    self._log.info("relay to %s works again", peer.url)
+                failing = False
+            except Exception as exc:   # PeerError, or a bug: never let one batch stop the relay
+                self.dropped += len(batch)
+                if not isinstance(exc, PeerError):
+                    self._log.exception("relay to %s failed", peer.url)
+                if not failing:   # one line per outage, not one per batch
+                    self._log.warning("relay to %s failed (%s); dropping its batches until it answers",
+                                      peer.url, exc)
+                failing = True

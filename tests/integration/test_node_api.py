@@ -1,0 +1,382 @@
+"""One node's HTTP API, in-process (aiohttp test client, real liboqs, SQLite in a tmp dir).
+
+The bad-request table: every way a client can get a transaction wrong, with the status
+and reason code the node must answer - never a 500, never a stuck node - and each
+rejection counted by reason in /metrics. Then the happy paths: batch results in input
+order, accounts, blocks, transaction status with an inclusion proof, metrics in both
+formats, and the block checks a peer's push goes through.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import orjson
+import pytest
+
+from qmemo.core.block import Block
+from qmemo.core.codec import U64_MAX
+from qmemo.core.merkle import MerkleProof, verify_proof
+from qmemo.core.transaction import Transaction
+from qmemo.net.app import make_app
+from qmemo.net.wire import encode_tx_batch
+from tests.integration.nodes import Devnet, Wallet, make_devnet, running_node
+
+BINARY = {"Content-Type": "application/octet-stream"}
+
+
+@pytest.fixture(scope="module")
+def devnet(tmp_path_factory: pytest.TempPathFactory) -> Devnet:
+    """Three validators (500 ms blocks); the in-process node is validator 0 or an observer."""
+    return make_devnet(tmp_path_factory.mktemp("devnet"), validators=3, accounts=12)
+
+
+@pytest.fixture
+async def producer(devnet: Devnet, tmp_path: Path, aiohttp_client):
+    """Validator 0, alone: it produces in its own turns and, with the others absent, in theirs."""
+    async with running_node(devnet, tmp_path / "data", devnet.validator_key(0),
+                            max_batch_txs=8, max_body_bytes=64 * 1024, mempool_future_nonces=4) as node:
+        yield node, await aiohttp_client(make_app(node))
+
+
+@pytest.fixture
+async def observer(devnet: Devnet, tmp_path: Path, aiohttp_client):
+    """A node that validates blocks pushed to it but never produces: the test makes the chain.
+    It keeps 3 blocks undoable, as a node with peers does (it has none)."""
+    async with running_node(devnet, tmp_path / "data", devnet.observer_key(), finality_depth=3) as node:
+        await wait_for(_async(lambda: time.time() * 1000 > _genesis_time_ms(devnet) + 1100),
+                       "the genesis's first producer windows to open")
+        yield node, await aiohttp_client(make_app(node))
+
+
+async def wait_for(predicate, what: str, timeout: float = 15.0):
+    """Poll an async predicate until it is truthy, or fail naming `what`."""
+    import asyncio
+
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await predicate()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
+        await asyncio.sleep(0.05)
+
+
+async def post_json(client, path: str, document) -> tuple[int, dict, dict]:
+    response = await client.post(path, data=orjson.dumps(document), headers={"Content-Type": "application/json"})
+    return response.status, await response.json(), dict(response.headers)
+
+
+async def tx_status(client, tx: Transaction) -> str:
+    return (await (await client.get(f"/tx/{tx.id.hex()}")).json())["status"]
+
+
+# --- the bad-request table ------------------------------------------------------------------
+
+def _resigned(wallet: Wallet, tx: Transaction, **changes) -> Transaction:
+    """`tx` with fields changed, signed again by its sender (so only the change is wrong)."""
+    account = next(i for i, key in enumerate(wallet.devnet.accounts) if key.public_key == tx.public_key)
+    secret = wallet.devnet.accounts[account].secret_key
+    return replace(tx, **changes).signed(lambda digest: wallet.scheme.sign(secret, digest))
+
+
+def _bad_signature(tx: Transaction) -> Transaction:
+    """`tx` with one bit of its signature flipped."""
+    return replace(tx, signature=tx.signature[:-1] + bytes([tx.signature[-1] ^ 1]))
+
+
+# (case, how to make the request body from a wallet, expected status, expected reason)
+BAD_TX_CASES = [
+    ("bad signature", lambda w: _bad_signature(w.transfer(0, 1)), 422, "bad_signature"),
+    ("wrong key for the sender", lambda w: w.transfer(1, 2, signer=2), 422, "bad_signature"),
+    ("nonce gap past the window", lambda w: w.transfer(2, 1, nonce=50), 422, "nonce_gap"),
+    ("amount + fee overflows a u64", lambda w: w.transfer(3, 1, amount=U64_MAX, fee=1), 422, "amount_overflow"),
+    ("insufficient balance", lambda w: w.transfer(4, 1, amount=10**12), 422, "insufficient_balance"),
+    ("unknown scheme", lambda w: _resigned(w, w.transfer(5, 1), scheme_id=99), 422, "unknown_scheme"),
+    ("scheme not allowed", lambda w: _resigned(w, w.transfer(6, 1), scheme_id=100), 422, "scheme_not_allowed"),
+    ("another chain's id", lambda w: w.transfer(7, 1, chain_id=w.devnet.chain_id + 1), 422, "wrong_chain_id"),
+]
+
+
+@pytest.mark.parametrize("case, make, status, reason", BAD_TX_CASES, ids=[c[0] for c in BAD_TX_CASES])
+async def test_bad_transaction_is_refused_with_its_reason(producer, devnet, case, make, status, reason):
+    node, client = producer
+    tx = make(Wallet(devnet))
+    got_status, body, _ = await post_json(client, "/tx", tx.to_json())
+    assert (got_status, body.get("error")) == (status, reason), body
+    assert body["status"] == "rejected" and body["code"] == reason and body["detail"]
+    metrics = await (await client.get("/metrics")).json()
+    assert metrics["tx"]["rejected"][reason] == 1
+    assert metrics["tx"]["accepted"] == 0
+
+
+def _tx_json(devnet: Devnet) -> dict:
+    return Wallet(devnet).transfer(0, 1).to_json()
+
+
+# (case, method, path, content type, body maker, expected status, expected error code)
+BAD_REQUEST_CASES = [
+    ("malformed JSON", "/tx", "application/json", lambda d: b'{"chain_id": 1,', 400, "malformed_json"),
+    ("not an object", "/tx", "application/json", lambda d: b"[1, 2]", 400, "malformed"),
+    ("a field of the wrong type", "/tx", "application/json",
+     lambda d: orjson.dumps({**_tx_json(d), "nonce": "0"}), 400, "malformed"),
+    ("a missing field", "/tx", "application/json",
+     lambda d: orjson.dumps({k: v for k, v in _tx_json(d).items() if k != "fee"}), 400, "malformed"),
+    ("uppercase hex", "/tx", "application/json",
+     lambda d: orjson.dumps({**_tx_json(d), "recipient": _tx_json(d)["recipient"].upper()}), 400, "malformed"),
+    ("a negative amount", "/tx", "application/json",
+     lambda d: orjson.dumps({**_tx_json(d), "amount": -1}), 400, "out_of_range"),
+    ("oversized body", "/txs", "application/octet-stream", lambda d: bytes(65 * 1024), 413, "body_too_large"),
+    ("batch over the limit", "/txs", "application/octet-stream",
+     lambda d: encode_tx_batch([tx.encoded for tx in Wallet(d).transfers(9)]), 413, "batch_too_large"),
+    ("JSON batch over the limit", "/txs", "application/json",
+     lambda d: orjson.dumps({"transactions": [tx.to_json() for tx in Wallet(d).transfers(9)]}), 413,
+     "batch_too_large"),
+    ("truncated binary frame", "/txs", "application/octet-stream",
+     lambda d: encode_tx_batch([Wallet(d).transfer(0, 1).encoded])[:-5], 400, "truncated"),
+    ("JSON batch without a list", "/txs", "application/json", lambda d: b'{"transactions": 5}', 400, "malformed"),
+]
+
+
+@pytest.mark.parametrize("case, path, content_type, make, status, code", BAD_REQUEST_CASES,
+                         ids=[c[0] for c in BAD_REQUEST_CASES])
+async def test_bad_request_answers_status_and_code(producer, devnet, case, path, content_type, make, status, code):
+    _, client = producer
+    response = await client.post(path, data=make(devnet), headers={"Content-Type": content_type})
+    body = await response.json()
+    assert (response.status, body.get("error")) == (status, code), body
+    assert body["detail"]
+    assert (await client.get("/health")).status == 200     # and the node still serves
+
+
+@pytest.mark.parametrize("path, status, code", [
+    ("/tx/nothex", 400, "malformed"),
+    ("/tx/" + "ab" * 10, 400, "out_of_range"),
+    ("/blocks?from=x", 400, "malformed"),
+    ("/blocks?from=1&limit=1000", 400, "out_of_range"),
+    ("/blocks?from=1&txs=some", 400, "malformed"),
+    ("/account/00", 400, "out_of_range"),
+    ("/block/abc", 400, "malformed"),
+    ("/block/999999", 404, "not_found"),
+    ("/no/such/route", 404, "not_found"),
+])
+async def test_bad_query_answers_json_error(producer, path, status, code):
+    _, client = producer
+    response = await client.get(path)
+    body = await response.json()
+    assert (response.status, body["error"]) == (status, code), body
+
+
+async def test_binary_batch_results_come_in_input_order(producer, devnet):
+    _, client = producer
+    wallet = Wallet(devnet)
+    good = wallet.transfer(0, 1)
+    bad = _bad_signature(wallet.transfer(1, 2))
+    second = wallet.transfer(0, 1)
+    body = encode_tx_batch([good.encoded, b"\x01garbage", bad.encoded, second.encoded, good.encoded])
+    response = await client.post("/txs", data=body, headers=BINARY)
+    document = await response.json()
+    assert response.status == 200
+    statuses = [(r["id"], r["status"], r.get("code")) for r in document["results"]]
+    assert statuses == [(good.id.hex(), "accepted", None), (None, "rejected", "truncated"),
+                        (bad.id.hex(), "rejected", "bad_signature"), (second.id.hex(), "accepted", None),
+                        (good.id.hex(), "duplicate", None)]
+    assert (document["accepted"], document["duplicate"], document["rejected"]) == (2, 1, 2)
+
+
+async def test_inline_verification_judges_like_the_pool(devnet, tmp_path, aiohttp_client):
+    """verify_threads = 0: signatures checked on the event loop, same answers."""
+    async with running_node(devnet, tmp_path / "data", devnet.observer_key(), verify_threads=0) as node:
+        client = await aiohttp_client(make_app(node))
+        wallet = Wallet(devnet)
+        good, bad = wallet.transfer(0, 1), _bad_signature(wallet.transfer(1, 2))
+        response = await client.post("/txs", data=encode_tx_batch([good.encoded, bad.encoded]), headers=BINARY)
+        results = (await response.json())["results"]
+        assert [(r["status"], r.get("code")) for r in results] == [("accepted", None), ("rejected", "bad_signature")]
+        assert (await (await client.get("/metrics")).json())["verify"]["count"]["admission"] == 2
+
+
+async def test_resubmission_is_a_duplicate_and_a_new_use_of_a_nonce_a_replay(producer, devnet):
+    _, client = producer
+    wallet = Wallet(devnet)
+    tx = wallet.transfer(0, 1)
+    assert (await post_json(client, "/tx", tx.to_json()))[1]["status"] == "accepted"
+    assert (await post_json(client, "/tx", tx.to_json()))[1]["status"] == "duplicate"     # pending
+    await wait_for(lambda: _is(client, tx, "committed"), "the transaction to be committed")
+    assert (await post_json(client, "/tx", tx.to_json()))[1]["status"] == "duplicate"     # committed
+    replay = wallet.transfer(0, 2, nonce=tx.nonce)        # another transaction with the used nonce
+    status, body, _ = await post_json(client, "/tx", replay.to_json())
+    assert (status, body["code"]) == (422, "replayed_nonce")
+
+
+async def _is(client, tx: Transaction, status: str) -> bool:
+    return await tx_status(client, tx) == status
+
+
+async def test_nonces_ahead_are_held_until_the_gap_fills(producer, devnet):
+    _, client = producer
+    wallet = Wallet(devnet)
+    first, second, third = wallet.transfer(0, 1), wallet.transfer(0, 1), wallet.transfer(0, 1)
+    for tx in (third, second):           # overtaken: arrive before the nonce they follow
+        status, body, _ = await post_json(client, "/tx", tx.to_json())
+        assert (status, body["status"]) == (200, "accepted")
+        assert await tx_status(client, tx) == "queued"
+    assert (await post_json(client, "/tx", first.to_json()))[1]["status"] == "accepted"
+    for tx in (first, second, third):
+        await wait_for(lambda tx=tx: _is(client, tx, "committed"), f"nonce {tx.nonce} committed")
+    account = await (await client.get(f"/account/{devnet.address(0).hex()}")).json()
+    assert (account["nonce"], account["pending_nonce"]) == (3, 3)
+
+
+async def test_mempool_full_answers_429_with_retry_after(devnet, tmp_path, aiohttp_client):
+    async with running_node(devnet, tmp_path / "data", devnet.observer_key(), mempool_max_txs=3) as node:
+        client = await aiohttp_client(make_app(node))
+        wallet = Wallet(devnet)
+        response = await client.post("/txs", data=encode_tx_batch([t.encoded for t in wallet.transfers(3)]),
+                                     headers=BINARY)
+        assert (await response.json())["accepted"] == 3
+        status, body, headers = await post_json(client, "/tx", wallet.transfer(5, 1).to_json())
+        assert (status, body["error"]) == (429, "mempool_full")
+        assert int(headers["Retry-After"]) >= 1
+
+
+async def test_committed_transaction_has_a_verifiable_inclusion_proof(producer, devnet):
+    _, client = producer
+    txs = Wallet(devnet).transfers(5)
+    response = await client.post("/txs", data=orjson.dumps({"transactions": [t.to_json() for t in txs]}),
+                                 headers={"Content-Type": "application/json"})
+    assert (await response.json())["accepted"] == 5
+    for tx in txs:
+        await wait_for(lambda tx=tx: _is(client, tx, "committed"), "commit")
+        found = await (await client.get(f"/tx/{tx.id.hex()}")).json()
+        proof = MerkleProof.from_json(found["proof"])
+        assert verify_proof(bytes.fromhex(found["merkle_root"]), tx.id, proof)
+        block = await (await client.get(f"/block/{found['height']}?txs=ids")).json()
+        assert block["tx_ids"][found["position"]] == tx.id.hex()
+        assert block["merkle_root"] == found["merkle_root"]
+    assert (await (await client.get(f"/tx/{'00' * 64}")).json())["status"] == "unknown"
+
+
+async def test_blocks_and_accounts_answer_the_documented_shapes(producer, devnet):
+    node, client = producer
+    await wait_for(lambda: _height_at_least(client, 2), "two blocks")
+    blocks = (await (await client.get("/blocks?from=1&limit=2&txs=ids")).json())["blocks"]
+    assert [b["height"] for b in blocks] == [1, 2]
+    assert set(blocks[0]) >= {"height", "hash", "timestamp_ms", "producer", "tx_count", "tx_ids"}
+    full = (await (await client.get("/blocks?from=1&limit=1")).json())["blocks"][0]
+    assert Block.from_json({"header": full["header"], "transactions": full["transactions"]}).hash.hex() == full["hash"]
+    assert (await (await client.get("/blocks?from=100000")).json()) == {"blocks": []}
+    latest = await (await client.get("/block/latest")).json()
+    assert latest["height"] >= 2
+    addresses = [devnet.address(i).hex() for i in range(3)]
+    accounts = (await post_json(client, "/accounts", {"addresses": addresses}))[1]["accounts"]
+    assert [a["address"] for a in accounts] == addresses
+    assert all(a["balance"] == 10**9 and a["nonce"] == 0 == a["pending_nonce"] for a in accounts)
+
+
+async def _height_at_least(client, height: int) -> bool:
+    return (await (await client.get("/status")).json())["height"] >= height
+
+
+async def test_status_metrics_and_health_documents(producer):
+    node, client = producer
+    status = await (await client.get("/status")).json()
+    assert set(status) >= {"node", "chain_id", "height", "tip_hash", "tip_age_s", "mempool", "peers", "scheme",
+                           "uptime_s", "version"}
+    assert status["node"] == "node-0" and status["scheme"] == "Falcon-512"
+    metrics = await (await client.get("/metrics")).json()
+    assert metrics["schema"] == "qmemo-node-metrics/1"
+    for key in ("mempool", "tx", "verify", "blocks", "process", "event_loop_lag_ms", "net"):
+        assert key in metrics
+    assert set(metrics["verify"]["count"]) == {"admission", "block"}
+    assert metrics["process"]["cpu_seconds"] > 0 and metrics["process"]["rss_bytes"] > 0
+    text = await (await client.get("/metrics/prometheus")).text()
+    assert "# TYPE qmemo_signature_verify_duration_seconds histogram" in text
+    assert 'qmemo_signature_verify_duration_seconds_bucket{path="admission",le="+Inf"}' in text
+    assert "process_cpu_seconds_total " in text
+    assert (await client.get("/health")).status == 200
+    await node.stop()
+    assert (await client.get("/health")).status == 503
+
+
+# --- blocks pushed by a peer ------------------------------------------------------------------------
+
+async def _tip(client) -> tuple[int, bytes, int]:
+    status = await (await client.get("/status")).json()
+    block = await (await client.get("/block/latest")).json() if status["height"] else None
+    return status["height"], bytes.fromhex(status["tip_hash"]), block["timestamp_ms"] if block else 0
+
+
+async def _push(client, block: Block) -> tuple[int, dict]:
+    response = await client.post("/peer/block", data=block.encode(), headers=BINARY)
+    return response.status, await response.json()
+
+
+def _genesis_time_ms(devnet: Devnet) -> int:
+    return orjson.loads(devnet.genesis.read_bytes())["genesis_time_ms"]
+
+
+async def test_block_from_an_unscheduled_validator_is_rejected(observer, devnet):
+    node, client = observer
+    slot_ms = _genesis_time_ms(devnet) + 500                  # validator 0's turn for height 1
+    block = devnet.block(height=1, previous_hash=node.genesis.hash, timestamp_ms=slot_ms, producer=2)
+    status, body = await _push(client, block)
+    assert (status, body["error"]) == (422, "wrong_producer")
+    forged = devnet.block(height=1, previous_hash=node.genesis.hash, timestamp_ms=slot_ms, producer=0, signed_by=1)
+    status, body = await _push(client, forged)
+    assert (status, body["error"]) == (422, "bad_header_signature")
+    metrics = await (await client.get("/metrics")).json()
+    assert metrics["blocks"]["rejected_by_reason"] == {"wrong_producer": 1, "bad_header_signature": 1}
+    assert metrics["height"] == 0
+
+
+@pytest.mark.parametrize("tamper, reason", [
+    ("amount changed, header left as signed", "wrong_merkle_root"),
+    ("amount changed, Merkle root and header signature redone", "bad_signature"),
+])
+async def test_block_with_a_tampered_transaction_is_rejected(observer, devnet, tamper, reason):
+    node, client = observer
+    wallet = Wallet(devnet)
+    txs = [wallet.transfer(0, 1), wallet.transfer(1, 2)]
+    slot_ms = _genesis_time_ms(devnet) + 500
+    tampered_tx = replace(txs[1], amount=txs[1].amount + 1000)   # the signature no longer covers it
+    if reason == "wrong_merkle_root":
+        honest = devnet.block(height=1, previous_hash=node.genesis.hash, timestamp_ms=slot_ms, producer=0,
+                              transactions=txs)
+        block = Block(honest.header, (txs[0], tampered_tx))
+    else:
+        block = devnet.block(height=1, previous_hash=node.genesis.hash, timestamp_ms=slot_ms, producer=0,
+                             transactions=[txs[0], tampered_tx])
+    status, body = await _push(client, block)
+    assert (status, body["error"]) == (422, reason), body
+    assert (await (await client.get("/status")).json())["height"] == 0
+    good = devnet.block(height=1, previous_hash=node.genesis.hash, timestamp_ms=slot_ms, producer=0,
+                        transactions=txs)
+    assert await _push(client, good) == (200, {"status": "accepted", "height": 1})
+    metrics = await (await client.get("/metrics")).json()
+    assert metrics["tx"]["committed"] == 2 and metrics["blocks"]["received"] == 1
+
+
+async def test_competing_block_for_the_tip_is_chosen_by_the_fork_rule(observer, devnet):
+    """Two valid blocks for height 1: the primary's (earlier window) wins whichever came first."""
+    node, client = observer
+    genesis_ms = _genesis_time_ms(devnet)
+    primary = devnet.block(height=1, previous_hash=node.genesis.hash, timestamp_ms=genesis_ms + 500, producer=0)
+    fallback = devnet.block(height=1, previous_hash=node.genesis.hash, timestamp_ms=genesis_ms + 1000, producer=1)
+    assert await _push(client, fallback) == (200, {"status": "accepted", "height": 1})
+    assert await _push(client, primary) == (200, {"status": "accepted", "height": 1})
+    assert (await _tip(client))[1] == primary.hash
+    assert await _push(client, fallback) == (200, {"status": "kept_ours", "height": 1})
+    child = devnet.block(height=2, previous_hash=fallback.hash, timestamp_ms=genesis_ms + 1500, producer=1)
+    status, body = await _push(client, child)   # a longer branch from the fallback: fetched through sync
+    assert status == 200 and body["status"] == "sync"
+    metrics = await (await client.get("/metrics")).json()
+    assert metrics["blocks"]["reorgs"] == 1
+
+
+def _async(predicate):
+    async def wrapped():
+        return predicate()
+    return wrapped
