@@ -1,8 +1,183 @@
 #!/usr/bin/env bash
-# devnet.sh - the main command: start a local qMEMO devnet, fire load, show the dashboard.
+# devnet.sh - the main command: a local qMEMO devnet, load at a target rate, the live dashboard.
+#
+#   ./devnet.sh                      3 nodes on 8000-8002, 1,000 TPS for 60 s, dashboard
+#   ./devnet.sh --tps 3000 --duration 120
+#   ./devnet.sh --no-load            nodes and dashboard only, until Ctrl-C
+#   ./devnet.sh --no-monitor --duration 10 --tps 50     headless (scripts, CI)
+#
+# Every process it starts is stopped by PID on Ctrl-C or at the end of the run. Each run
+# has a folder, runs/<time>/, with every process's log and the generator's results.
 set -euo pipefail
+
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+NODES=3
+BASE_PORT=8000
+TPS=1000
+DURATION=60
+DURATION_SET=0
+SCHEME=Falcon-512
+ACCOUNTS=1200
+BATCH=50
+LOAD=1
+MONITOR=1
+RESET=0
+DEVNET_DIR="$ROOT/devnet"
+RUNS_DIR="$ROOT/runs"
+
+usage() {
+  cat <<EOF
+Usage: ./devnet.sh [options]
+
+Starts a local qMEMO devnet (N nodes on 127.0.0.1), fires signed transactions at a
+target rate, and shows the live dashboard. Ctrl-C stops everything it started.
+
+  --nodes N          number of nodes/validators (default $NODES)
+  --base-port P      first node's port; node i listens on P+i (default $BASE_PORT)
+  --tps T            target transactions per second (default $TPS)
+  --duration S       seconds of load (default $DURATION; with --no-load: run until Ctrl-C)
+  --scheme NAME      transaction signature scheme (default $SCHEME; see 'qmemo schemes')
+  --accounts N       funded accounts in a new devnet (default $ACCOUNTS)
+  --batch N          transactions per request (default $BATCH)
+  --no-load          start the nodes (and dashboard) without the generator
+  --no-monitor       no dashboard: headless, for scripts and CI
+  --reset            throw away the existing devnet (chain data, keys) and make a new one
+  --dir DIR          devnet folder (default ./devnet)
+  --runs DIR         where run folders go (default ./runs)
+  -h, --help         this help
+EOF
+}
+
+need_value() { [ $# -ge 2 ] && [ -n "$2" ] || { echo "devnet.sh: $1 needs a value" >&2; exit 2; }; }
+need_int() { [[ "$2" =~ ^[0-9]+$ ]] && [ "$2" -ge "${3:-0}" ] || { echo "devnet.sh: $1 must be a whole number >= ${3:-0}, got '$2'" >&2; exit 2; }; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --nodes) need_value "$@"; need_int "$1" "$2" 1; NODES=$2; shift 2 ;;
+    --base-port) need_value "$@"; need_int "$1" "$2" 1024; BASE_PORT=$2; shift 2 ;;
+    --tps) need_value "$@"; [[ "$2" =~ ^[0-9]+([.][0-9]+)?$ ]] || { echo "devnet.sh: --tps must be a number" >&2; exit 2; }; TPS=$2; shift 2 ;;
+    --duration) need_value "$@"; need_int "$1" "$2" 1; DURATION=$2; DURATION_SET=1; shift 2 ;;
+    --scheme) need_value "$@"; SCHEME=$2; shift 2 ;;
+    --accounts) need_value "$@"; need_int "$1" "$2" 1; ACCOUNTS=$2; shift 2 ;;
+    --batch) need_value "$@"; need_int "$1" "$2" 1; BATCH=$2; shift 2 ;;
+    --no-load) LOAD=0; shift ;;
+    --no-monitor) MONITOR=0; shift ;;
+    --reset) RESET=1; shift ;;
+    --dir) need_value "$@"; DEVNET_DIR=$(realpath -m "$2"); shift 2 ;;
+    --runs) need_value "$@"; RUNS_DIR=$(realpath -m "$2"); shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "devnet.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+[ $((BASE_PORT + NODES - 1)) -le 65535 ] || { echo "devnet.sh: ports $BASE_PORT.. do not fit $NODES nodes" >&2; exit 2; }
+
 bash "$ROOT/scripts/setup.sh"
-echo "devnet.sh: the environment is ready, but the devnet itself is not built yet (issue 6)."
-echo "Meanwhile: $ROOT/.venv/bin/qmemo schemes"
-exit 1
+QMEMO="$ROOT/.venv/bin/qmemo"
+
+# --- the devnet: genesis, validator keys, funded accounts --------------------------------
+PARAMS="nodes=$NODES scheme=$SCHEME accounts=$ACCOUNTS"
+if [ "$RESET" = 1 ] || [ ! -f "$DEVNET_DIR/genesis.json" ] || [ "$(cat "$DEVNET_DIR/params" 2>/dev/null)" != "$PARAMS" ]; then
+  [ -d "$DEVNET_DIR" ] && echo "devnet.sh: making a new devnet in $DEVNET_DIR ($PARAMS; the old chain is discarded)"
+  rm -rf "$DEVNET_DIR"
+  "$QMEMO" genesis --out "$DEVNET_DIR" --validators "$NODES" --accounts "$ACCOUNTS" --scheme "$SCHEME"
+  echo "$PARAMS" >"$DEVNET_DIR/params"
+else
+  echo "devnet.sh: reusing the devnet in $DEVNET_DIR ($PARAMS; --reset for a new one)"
+fi
+
+RUN="$RUNS_DIR/$(date +%Y%m%d-%H%M%S)-$$"
+mkdir -p "$RUN/logs"
+URLS=()
+for ((i = 0; i < NODES; i++)); do URLS+=("http://127.0.0.1:$((BASE_PORT + i))"); done
+URLS_CSV=$(IFS=,; echo "${URLS[*]}")
+
+# --- process bookkeeping: everything started is stopped, by PID ---------------------------
+NODE_PIDS=()
+GEN_PID=""
+MON_PID=""
+
+# stop_pid PID NAME: SIGTERM, wait up to 15 s, then SIGKILL (and say so).
+stop_pid() {
+  local pid=$1 name=$2
+  kill -0 "$pid" 2>/dev/null || return 0
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "devnet.sh: $name (pid $pid) did not stop in 15 s; killing it" >&2
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  wait "$pid" 2>/dev/null || true
+}
+
+cleanup() {
+  local status=$?
+  trap - EXIT INT TERM
+  [ -n "$MON_PID" ] && stop_pid "$MON_PID" monitor
+  [ -n "$GEN_PID" ] && stop_pid "$GEN_PID" generator
+  for i in "${!NODE_PIDS[@]}"; do stop_pid "${NODE_PIDS[$i]}" "node-$i"; done
+  if [ -s "$RUN/logs/gen.log" ]; then
+    echo
+    cat "$RUN/logs/gen.log"
+  fi
+  echo "devnet.sh: stopped everything; run folder: $RUN"
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+trap 'echo "devnet.sh: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
+
+# --- nodes --------------------------------------------------------------------------------
+for ((i = 0; i < NODES; i++)); do
+  peers=""
+  for ((j = 0; j < NODES; j++)); do
+    if [ "$j" != "$i" ]; then peers+="${URLS[$j]},"; fi
+  done
+  "$QMEMO" node --genesis "$DEVNET_DIR/genesis.json" --key "$DEVNET_DIR/validator-$i.keys.json" \
+    --port $((BASE_PORT + i)) --peers "${peers%,}" --data "$DEVNET_DIR/data/node-$i" \
+    >"$RUN/logs/node-$i.log" 2>&1 &
+  NODE_PIDS+=($!)
+done
+echo "devnet.sh: started $NODES nodes on ports $BASE_PORT-$((BASE_PORT + NODES - 1)); waiting until they are healthy"
+if ! "$QMEMO" health "${URLS[@]}" --wait 60 >"$RUN/logs/health.log"; then
+  cat "$RUN/logs/health.log" >&2
+  for ((i = 0; i < NODES; i++)); do
+    if ! grep -q "${URLS[$i]}: ready" "$RUN/logs/health.log"; then
+      echo "--- node-$i did not become healthy; the end of its log ($RUN/logs/node-$i.log):" >&2
+      tail -n 30 "$RUN/logs/node-$i.log" >&2
+    fi
+  done
+  exit 1
+fi
+
+# --- load ---------------------------------------------------------------------------------
+GEN_ARGS=(--devnet "$DEVNET_DIR" --nodes "$URLS_CSV" --tps "$TPS" --duration "$DURATION" --batch "$BATCH"
+          --out "$RUN/gen" --live "$RUN/gen/live.json")
+if [ "$LOAD" = 1 ]; then
+  # Sign the workload first, in the foreground with a progress bar (cached for next time),
+  # so the run itself starts at once and the dashboard has the terminal to itself.
+  "$QMEMO" gen "${GEN_ARGS[@]}" --prepare-only
+  "$QMEMO" gen "${GEN_ARGS[@]}" --quiet >"$RUN/logs/gen.log" 2>&1 &
+  GEN_PID=$!
+  echo "devnet.sh: generator started: $TPS TPS for $DURATION s"
+fi
+
+# --- dashboard ----------------------------------------------------------------------------
+if [ "$MONITOR" = 1 ]; then
+  MON_ARGS=(--nodes "$URLS_CSV" --scheme "$SCHEME" --record "$RUN/monitor.jsonl")
+  [ "$LOAD" = 1 ] && MON_ARGS+=(--target-tps "$TPS" --generator-status "$RUN/gen/live.json")
+  "$QMEMO" monitor "${MON_ARGS[@]}" &
+  MON_PID=$!
+fi
+
+# --- until the end of the run (or Ctrl-C) -------------------------------------------------
+if [ -n "$GEN_PID" ]; then
+  wait "$GEN_PID" || echo "devnet.sh: the generator exited with status $?" >&2
+  GEN_PID=""
+elif [ "$DURATION_SET" = 1 ]; then
+  sleep "$DURATION"
+elif [ -n "$MON_PID" ]; then
+  wait "$MON_PID" || true
+  MON_PID=""
+else
+  echo "devnet.sh: nodes running; Ctrl-C stops them"
+  while true; do sleep 3600; done
+fi

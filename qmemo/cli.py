@@ -25,6 +25,13 @@ from qmemo.errors import QmemoError
 COMMANDS: list[tuple[str, str, str]] = [
     ("schemes", "qmemo.commands.schemes", "list every signature scheme with sizes and a self-test"),
     ("bench", "qmemo.commands.bench", "run a benchmark suite (c, core, node)"),
+    ("genesis", "qmemo.commands.genesis", "create a devnet: genesis file, validator keys, funded accounts"),
+    ("node", "qmemo.commands.node", "run a node: HTTP API, verification pool, block production, sync"),
+    ("monitor", "qmemo.commands.monitor", "live dashboard of every node against the C baseline"),
+    ("health", "qmemo.commands.health", "check (or wait until) nodes are ready"),
+    ("gen", "qmemo.commands.gen", "fire signed transactions at the nodes on a schedule (alias: tx_generator)"),
+    ("headroom", "qmemo.commands.headroom", "headroom of a verify rate against one sharded-chain scenario"),
+    ("report", "qmemo.commands.report", "write REPORT.md and plots from bench_c results (and devnet runs)"),
 ]
 
 

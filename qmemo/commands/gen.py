@@ -1,0 +1,107 @@
+"""`qmemo gen` (alias `tx_generator`): fire signed transactions at the nodes on a schedule."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    where = parser.add_argument_group("devnet")
+    where.add_argument("--devnet", type=Path, default=Path("devnet"),
+                       help="devnet folder made by `qmemo genesis` (default ./devnet)")
+    where.add_argument("--genesis", type=Path, help="genesis file (default DEVNET/genesis.json)")
+    where.add_argument("--accounts", type=Path, help="funded accounts key file (default DEVNET/accounts.keys.json)")
+    where.add_argument("--nodes", help="comma-separated node URLs (default: --count nodes from --base-port)")
+    where.add_argument("--host", default="127.0.0.1")
+    where.add_argument("--base-port", type=int, default=8000)
+    where.add_argument("--count", type=int, default=3)
+    rate = parser.add_argument_group("schedule")
+    rate.add_argument("--tps", type=float, default=1000.0, help="constant target rate (default 1000)")
+    rate.add_argument("--duration", type=float, default=30.0, help="seconds of sending (default 30)")
+    rate.add_argument("--schedule", help='steps "SECONDS:TPS,..." e.g. "0:500,30:1000,60:2000"')
+    rate.add_argument("--ramp", action="store_true", help="interpolate linearly between --schedule points")
+    rate.add_argument("--poisson", action="store_true", help="Poisson arrivals at --tps instead of even spacing")
+    rate.add_argument("--sweep", metavar="START:FACTOR:MAX",
+                      help="step constant rates START, START*FACTOR, ... up to MAX until the chain saturates")
+    rate.add_argument("--stage", type=float, default=20.0, help="seconds per sweep stage (default 20)")
+    send = parser.add_argument_group("sending")
+    send.add_argument("--batch", type=int, default=50, help="transactions per request (default 50)")
+    send.add_argument("--target", choices=("round-robin", "random", "single"), default="round-robin",
+                      help="which node each batch goes to (default round-robin)")
+    send.add_argument("--max-in-flight", type=int, default=64, help="outstanding requests at most (default 64)")
+    send.add_argument("--connections", type=int, default=32, help="HTTP connection pool size (default 32)")
+    out = parser.add_argument_group("measurement and output")
+    out.add_argument("--warmup", type=float, default=2.0, help="seconds left out of latency percentiles (default 2)")
+    out.add_argument("--commit-timeout", type=float,
+                     help="seconds to wait for commits after the last send (default 5 block intervals)")
+    out.add_argument("--out", type=Path, help="run folder (default runs/gen-<time>)")
+    out.add_argument("--live", type=Path, help="write live status JSON here every second (for the dashboard)")
+    out.add_argument("--no-cache", action="store_true", help="sign the workload again even if cached")
+    out.add_argument("--prepare-only", action="store_true",
+                     help="sign and cache the workload, then exit (the next run with the same plan starts at once)")
+    out.add_argument("--seed", type=int, default=1)
+    out.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import time
+
+    import orjson
+    from rich.console import Console
+
+    from qmemo.commands.genesis import ACCOUNTS_FILE, GENESIS_FILE
+    from qmemo.commands.monitor import node_urls
+    from qmemo.errors import ConfigError
+    from qmemo.load.run import GenConfig, run_load, run_sweep, summary_document
+    from qmemo.load.schedule import sweep_rates
+    from qmemo.load.sender import SendConfig
+    from qmemo.load.summary_view import render_summary, render_sweep
+
+    if args.batch < 1 or args.max_in_flight < 1 or args.connections < 1:
+        raise ConfigError("--batch, --max-in-flight and --connections must be at least 1")
+    out = args.out or Path("runs") / time.strftime("gen-%Y%m%d-%H%M%S")
+    config = GenConfig(
+        genesis=args.genesis or args.devnet / GENESIS_FILE,
+        accounts=args.accounts or args.devnet / ACCOUNTS_FILE,
+        nodes=node_urls(args), out=out, tps=args.tps, duration_s=args.duration, schedule=args.schedule,
+        ramp=args.ramp, poisson=args.poisson, batch=args.batch, targeting=args.target,
+        send=SendConfig(max_in_flight=args.max_in_flight, connections=args.connections),
+        warmup_s=args.warmup, commit_timeout_s=args.commit_timeout, live=args.live,
+        cache_dir=None if args.no_cache else args.devnet / "workloads", seed=args.seed,
+    )
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=120)  # a log file: wide enough for the latency table
+    if args.prepare_only:
+        from qmemo.load.run import offsets_for, prepare
+
+        if config.cache_dir is None:
+            raise ConfigError("--prepare-only needs the workload cache (drop --no-cache)")
+        workload = prepare(config, offsets_for(config)[0], quiet=args.quiet)
+        console.print(f"workload ready: {len(workload.ids):,} signed transactions"
+                      f"{' (from the cache)' if workload.from_cache else ''}")
+        return 0
+    if args.sweep:
+        try:
+            start, factor, maximum = (float(x) for x in args.sweep.split(":"))
+        except ValueError:
+            raise ConfigError("--sweep takes START:FACTOR:MAX, e.g. 500:2:8000") from None
+        rows = run_sweep(config, sweep_rates(start, factor, maximum), args.stage, quiet=args.quiet)
+        console.print(render_sweep(rows))
+        console.print(f"sweep table: {out / 'sweep.csv'}")
+        return 0
+    result = run_load(config, quiet=args.quiet)
+    document = summary_document(result.summary, result.target_tps, result.interrupted)
+    console.print(render_summary(document, str(result.out)))
+    return 0 if result.summary.counts.accounted == result.summary.counts.planned else 1
+
+
+def alias_main() -> int:
+    """Entry point of the `tx_generator` script: `qmemo gen` under its historical name."""
+    import sys
+
+    from qmemo.cli import main
+
+    return main(["gen", *sys.argv[1:]])

@@ -1,0 +1,1 @@
+"""The transaction generator: workloads, schedules, open-loop sending, latency statistics."""

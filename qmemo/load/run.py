@@ -1,0 +1,330 @@
+"""One load run, end to end: prepare, send open-loop, follow commits, account for everything.
+
+    prepare  - genesis and funded accounts; their next nonces from a node; the schedule;
+               the signed workload (built or loaded from the cache)
+    run      - the sender, the block follower and the live-status writer, concurrently
+    drain    - after the last send, wait for outstanding commits up to a timeout
+    report   - summary.json, transactions.csv, manifest.json in the run folder
+
+A sweep repeats the run at growing constant rates until the chain saturates and
+writes the throughput-vs-latency table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import math
+import random
+import signal
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+
+from qmemo.errors import ConfigError
+from qmemo.load import schedule as sched
+from qmemo.load.follower import FollowState, current_height, follow_blocks
+from qmemo.load.latency import ACCEPTED, DUPLICATE, STATUS_NAMES, RunSummary, Timings, summarize
+from qmemo.load.sender import SendConfig, SendProgress, send_batches
+from qmemo.load.workload import PlanShape, Workload, build, funded_accounts
+from qmemo.node.store import load_genesis
+
+FOLLOW_POLL_S = 0.1
+STATUS_EVERY_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class GenConfig:
+    genesis: Path
+    accounts: Path
+    nodes: list[str]
+    out: Path
+    tps: float = 1000.0
+    duration_s: float = 30.0
+    schedule: str | None = None          # "0:500,30:1000,..." (overrides tps)
+    ramp: bool = False
+    poisson: bool = False
+    batch: int = 50
+    targeting: str = "round-robin"
+    send: SendConfig = field(default_factory=SendConfig)
+    warmup_s: float = 2.0
+    commit_timeout_s: float | None = None  # default: 5 block intervals
+    live: Path | None = None
+    cache_dir: Path | None = None
+    seed: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    summary: RunSummary
+    target_tps: float
+    out: Path
+    interrupted: bool
+
+
+# --- prepare ---------------------------------------------------------------------------
+
+async def fetch_nonces(nodes: list[str], addresses: list[bytes]) -> dict[bytes, int]:
+    """Next nonce (counting pending transactions) of every address, from the first node that answers."""
+    timeout = aiohttp.ClientTimeout(total=30)
+    last_error = "no node given"
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        for url in nodes:
+            try:
+                nonces: dict[bytes, int] = {}
+                for start in range(0, len(addresses), 1000):
+                    chunk = [a.hex() for a in addresses[start:start + 1000]]
+                    async with session.post(f"{url}/accounts", json={"addresses": chunk}) as response:
+                        if response.status != 200:
+                            raise aiohttp.ClientError(f"HTTP {response.status}")
+                        for account in orjson.loads(await response.read())["accounts"]:
+                            nonces[bytes.fromhex(account["address"])] = int(account["pending_nonce"])
+                return nonces
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError, KeyError, ValueError) as exc:
+                last_error = f"{url}: {exc}"
+    raise ConfigError(f"could not read account nonces from any node ({last_error})")
+
+
+def offsets_for(config: GenConfig) -> tuple[list[float], float]:
+    """The intended send offsets and the mean target rate they represent."""
+    if config.duration_s <= 0:
+        raise ConfigError("--duration must be positive")
+    if config.schedule:
+        points = sched.parse_schedule(config.schedule)
+        offsets = sched.varying_offsets(points, config.duration_s, ramp=config.ramp)
+    elif config.poisson:
+        offsets = sched.poisson_offsets(config.tps, config.duration_s, random.Random(config.seed))
+    else:
+        offsets = sched.constant_offsets(config.tps, config.duration_s)
+    if not offsets:
+        raise ConfigError("the schedule plans no transactions: raise --tps or --duration")
+    return offsets, len(offsets) / config.duration_s
+
+
+# A batch never spans more than this much of the schedule: at low rates a full batch
+# would hold transactions back for seconds (their latency counts it, honestly, but it
+# would measure the generator's batching rather than the chain).
+BATCH_WINDOW_S = 0.02
+
+
+def batch_size(config: GenConfig, offsets: list[float]) -> int:
+    """--batch, or fewer so one batch spans at most BATCH_WINDOW_S at the mean rate."""
+    mean_tps = len(offsets) / config.duration_s
+    return max(1, min(config.batch, int(mean_tps * BATCH_WINDOW_S)))
+
+
+def prepare(config: GenConfig, offsets: list[float], *, quiet: bool = False) -> Workload:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from qmemo.crypto.keys import load_keys
+
+    genesis = load_genesis(config.genesis)
+    keys = load_keys(config.accounts)
+    if not keys:
+        raise ConfigError(f"{config.accounts} holds no account keys")
+    scheme = keys[0].scheme
+    scheme_id = genesis.schemes.by_name(scheme).scheme_id
+    if scheme_id not in genesis.tx_scheme_ids:
+        raise ConfigError(f"the genesis does not allow {scheme} transactions")
+    provisional = funded_accounts(keys, scheme_id, {})
+    nonces = asyncio.run(fetch_nonces(config.nodes, [a.address for a in provisional]))
+    accounts = funded_accounts(keys, scheme_id, nonces)
+    shape = PlanShape(len(offsets), batch_size(config, offsets), tuple(config.nodes), config.targeting, config.seed)
+    with Progress(TextColumn("signing the workload"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  disable=quiet, transient=True) as bar:
+        task = bar.add_task("sign", total=len(offsets))
+        return build(shape, accounts, scheme=scheme, chain_id=genesis.chain_id, genesis_hash=genesis.hash,
+                     cache_dir=config.cache_dir, progress=lambda n: bar.advance(task, n))
+
+
+# --- run ---------------------------------------------------------------------------------
+
+async def execute(config: GenConfig, workload: Workload, timings: Timings, block_interval_s: float
+                  ) -> tuple[float, bool]:
+    """Send, follow and drain; returns (drain end offset, interrupted)."""
+    stop_sending = asyncio.Event()
+    stop_draining = asyncio.Event()
+    stop_following = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    interrupted = False
+
+    def interrupt() -> None:
+        """First Ctrl-C/SIGTERM: stop sending, drain briefly. Second: stop waiting at once."""
+        nonlocal interrupted
+        if interrupted:
+            stop_draining.set()
+        interrupted = True
+        stop_sending.set()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, interrupt)
+    pending = {tx_id: i for i, tx_id in enumerate(workload.ids)}
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
+        state = FollowState(next_height=await current_height(session, config.nodes) + 1)
+    progress = SendProgress()
+    start = time.perf_counter() + 0.2
+    follower = asyncio.create_task(follow_blocks(config.nodes, state, pending, timings, start=start,
+                                                 stop=stop_following, poll_s=FOLLOW_POLL_S))
+    status = asyncio.create_task(_write_status(config, timings, progress, state, start, stop_following))
+    try:
+        await send_batches(workload.batches, timings, config.send, start=start, progress=progress, stop=stop_sending)
+        timeout_s = config.commit_timeout_s if config.commit_timeout_s is not None else 5 * block_interval_s
+        deadline = time.perf_counter() + (min(timeout_s, 2.0) if interrupted else timeout_s)
+        while time.perf_counter() < deadline and not stop_draining.is_set():
+            if not any(timings.status[i] in (ACCEPTED, DUPLICATE) for i in pending.values()):
+                break  # every accepted transaction is committed
+            await asyncio.sleep(FOLLOW_POLL_S)
+    finally:
+        stop_following.set()
+        await asyncio.gather(follower, status, return_exceptions=True)
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+    return time.perf_counter() - start, interrupted
+
+
+async def _write_status(config: GenConfig, timings: Timings, progress: SendProgress, state: FollowState,
+                        start: float, stop: asyncio.Event) -> None:
+    """Every second, a small live.json the dashboard reads (written atomically)."""
+    if config.live is None:
+        return
+    config.live.parent.mkdir(parents=True, exist_ok=True)
+    while not stop.is_set():
+        now = time.perf_counter() - start
+        recent = sorted(c - i for c, i in zip(timings.committed, timings.intended)
+                        if not math.isnan(c) and now - c < 10.0)
+        document = {
+            "running": True, "elapsed_s": now, "target_tps": len(timings) / max(config.duration_s, 1e-9),
+            "planned": len(timings), "sent": progress.sent, "answered": progress.answered,
+            "in_flight": progress.in_flight, "committed": state.committed_seen, "blocks_seen": state.blocks_seen,
+            "p50_ms": _percentile(recent, 50) * 1e3 if recent else None,
+            "p99_ms": _percentile(recent, 99) * 1e3 if recent else None,
+        }
+        tmp = config.live.with_suffix(".tmp")
+        tmp.write_bytes(orjson.dumps(document))
+        tmp.replace(config.live)
+        try:
+            await asyncio.wait_for(stop.wait(), timeout=STATUS_EVERY_S)
+        except asyncio.TimeoutError:
+            pass
+    config.live.write_bytes(orjson.dumps({"running": False}))
+
+
+def _percentile(sorted_values: list[float], p: float) -> float:
+    return sorted_values[min(len(sorted_values) - 1, int(len(sorted_values) * p / 100))]
+
+
+def run_load(config: GenConfig, *, quiet: bool = False) -> RunResult:
+    """A whole run: prepare, execute, write the run folder."""
+    from qmemo.sysinfo import machine_info
+
+    offsets, target_tps = offsets_for(config)
+    genesis = load_genesis(config.genesis)
+    workload = prepare(config, offsets, quiet=quiet)
+    timings = Timings(offsets)
+    started_utc = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    _, interrupted = asyncio.run(execute(config, workload, timings, genesis.block_interval_ms / 1e3))
+    summary = summarize(timings, warmup_s=min(config.warmup_s, offsets[-1] / 2))
+    config.out.mkdir(parents=True, exist_ok=True)
+    (config.out / "summary.json").write_bytes(orjson.dumps(
+        summary_document(summary, target_tps, interrupted), option=orjson.OPT_INDENT_2))
+    write_transactions_csv(config.out / "transactions.csv", timings, workload.ids)
+    (config.out / "manifest.json").write_bytes(orjson.dumps({
+        "config": _config_document(config), "genesis_hash": genesis.hash.hex(), "chain_id": genesis.chain_id,
+        "block_interval_s": genesis.block_interval_ms / 1e3, "started_utc": started_utc,
+        "workload_from_cache": workload.from_cache, "follower_poll_s": FOLLOW_POLL_S,
+        "batch_size": batch_size(config, offsets), "batch_window_s": BATCH_WINDOW_S,
+        "commit_time_note": "committed = first seen by the block follower (up to one poll interval late)",
+        "machine": machine_info(),
+    }, option=orjson.OPT_INDENT_2))
+    return RunResult(summary, target_tps, config.out, interrupted)
+
+
+def _config_document(config: GenConfig) -> dict[str, Any]:
+    document = asdict(config)
+    return {key: str(value) if isinstance(value, Path) else value for key, value in document.items()}
+
+
+def summary_document(summary: RunSummary, target_tps: float, interrupted: bool) -> dict[str, Any]:
+    """The run's summary.json (fields documented in docs/devnet.md)."""
+    counts = summary.counts
+    return {
+        "schema": "qmemo-load-summary/1",
+        "target_tps": target_tps,
+        "committed_tps": summary.committed_tps,
+        "measured_s": summary.measured_s,
+        "warmup_s": summary.warmup_s,
+        "interrupted": interrupted,
+        "counts": {**asdict(counts), "rejected_total": counts.rejected_total, "accounted": counts.accounted},
+        "latency_ms": {
+            "intended_to_committed": asdict(summary.intended_to_committed),
+            "sent_to_committed": asdict(summary.sent_to_committed),
+            "sent_to_accepted": asdict(summary.sent_to_accepted),
+        },
+        "schedule_lag_ms": asdict(summary.schedule_lag),
+        "generator_fell_behind": summary.generator_fell_behind,
+    }
+
+
+def write_transactions_csv(path: Path, timings: Timings, ids: list[bytes]) -> None:
+    with path.open("w", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(["index", "id", "intended_s", "sent_s", "accepted_s", "committed_s", "status", "reason"])
+        for i in range(len(timings)):
+            writer.writerow([i, ids[i].hex(), *(_cell(v[i]) for v in (timings.intended, timings.sent,
+                                                                        timings.accepted, timings.committed)),
+                             STATUS_NAMES[timings.status[i]], timings.reasons.get(i, "")])
+
+
+def _cell(value: float) -> str:
+    return "" if math.isnan(value) else f"{value:.6f}"
+
+
+# --- sweep -------------------------------------------------------------------------------
+
+SATURATION_SHARE = 0.9          # committed below 90% of the target: the chain cannot keep up
+SATURATION_P99_INTERVALS = 3    # or p99 intended->committed beyond 3 block intervals
+
+
+def sweep_row(result: RunResult, block_interval_s: float) -> dict[str, Any]:
+    summary = result.summary
+    p99 = summary.intended_to_committed.percentiles_ms["p99"]
+    reasons = []
+    if summary.committed_tps < SATURATION_SHARE * result.target_tps:
+        reasons.append("committed < 90% of target")
+    if not p99 <= SATURATION_P99_INTERVALS * block_interval_s * 1e3:  # also true for NaN
+        reasons.append("p99 > 3 block intervals")
+    if summary.generator_fell_behind:
+        reasons.append("generator fell behind")
+    return {
+        "target_tps": result.target_tps, "committed_tps": summary.committed_tps,
+        "p50_ms": summary.intended_to_committed.percentiles_ms["p50"], "p99_ms": p99,
+        "lost": summary.counts.lost, "rejected": summary.counts.rejected_total,
+        "failed": summary.counts.failed, "saturated": bool(reasons), "why": "; ".join(reasons),
+        "run": str(result.out),
+    }
+
+
+def run_sweep(config: GenConfig, rates: list[float], stage_s: float, *, quiet: bool = False) -> list[dict[str, Any]]:
+    """Constant-rate stages at each rate until one saturates; writes sweep.json and sweep.csv."""
+    block_interval_s = load_genesis(config.genesis).block_interval_ms / 1e3
+    rows: list[dict[str, Any]] = []
+    for rate in rates:
+        stage = GenConfig(**{**{f: getattr(config, f) for f in GenConfig.__dataclass_fields__},
+                             "tps": rate, "duration_s": stage_s, "schedule": None, "poisson": False,
+                             "out": config.out / f"stage-{rate:g}tps"})
+        result = run_load(stage, quiet=quiet)
+        rows.append(sweep_row(result, block_interval_s))
+        if rows[-1]["saturated"] or result.interrupted:
+            break
+    config.out.mkdir(parents=True, exist_ok=True)
+    (config.out / "sweep.json").write_bytes(orjson.dumps({"schema": "qmemo-sweep/1", "rows": rows},
+                                                         option=orjson.OPT_INDENT_2))
+    with (config.out / "sweep.csv").open("w", newline="") as out:
+        writer = csv.DictWriter(out, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return rows

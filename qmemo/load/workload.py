@@ -1,0 +1,196 @@
+"""Workload preparation: every transaction of a run, signed and framed before the run starts.
+
+Signing is never on the sending path: the generator signs the whole plan first, in
+parallel across cores (liboqs releases the GIL while it signs, so threads scale), and
+frames each batch's request body. The result is cached on disk, keyed by everything
+that determines its bytes (genesis, accounts, their starting nonces, the plan's shape),
+so running the same plan again on a fresh chain starts at once.
+
+Account affinity: funded accounts are split into one pool per target node, and a batch
+sent to node k draws its senders from pool k. A sender's transactions therefore always
+reach the same node, in nonce order, and never race each other across nodes.
+
+Transactions move 1 unit between funded accounts, pay a fee of 1, and carry a payload
+that makes the transaction body (its encoding without public key and signature) 256
+bytes, MEMO's transaction size.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import struct
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from qmemo.core.transaction import FIXED_BYTES, Transaction, derive_address
+from qmemo.crypto.hashing import Domain, blake3_512
+from qmemo.crypto.schemes import get_scheme
+from qmemo.errors import ConfigError
+from qmemo.load.sender import Batch
+from qmemo.net.wire import encode_tx_batch
+
+TX_BODY_BYTES = 256                                  # MEMO's transaction size (reference reports)
+PAYLOAD_BYTES = TX_BODY_BYTES - FIXED_BYTES - 2      # 2: the signature-length field
+TARGETING = ("round-robin", "random", "single")
+_CACHE_MAGIC = b"qmemo-workload/1\n"
+_RECORD = struct.Struct("<64sI")                     # tx id, encoding length
+
+
+@dataclass(frozen=True, slots=True)
+class Account:
+    public_key: bytes
+    secret_key: bytes
+    address: bytes
+    next_nonce: int
+
+
+@dataclass(frozen=True, slots=True)
+class PlanShape:
+    """Everything besides keys and nonces that fixes a workload's bytes."""
+
+    count: int
+    batch_size: int
+    targets: tuple[str, ...]
+    targeting: str
+    seed: int
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    ids: list[bytes]           # transaction ids, in plan order
+    batches: list[Batch]       # in send order
+    from_cache: bool
+
+
+def assign(shape: PlanShape, accounts: list[Account]) -> tuple[list[tuple[int, int]], list[str]]:
+    """For each planned transaction (account index, nonce); for each batch its target.
+
+    Pure: the same shape and accounts always give the same plan.
+    """
+    if shape.targeting not in TARGETING:
+        raise ConfigError(f"targeting must be one of {', '.join(TARGETING)}")
+    if shape.batch_size < 1 or not shape.targets:
+        raise ConfigError("a workload needs a batch size of at least 1 and at least one target")
+    pools_count = 1 if shape.targeting == "single" else len(shape.targets)
+    if len(accounts) < pools_count:
+        raise ConfigError(f"{len(accounts)} funded accounts cannot be split over {pools_count} nodes")
+    pools = [list(range(p, len(accounts), pools_count)) for p in range(pools_count)]
+    used = [0] * pools_count
+    rng = random.Random(shape.seed)
+    senders: list[tuple[int, int]] = []
+    batch_targets: list[str] = []
+    for batch_index, first in enumerate(range(0, shape.count, shape.batch_size)):
+        if shape.targeting == "round-robin":
+            pool = batch_index % pools_count
+        elif shape.targeting == "random":
+            pool = rng.randrange(pools_count)
+        else:
+            pool = 0
+        batch_targets.append(shape.targets[pool])
+        members = pools[pool]
+        for _ in range(first, min(first + shape.batch_size, shape.count)):
+            account = members[used[pool] % len(members)]
+            senders.append((account, accounts[account].next_nonce + used[pool] // len(members)))
+            used[pool] += 1
+    return senders, batch_targets
+
+
+def cache_key(genesis_hash: bytes, scheme: str, chain_id: int, shape: PlanShape, accounts: list[Account]) -> str:
+    parts = [genesis_hash, scheme.encode(), chain_id.to_bytes(4, "little"), repr(shape).encode()]
+    for account in accounts:
+        parts += [account.address, account.next_nonce.to_bytes(8, "little")]
+    return blake3_512(Domain.SELF_TEST, b"workload", *parts).hex()[:32]
+
+
+def build(shape: PlanShape, accounts: list[Account], *, scheme: str, chain_id: int, genesis_hash: bytes,
+          cache_dir: Path | None, progress: Callable[[int], None] | None = None) -> Workload:
+    """Sign (or load from cache) every transaction of the plan and frame its batches."""
+    senders, batch_targets = assign(shape, accounts)
+    key = cache_key(genesis_hash, scheme, chain_id, shape, accounts)
+    cache_file = cache_dir / f"{key}.bin" if cache_dir else None
+    encodings: list[bytes] | None = None
+    ids: list[bytes] = []
+    if cache_file and cache_file.is_file():
+        ids, encodings = _read_cache(cache_file, shape.count)
+        if progress:
+            progress(shape.count)
+    from_cache = encodings is not None
+    if encodings is None:
+        ids, encodings = _sign_all(senders, accounts, scheme=scheme, chain_id=chain_id, progress=progress)
+        if cache_file:
+            _write_cache(cache_file, ids, encodings)
+    batches = [
+        Batch(first, min(first + shape.batch_size, shape.count), target,
+              encode_tx_batch(encodings[first:first + shape.batch_size]))
+        for first, target in zip(range(0, shape.count, shape.batch_size), batch_targets)
+    ]
+    return Workload(ids, batches, from_cache)
+
+
+def _sign_all(senders: list[tuple[int, int]], accounts: list[Account], *, scheme: str, chain_id: int,
+              progress: Callable[[int], None] | None) -> tuple[list[bytes], list[bytes]]:
+    signer = get_scheme(scheme)
+    scheme_id = signer.info.scheme_id
+    payload = bytes(PAYLOAD_BYTES)
+
+    def sign_range(start: int, stop: int) -> list[Transaction]:
+        out = []
+        for i in range(start, stop):
+            account_index, nonce = senders[i]
+            account = accounts[account_index]
+            recipient = accounts[(account_index + 1) % len(accounts)].address
+            tx = Transaction(chain_id, scheme_id, account.public_key, nonce, recipient, 1, 1, payload)
+            out.append(tx.signed(lambda digest, sk=account.secret_key: signer.sign(sk, digest)))
+        return out
+
+    chunk = 500
+    transactions: list[Transaction] = []
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        futures = [pool.submit(sign_range, s, min(s + chunk, len(senders))) for s in range(0, len(senders), chunk)]
+        for future in futures:
+            done = future.result()
+            transactions.extend(done)
+            if progress:
+                progress(len(done))
+    return [tx.id for tx in transactions], [tx.encoded for tx in transactions]
+
+
+def _write_cache(path: Path, ids: list[bytes], encodings: list[bytes]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("wb") as out:
+        out.write(_CACHE_MAGIC)
+        for tx_id, encoding in zip(ids, encodings):
+            out.write(_RECORD.pack(tx_id, len(encoding)))
+            out.write(encoding)
+    os.replace(tmp, path)
+
+
+def _read_cache(path: Path, count: int) -> tuple[list[bytes], list[bytes] | None]:
+    data = path.read_bytes()
+    if not data.startswith(_CACHE_MAGIC):
+        return [], None
+    offset = len(_CACHE_MAGIC)
+    ids, encodings = [], []
+    try:
+        for _ in range(count):
+            tx_id, length = _RECORD.unpack_from(data, offset)
+            offset += _RECORD.size
+            ids.append(tx_id)
+            encodings.append(data[offset:offset + length])
+            offset += length
+    except struct.error:
+        return [], None       # a cut-short cache file: sign again
+    return (ids, encodings) if offset == len(data) else ([], None)
+
+
+def funded_accounts(keys, scheme_id: int, nonces: dict[bytes, int]) -> list[Account]:
+    """Accounts from a key file's entries, with their next nonces as the chain reports them."""
+    accounts = []
+    for key in keys:
+        address = derive_address(scheme_id, key.public_key)
+        accounts.append(Account(key.public_key, key.secret_key, address, nonces.get(address, 0)))
+    return accounts

@@ -1,0 +1,1 @@
+"""The live dashboard: a pure view of node snapshots and a thin polling loop."""

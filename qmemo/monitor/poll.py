@@ -1,0 +1,99 @@
+"""The dashboard's polling loop: fetch every node's /metrics, hand snapshots to the view.
+
+Thin on purpose: all interpretation lives in view.py. A node that does not answer
+within the timeout is shown as down and polled again next round; the dashboard never
+stops because a node did.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import orjson
+
+from qmemo.monitor.view import Baseline, NodePoll, Snapshot, node_rows
+
+
+@dataclass(frozen=True, slots=True)
+class MonitorConfig:
+    node_urls: list[str]
+    interval_s: float = 2.0
+    timeout_s: float = 1.5
+    scheme: str = "Falcon-512"
+    target_tps: float | None = None
+    generator_status: Path | None = None   # the generator's live.json
+    record: Path | None = None             # append every snapshot here (JSON lines)
+    baseline_path: Path | None = None      # a bench_c summary.json; default: the latest
+
+
+def load_baseline(config: MonitorConfig) -> Baseline:
+    """The C single-core verify rate for the scheme, or a pointer to the command that measures it."""
+    from qmemo.analysis.c_baseline import load_c_baseline
+
+    baseline = load_c_baseline(config.baseline_path)
+    if baseline is None:
+        return Baseline(None, "no C baseline yet: run `.venv/bin/qmemo bench c --quick`")
+    rate = baseline.verify_ops_per_s(config.scheme)
+    return Baseline(rate, str(baseline.path))
+
+
+async def poll_node(session: aiohttp.ClientSession, url: str, timeout_s: float) -> NodePoll:
+    try:
+        async with session.get(f"{url}/metrics", timeout=aiohttp.ClientTimeout(total=timeout_s)) as response:
+            if response.status != 200:
+                return NodePoll(url, time.time(), None, f"HTTP {response.status}")
+            return NodePoll(url, time.time(), orjson.loads(await response.read()))
+    except (aiohttp.ClientError, asyncio.TimeoutError, orjson.JSONDecodeError, OSError) as exc:
+        return NodePoll(url, time.time(), None, type(exc).__name__)
+
+
+def read_generator_status(path: Path | None) -> dict | None:
+    if path is None:
+        return None
+    try:
+        return orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):  # not written yet, or mid-rename
+        return None
+
+
+async def snapshots(config: MonitorConfig, *, rounds: int | None = None):
+    """Yield a Snapshot every interval (forever, or `rounds` times)."""
+    baseline = load_baseline(config)
+    previous: Snapshot | None = None
+    async with aiohttp.ClientSession() as session:
+        count = 0
+        while rounds is None or count < rounds:
+            started = time.monotonic()
+            polls = await asyncio.gather(*(poll_node(session, u, config.timeout_s) for u in config.node_urls))
+            snapshot = Snapshot(time.time(), list(polls), baseline, config.target_tps,
+                                read_generator_status(config.generator_status),
+                                previous=previous and _forget_history(previous))
+            if config.record:
+                _record(config.record, snapshot)
+            yield snapshot
+            previous = snapshot
+            count += 1
+            if rounds is None or count < rounds:
+                await asyncio.sleep(max(0.0, config.interval_s - (time.monotonic() - started)))
+
+
+def _forget_history(snapshot: Snapshot) -> Snapshot:
+    """Keep one snapshot of history: rates need the previous poll, not the whole chain."""
+    return Snapshot(snapshot.time_s, snapshot.polls, snapshot.baseline, snapshot.target_tps, snapshot.generator)
+
+
+def _record(path: Path, snapshot: Snapshot) -> None:
+    line = {
+        "time_s": snapshot.time_s,
+        "target_tps": snapshot.target_tps,
+        "polls": [{"url": p.url, "time_s": p.time_s, "error": p.error, "metrics": p.metrics} for p in snapshot.polls],
+        "rows": [dataclasses.asdict(row) for row in node_rows(snapshot)],
+        "generator": snapshot.generator,
+    }
+    with path.open("ab") as out:
+        out.write(orjson.dumps(line) + b"\n")

@@ -1,0 +1,214 @@
+"""The dashboard's view: a pure function from snapshots to a rich renderable.
+
+Data flows one way: the poller (monitor/poll.py) collects `Snapshot`s; `derive()` turns
+two successive snapshots into rates; `render()` builds the tables. Nothing here does
+I/O or reads a clock, so the whole view is tested by rendering to a fixed-width console.
+
+The reading of a node's `/metrics` document (docs/api.md) is tolerant: a missing field
+shows as "-", never as a crash, so a dashboard keeps running against an older node.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from qmemo.analysis.memo import CONSERVATIVE_SHARDS, CONSERVATIVE_TPS, TARGET_SHARDS, TARGET_TPS
+
+# MEMO's per-shard verification requirements, without cross-shard traffic:
+# 10,000 TPS / 4 shards = 2,500/s (conservative); 50,700 / 256 = ~198/s (target).
+CONSERVATIVE_VERIFY_PER_SHARD = CONSERVATIVE_TPS / CONSERVATIVE_SHARDS
+TARGET_VERIFY_PER_SHARD = TARGET_TPS / TARGET_SHARDS
+
+
+@dataclass(frozen=True, slots=True)
+class NodePoll:
+    """One poll of one node: its /metrics document, or why there is none."""
+
+    url: str
+    time_s: float
+    metrics: dict[str, Any] | None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Baseline:
+    """The C single-core verify rate the nodes are set against, and where it came from."""
+
+    verify_per_s: float | None
+    source: str            # a path, or the command that would produce one
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything the dashboard shows at one moment."""
+
+    time_s: float
+    polls: list[NodePoll]
+    baseline: Baseline
+    target_tps: float | None = None
+    generator: dict[str, Any] | None = None   # the generator's live.json, when one runs
+    previous: Snapshot | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRow:
+    """One node's line, derived from its last two polls."""
+
+    name: str
+    up: bool
+    error: str | None
+    height: int | None
+    tip_age_s: float | None
+    mempool: int | None
+    accepted_per_s: float | None
+    committed_tps: float | None
+    verify_per_s: float | None
+    verify_p50_us: float | None
+    verify_p99_us: float | None
+    cache_hit_rate: float | None
+    cpu_percent: float | None
+    loop_lag_p99_ms: float | None
+    verify_per_core_s: float | None   # verifications per second of verify-thread time
+    block_interval_s: float | None
+
+
+def _get(doc: dict[str, Any] | None, *path: str) -> Any:
+    for key in path:
+        if not isinstance(doc, dict):
+            return None
+        doc = doc.get(key)
+    return doc
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _total(value: Any) -> float | None:
+    """A counter that may be a number or a {label: number} map (summed)."""
+    if isinstance(value, dict):
+        parts = [_num(v) for v in value.values()]
+        return sum(p for p in parts if p is not None)
+    return _num(value)
+
+
+def _rate(now: NodePoll, before: NodePoll | None, *path: str) -> float | None:
+    if before is None or before.metrics is None or now.metrics is None:
+        return None
+    a, b = _total(_get(before.metrics, *path)), _total(_get(now.metrics, *path))
+    dt = now.time_s - before.time_s
+    if a is None or b is None or dt <= 0 or b < a:  # b < a: the node restarted
+        return None
+    return (b - a) / dt
+
+
+def derive(now: NodePoll, before: NodePoll | None) -> NodeRow:
+    m = now.metrics
+    name = str(_get(m, "node") or now.url)
+    if m is None:
+        return NodeRow(name, False, now.error, *([None] * 13))
+    hits, misses = _num(_get(m, "verify", "cache", "hits")), _num(_get(m, "verify", "cache", "misses"))
+    verify_count = _rate(now, before, "verify", "count")
+    verify_busy = _rate(now, before, "verify", "seconds")
+    cpu = _rate(now, before, "process", "cpu_seconds")
+    return NodeRow(
+        name=name,
+        up=True,
+        error=None,
+        height=_num(_get(m, "height")) and int(_get(m, "height")),
+        tip_age_s=_num(_get(m, "tip_age_s")),
+        mempool=_num(_get(m, "mempool", "count")) and int(_get(m, "mempool", "count")),
+        accepted_per_s=_rate(now, before, "tx", "accepted"),
+        committed_tps=_rate(now, before, "tx", "committed"),
+        verify_per_s=verify_count,
+        verify_p50_us=_num(_get(m, "verify", "latency_us", "p50")),
+        verify_p99_us=_num(_get(m, "verify", "latency_us", "p99")),
+        cache_hit_rate=hits / (hits + misses) if hits is not None and misses is not None and hits + misses else None,
+        cpu_percent=cpu * 100 if cpu is not None else None,
+        loop_lag_p99_ms=_num(_get(m, "event_loop_lag_ms", "p99")),
+        verify_per_core_s=verify_count / verify_busy if verify_count and verify_busy else None,
+        block_interval_s=_num(_get(m, "blocks", "interval_s", "p50")),
+    )
+
+
+def node_rows(snapshot: Snapshot) -> list[NodeRow]:
+    before = {p.url: p for p in snapshot.previous.polls} if snapshot.previous else {}
+    return [derive(poll, before.get(poll.url)) for poll in snapshot.polls]
+
+
+def _fmt(value: float | None, spec: str = ",.0f", suffix: str = "") -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:{spec}}{suffix}"
+
+
+def render(snapshot: Snapshot) -> Group:
+    """The whole dashboard for one snapshot."""
+    rows = node_rows(snapshot)
+    return Group(_nodes_table(rows), _chain_table(snapshot, rows), _baseline_table(snapshot, rows))
+
+
+def _nodes_table(rows: list[NodeRow]) -> Table:
+    table = Table(title="qMEMO devnet: nodes", title_justify="left", expand=True)
+    for header in ("node", "state", "height", "tip age", "mempool", "accepted/s", "committed TPS",
+                   "verify/s", "verify p50/p99 µs", "cache hits", "CPU", "loop lag p99"):
+        table.add_column(header, justify="left" if header in ("node", "state") else "right", no_wrap=True)
+    for row in rows:
+        if not row.up:
+            table.add_row(Text(row.name, style="red"), Text("DOWN", style="bold red"),
+                          *(["-"] * 10), style="red")
+            continue
+        table.add_row(
+            row.name, Text("up", style="green"), _fmt(row.height), _fmt(row.tip_age_s, ".1f", " s"),
+            _fmt(row.mempool), _fmt(row.accepted_per_s), _fmt(row.committed_tps), _fmt(row.verify_per_s),
+            f"{_fmt(row.verify_p50_us)}/{_fmt(row.verify_p99_us)}",
+            _fmt(row.cache_hit_rate * 100 if row.cache_hit_rate is not None else None, ".0f", "%"),
+            _fmt(row.cpu_percent, ".0f", "%"), _fmt(row.loop_lag_p99_ms, ".1f", " ms"),
+        )
+    return table
+
+
+def _chain_table(snapshot: Snapshot, rows: list[NodeRow]) -> Table:
+    up = [r for r in rows if r.up]
+    # Every node commits the same blocks, so the chain's rate is the best-informed node's.
+    committed = max((r.committed_tps for r in up if r.committed_tps is not None), default=None)
+    interval = max((r.block_interval_s for r in up if r.block_interval_s is not None), default=None)
+    table = Table(title="chain", title_justify="left", expand=True, show_header=False)
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    table.add_row("nodes up", f"{len(up)} of {len(rows)}")
+    table.add_row("target TPS", _fmt(snapshot.target_tps))
+    table.add_row("committed TPS", _fmt(committed))
+    table.add_row("block interval p50", _fmt(interval, ".2f", " s"))
+    gen = snapshot.generator
+    if gen:
+        table.add_row("generator: sent / committed", f"{_fmt(_num(gen.get('sent')))} / {_fmt(_num(gen.get('committed')))}")
+        table.add_row("generator latency p50 / p99 (intended→committed)",
+                      f"{_fmt(_num(gen.get('p50_ms')))} / {_fmt(_num(gen.get('p99_ms')))} ms")
+    return table
+
+
+def _baseline_table(snapshot: Snapshot, rows: list[NodeRow]) -> Table:
+    base = snapshot.baseline
+    title = f"against the C baseline ({base.source})"
+    table = Table(title=title, title_justify="left", expand=True)
+    for header in ("node", "verify/s per core", "% of C single core",
+                   f"headroom vs {CONSERVATIVE_VERIFY_PER_SHARD:,.0f}/s", f"headroom vs {TARGET_VERIFY_PER_SHARD:,.0f}/s"):
+        table.add_column(header, justify="left" if header == "node" else "right", no_wrap=True)
+    if base.verify_per_s:
+        table.add_row("C baseline (1 core)", _fmt(base.verify_per_s), "100%",
+                      _fmt(base.verify_per_s / CONSERVATIVE_VERIFY_PER_SHARD, ".1f", "x"),
+                      _fmt(base.verify_per_s / TARGET_VERIFY_PER_SHARD, ".1f", "x"))
+    for row in rows:
+        per_core = row.verify_per_core_s if row.up else None
+        share = per_core / base.verify_per_s * 100 if per_core and base.verify_per_s else None
+        table.add_row(row.name, _fmt(per_core), _fmt(share, ".0f", "%"),
+                      _fmt(per_core / CONSERVATIVE_VERIFY_PER_SHARD if per_core else None, ".1f", "x"),
+                      _fmt(per_core / TARGET_VERIFY_PER_SHARD if per_core else None, ".1f", "x"))
+    return table

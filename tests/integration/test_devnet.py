@@ -1,0 +1,161 @@
+"""devnet.sh end to end: three real nodes, the generator at a low rate, the dashboard once.
+
+One headless devnet run (`devnet.sh --no-monitor --duration 10 --tps 50`) is shared by
+the tests that read its results; a second, without load, keeps nodes up while the
+dashboard takes one snapshot of them. Both must end by themselves and leave no process.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.conftest import REPO_ROOT, VENV_BIN, run_command
+
+pytestmark = pytest.mark.slow
+NODES = 3
+
+
+def free_base_port(count: int = NODES) -> int:
+    """A base port whose `count` consecutive ports are all free now."""
+    for base in range(21000, 60000, 97):
+        sockets = []
+        try:
+            for port in range(base, base + count):
+                sock = socket.socket()
+                sockets.append(sock)
+                sock.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for sock in sockets:
+                sock.close()
+    raise RuntimeError("no free ports")
+
+
+def processes_mentioning(text: str) -> list[str]:
+    """Command lines of live processes that mention `text` (our temp paths are unique)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        line = b" ".join(args).decode(errors="replace")
+        if text in line and "pytest" not in line:
+            found.append(line)
+    return found
+
+
+def _bindable(port: int) -> bool:
+    """Nothing listens on `port` (SO_REUSEADDR: closed connections in TIME_WAIT do not count)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def devnet_command(tmp: Path, base: int, *extra: str) -> list[str]:
+    return ["bash", str(REPO_ROOT / "devnet.sh"), "--no-monitor", "--base-port", str(base),
+            "--dir", str(tmp / "devnet"), "--runs", str(tmp / "runs"), "--accounts", "60", *extra]
+
+
+@pytest.fixture(scope="module")
+def devnet_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("devnet")
+    base = free_base_port()
+    result = run_command(devnet_command(tmp, base, "--duration", "10", "--tps", "50"), timeout=240)
+    runs = sorted((tmp / "runs").iterdir())
+    return {"tmp": tmp, "base": base, "result": result, "run": runs[-1] if runs else None}
+
+
+def attach_logs(run: Path | None) -> str:
+    if run is None:
+        return "(no run folder)"
+    return "\n".join(f"--- {log.name}\n{log.read_text()[-3000:]}" for log in sorted((run / "logs").glob("*.log")))
+
+
+def test_headless_devnet_ends_by_itself_and_commits(devnet_run):
+    result = devnet_run["result"]
+    assert result.returncode == 0, result.stdout + result.stderr + attach_logs(devnet_run["run"])
+    summary = orjson.loads((devnet_run["run"] / "gen" / "summary.json").read_bytes())
+    assert summary["counts"]["committed"] > 0
+    assert "committed" in result.stdout and "run folder" in result.stdout
+
+
+def test_headless_devnet_leaves_no_process_and_frees_its_ports(devnet_run):
+    assert processes_mentioning(str(devnet_run["tmp"])) == []
+    assert all(_bindable(port) for port in range(devnet_run["base"], devnet_run["base"] + NODES))
+
+
+def test_every_planned_transaction_is_accounted_for(devnet_run):
+    counts = orjson.loads((devnet_run["run"] / "gen" / "summary.json").read_bytes())["counts"]
+    assert counts["planned"] == 500  # 50 TPS for 10 s
+    assert (counts["committed"] + counts["rejected_total"] + counts["lost"] + counts["failed"]
+            + counts["unsent"]) == counts["planned"]
+    assert counts["accounted"] == counts["planned"]
+
+
+def test_latencies_are_ordered_for_every_transaction(devnet_run):
+    rows = list(csv.DictReader((devnet_run["run"] / "gen" / "transactions.csv").open()))
+    assert len(rows) == 500
+    committed = [r for r in rows if r["committed_s"] and r["accepted_s"]]
+    assert committed
+    for row in committed:
+        intended, sent, accepted, done = (float(row[k]) for k in ("intended_s", "sent_s", "accepted_s", "committed_s"))
+        assert intended <= sent <= accepted  # never sent early; answered after sent
+        # intended->committed >= sent->committed >= sent->accepted
+        assert done - intended >= done - sent >= 0
+        assert done - sent >= accepted - sent or math.isclose(done, accepted, abs_tol=0.2)
+
+
+def test_summary_has_every_documented_field(devnet_run):
+    summary = orjson.loads((devnet_run["run"] / "gen" / "summary.json").read_bytes())
+    for key in ("schema", "target_tps", "committed_tps", "counts", "latency_ms", "schedule_lag_ms",
+                "generator_fell_behind", "warmup_s", "measured_s"):
+        assert key in summary
+    for name in ("intended_to_committed", "sent_to_committed", "sent_to_accepted"):
+        percentiles = summary["latency_ms"][name]["percentiles_ms"]
+        assert set(percentiles) == {"p50", "p90", "p95", "p99", "p99.9"}
+    ordered = summary["latency_ms"]
+    assert (ordered["intended_to_committed"]["percentiles_ms"]["p50"]
+            >= ordered["sent_to_committed"]["percentiles_ms"]["p50"]
+            >= ordered["sent_to_accepted"]["percentiles_ms"]["p50"])
+    manifest = orjson.loads((devnet_run["run"] / "gen" / "manifest.json").read_bytes())
+    assert manifest["genesis_hash"] and manifest["machine"]["cpu_model"]
+
+
+def test_dashboard_snapshot_of_live_nodes(tmp_path):
+    """Nodes without load for a few seconds; `qmemo monitor --once` shows all three up."""
+    base = free_base_port()
+    devnet = subprocess.Popen(devnet_command(tmp_path, base, "--no-load", "--duration", "15"),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        urls = [f"http://127.0.0.1:{base + i}" for i in range(NODES)]
+        ready = run_command([str(VENV_BIN / "qmemo"), "health", *urls, "--wait", "60"], timeout=90)
+        assert ready.returncode == 0, ready.stdout
+        shot = run_command([str(VENV_BIN / "qmemo"), "monitor", "--count", str(NODES), "--base-port", str(base),
+                            "--interval", "1", "--once"], env={"COLUMNS": "200"}, timeout=60)
+        assert shot.returncode == 0, shot.stdout + shot.stderr
+        for i in range(NODES):
+            assert f"node-{i}" in shot.stdout
+        assert shot.stdout.count(" up ") >= NODES and "DOWN" not in shot.stdout
+        assert "against the C baseline" in shot.stdout
+    finally:
+        output, _ = devnet.communicate(timeout=120)
+    assert devnet.returncode == 0, output
+    deadline = time.monotonic() + 10
+    while processes_mentioning(str(tmp_path)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert processes_mentioning(str(tmp_path)) == []

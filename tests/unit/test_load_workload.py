@@ -1,0 +1,57 @@
+"""Workload planning: account affinity, consecutive nonces, batches, and the cache."""
+
+from collections import defaultdict
+
+import pytest
+
+from qmemo.errors import ConfigError
+from qmemo.load.workload import Account, PlanShape, assign
+
+NODES = ("http://a", "http://b", "http://c")
+
+
+def accounts(n, start_nonce=0):
+    return [Account(bytes([i % 256]) * 8, b"", i.to_bytes(32, "little"), start_nonce + i % 3) for i in range(n)]
+
+
+@pytest.mark.parametrize("targeting", ["round-robin", "random", "single"])
+def test_each_sender_always_reaches_the_same_node_with_consecutive_nonces(targeting):
+    funded = accounts(30)
+    shape = PlanShape(count=1000, batch_size=7, targets=NODES, targeting=targeting, seed=3)
+    senders, batch_targets = assign(shape, funded)
+    assert len(senders) == 1000 and len(batch_targets) == -(-1000 // 7)
+    nodes_of = defaultdict(set)
+    nonces_of = defaultdict(list)
+    for i, (account, nonce) in enumerate(senders):
+        nodes_of[account].add(batch_targets[i // 7])
+        nonces_of[account].append(nonce)
+    assert all(len(nodes) == 1 for nodes in nodes_of.values())
+    for account, nonces in nonces_of.items():
+        first = funded[account].next_nonce
+        assert nonces == list(range(first, first + len(nonces)))
+
+
+def test_round_robin_spreads_batches_over_every_node():
+    _, targets = assign(PlanShape(90, 10, NODES, "round-robin", 0), accounts(9))
+    assert targets == list(NODES) * 3
+
+
+def test_single_targeting_uses_one_node_and_every_account():
+    senders, targets = assign(PlanShape(40, 10, NODES, "single", 0), accounts(8))
+    assert set(targets) == {"http://a"}
+    assert {account for account, _ in senders} == set(range(8))
+
+
+def test_plan_is_reproducible():
+    shape = PlanShape(200, 9, NODES, "random", 11)
+    assert assign(shape, accounts(12)) == assign(shape, accounts(12))
+
+
+def test_too_few_accounts_for_the_nodes_is_a_config_error():
+    with pytest.raises(ConfigError):
+        assign(PlanShape(10, 5, NODES, "round-robin", 0), accounts(2))
+
+
+def test_unknown_targeting_is_a_config_error():
+    with pytest.raises(ConfigError):
+        assign(PlanShape(10, 5, NODES, "nearest", 0), accounts(3))

@@ -1,0 +1,84 @@
+"""The dashboard view: rendered to a fixed-width console and read back as text."""
+
+from rich.console import Console
+
+from qmemo.monitor.view import Baseline, NodePoll, Snapshot, derive, render
+
+
+def metrics(node, *, accepted, committed, verify_count, verify_seconds, cpu_seconds, height=10):
+    return {
+        "node": node, "height": height, "tip_age_s": 0.7, "mempool": {"count": 42, "bytes": 80_000},
+        "tx": {"accepted": accepted, "committed": committed, "rejected": {"bad_signature": 1}},
+        "verify": {"count": {"admission": verify_count, "block": 0},
+                   "seconds": {"admission": verify_seconds, "block": 0.0},
+                   "latency_us": {"p50": 47.0, "p99": 95.0}, "cache": {"hits": 900, "misses": 100}},
+        "process": {"cpu_seconds": cpu_seconds}, "event_loop_lag_ms": {"p99": 3.2},
+        "blocks": {"interval_s": {"p50": 2.0}},
+    }
+
+
+def snapshot_pair(baseline=Baseline(20_000.0, "results/x/summary.json")):
+    before = Snapshot(100.0, [
+        NodePoll("http://a", 100.0, metrics("node-0", accepted=0, committed=0, verify_count=0,
+                                             verify_seconds=0.0, cpu_seconds=1.0)),
+        NodePoll("http://b", 100.0, metrics("node-1", accepted=0, committed=0, verify_count=0,
+                                             verify_seconds=0.0, cpu_seconds=1.0)),
+    ], baseline)
+    return Snapshot(102.0, [
+        NodePoll("http://a", 102.0, metrics("node-0", accepted=2_000, committed=1_800, verify_count=6_000,
+                                             verify_seconds=0.4, cpu_seconds=2.5, height=11)),
+        NodePoll("http://b", 102.0, None, "ClientConnectorError"),
+    ], baseline, target_tps=1_000.0, previous=before)
+
+
+def text_of(snapshot, width=160):
+    console = Console(width=width, record=True, color_system=None)
+    console.print(render(snapshot))
+    return console.export_text()
+
+
+def test_a_down_node_is_shown_down_and_the_others_keep_their_rates():
+    text = text_of(snapshot_pair())
+    line_a = next(line for line in text.splitlines() if "node-0" in line and "up" in line)
+    line_b = next(line for line in text.splitlines() if "http://b" in line and "DOWN" in line)
+    assert "1,000" in line_a          # accepted/s: 2,000 over 2 s
+    assert "900" in line_a            # committed TPS: 1,800 over 2 s
+    assert "3,000" in line_a          # verify/s: 6,000 over 2 s
+    assert "75%" in line_a            # CPU: 1.5 s over 2 s
+    assert "90%" in line_a            # cache hit rate 900 / 1,000
+    assert "-" in line_b
+    assert "nodes up" in text and "1 of 2" in text
+
+
+def test_verify_rate_per_core_is_set_against_the_c_baseline():
+    text = text_of(snapshot_pair())
+    # 6,000 verifications in 0.4 s of verify time: 15,000/s per core, 75% of 20,000.
+    row = next(line for line in text.splitlines() if line.strip().startswith("│ node-0") and "%" in line and "x" in line)
+    assert "15,000" in row and "75%" in row
+    assert "6.0x" in row              # 15,000 / 2,500 (MEMO conservative, per shard)
+    assert "results/x/summary.json" in text
+
+
+def test_missing_baseline_says_which_command_measures_it():
+    text = text_of(snapshot_pair(Baseline(None, "no C baseline yet: run `qmemo bench c --quick`")))
+    assert "qmemo bench c --quick" in text
+    assert "C baseline (1 core)" not in text
+
+
+def test_first_snapshot_has_no_rates_but_renders():
+    first = snapshot_pair().previous
+    text = text_of(first)
+    assert "node-0" in text and "node-1" in text
+
+
+def test_a_restarted_node_gives_no_negative_rate():
+    snap = snapshot_pair()
+    restarted = NodePoll("http://a", 104.0, metrics("node-0", accepted=5, committed=0, verify_count=5,
+                                                     verify_seconds=0.001, cpu_seconds=0.2))
+    row = derive(restarted, snap.polls[0])
+    assert row.accepted_per_s is None and row.cpu_percent is None
+
+
+def test_malformed_metrics_fields_show_as_missing():
+    row = derive(NodePoll("http://a", 1.0, {"node": "n", "height": "tall", "verify": []}), None)
+    assert row.up and row.height is None and row.verify_p50_us is None
