@@ -14,7 +14,9 @@
 #               reach), built with cmake in Release as a shared library, installed in
 #               .deps/liboqs. Or, with QMEMO_LIBOQS_PREFIX=/path, an existing install
 #               is linked there instead and nothing is built.
-#   3. venv     .venv with qmemo installed (editable) plus its dev extra.
+#   3. native   qmemo/crypto/native/qmemo_batch.c compiled against that liboqs into .deps/native
+#               (batch signature verification: one GIL release per chunk, not per verify).
+#   4. venv     .venv with qmemo installed (editable) plus its dev extra.
 #
 # Environment:
 #   QMEMO_LIBOQS_PREFIX   use this liboqs install (must export OQS_SIG_supports_ctx_str,
@@ -195,7 +197,25 @@ EOF
   say "liboqs built and installed in $LIBOQS_PREFIX ($((SECONDS - started)) s)"
 }
 
-# --- 3. venv --------------------------------------------------------------------
+# --- 3. native helpers ------------------------------------------------------------
+NATIVE_DIR="$DEPS/native"
+
+step_native() {
+  local libdir want
+  libdir=$(dirname "$(readlink -f "$(ls "$LIBOQS_PREFIX"/lib*/liboqs.so | head -n1)")")
+  want=$( { cat "$ROOT/qmemo/crypto/native/qmemo_batch.c"; echo "$libdir"; cat "$LIBOQS_PREFIX/.qmemo-stamp" 2>/dev/null; } | stamp_of)
+  if [ -f "$NATIVE_DIR/libqmemo_batch.so" ] && [ "$(cat "$NATIVE_DIR/.qmemo-stamp" 2>/dev/null)" = "$want" ]; then
+    return 0
+  fi
+  say "building the native batch verifier (log: $LOGS/native.log)"
+  mkdir -p "$NATIVE_DIR"
+  : >"$LOGS/native.log"
+  run native cc -std=c11 -O2 -Wall -Wextra -Werror -fPIC -shared -I"$LIBOQS_PREFIX/include" \
+    "$ROOT/qmemo/crypto/native/qmemo_batch.c" -L"$libdir" -loqs -Wl,-rpath,"$libdir" -o "$NATIVE_DIR/libqmemo_batch.so"
+  echo "$want" >"$NATIVE_DIR/.qmemo-stamp"
+}
+
+# --- 4. venv --------------------------------------------------------------------
 venv_stamp() { cat "$ROOT/pyproject.toml" "$ROOT/requirements.txt" | stamp_of; }
 
 step_venv() {
@@ -217,4 +237,5 @@ step_venv() {
 
 step_apt
 step_liboqs
+step_native
 step_venv

@@ -24,6 +24,7 @@ caller spreads cache misses over threads.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol
 
@@ -38,6 +39,12 @@ class SignatureVerifier(Protocol):
     def verify(self, scheme_id: int, public_key: bytes, message: bytes, signature: bytes) -> bool: ...
 
 
+class BatchVerifier(SignatureVerifier, Protocol):
+    """A verifier that can also check many signatures of one scheme in one call."""
+
+    def verify_many(self, scheme_id: int, items: Sequence[tuple[bytes, bytes, bytes]]) -> list[bool]: ...
+
+
 class VerifyCache:
     """A `SignatureVerifier` that remembers which transactions verified, and counts."""
 
@@ -48,7 +55,7 @@ class VerifyCache:
         self._inner = inner
         self._capacity = capacity
         self._map = map_fn
-        self._verified: dict[bytes, None] = {}   # insertion-ordered: the first key is the oldest
+        self._verified: OrderedDict[bytes, None] = OrderedDict()   # the first key is the oldest
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -68,14 +75,30 @@ class VerifyCache:
         return self._check(tx)
 
     def verify_transactions(self, transactions: Sequence[Transaction]) -> list[bool]:
-        """`verify_transaction` for each, with the misses spread by `map_fn`."""
+        """`verify_transaction` for each, with the misses spread by `map_fn`.
+
+        An inner verifier with `verify_many(scheme_id, items)` (a `BatchVerifier`) gets
+        the misses of each scheme in one call, so it can verify them in one native call.
+        """
         results = [True] * len(transactions)
         missed = [position for position, tx in enumerate(transactions) if tx.id not in self._verified]
         with self._lock:
             self.hits += len(transactions) - len(missed)
             self.misses += len(missed)
-        for position, ok in zip(missed, self._map(self._check, [transactions[p] for p in missed])):
-            results[position] = ok
+        verify_many = getattr(self._inner, "verify_many", None)
+        if verify_many is None:
+            for position, ok in zip(missed, self._map(self._check, [transactions[p] for p in missed])):
+                results[position] = ok
+            return results
+        by_scheme: dict[int, list[int]] = {}
+        for position in missed:
+            by_scheme.setdefault(transactions[position].scheme_id, []).append(position)
+        for scheme_id, positions in by_scheme.items():
+            batch = [transactions[p] for p in positions]
+            oks = verify_many(scheme_id, [(tx.public_key, tx.signing_digest, tx.signature) for tx in batch])
+            self._remember([tx.id for tx, ok in zip(batch, oks) if ok])
+            for position, ok in zip(positions, oks):
+                results[position] = ok
         return results
 
     def forget(self, tx_ids: Iterable[bytes]) -> None:
@@ -92,9 +115,17 @@ class VerifyCache:
 
     def _check(self, tx: Transaction) -> bool:
         ok = self._inner.verify(tx.scheme_id, tx.public_key, tx.signing_digest, tx.signature)
-        if ok and self._capacity:
-            with self._lock:
-                self._verified[tx.id] = None
-                if len(self._verified) > self._capacity:
-                    del self._verified[next(iter(self._verified))]
+        if ok:
+            self._remember([tx.id])
         return ok
+
+    def _remember(self, tx_ids: list[bytes]) -> None:
+        """Add verified ids, dropping the oldest past capacity (OrderedDict: O(1) each)."""
+        if not self._capacity or not tx_ids:
+            return
+        with self._lock:
+            verified = self._verified
+            for tx_id in tx_ids:
+                verified[tx_id] = None
+            while len(verified) > self._capacity:
+                verified.popitem(last=False)

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import time
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -73,6 +75,19 @@ class SignatureScheme(ABC):
     @abstractmethod
     def verify(self, public_key: bytes, message: bytes, signature: bytes) -> bool:
         """True only for a valid signature by `public_key`; never raises on bad input."""
+
+    def verify_many(self, items: Sequence[tuple[bytes, bytes, bytes]]) -> tuple[list[bool], list[int]]:
+        """`verify` for each (public_key, message, signature), and each call's duration (ns).
+
+        The generic version loops in Python; liboqs schemes verify a whole batch in one
+        native call (qmemo/crypto/batch.py), releasing the GIL once per batch.
+        """
+        results, durations = [], []
+        for public_key, message, signature in items:
+            started = time.perf_counter_ns()
+            results.append(self.verify(public_key, message, signature))
+            durations.append(time.perf_counter_ns() - started)
+        return results, durations
 
     def _check_secret_key(self, secret_key: bytes) -> None:
         if not isinstance(secret_key, bytes) or len(secret_key) != self.info.secret_key_bytes:
@@ -147,6 +162,11 @@ class OqsScheme(SignatureScheme):
         ):
             return False
         return self._lib.OQS_SIG_verify(self._sig, message, len(message), signature, len(signature), public_key) == 0
+
+    def verify_many(self, items: Sequence[tuple[bytes, bytes, bytes]]) -> tuple[list[bool], list[int]]:
+        from qmemo.crypto.batch import verify_batch
+
+        return verify_batch(self._sig, self.info.fixed_signature_length, items)
 
 
 # --- classical baselines ----------------------------------------------------------------

@@ -125,3 +125,21 @@ def test_every_liboqs_scheme_names_its_implementation():
     for name in scheme_names():
         implementation = get_scheme(name).info.implementation
         assert implementation.startswith(("liboqs 0.13.0", "libsodium", "libsecp256k1"))
+
+
+def test_verify_many_agrees_with_verify_on_good_and_bad_items(signed):
+    scheme, pair, other, signature = signed
+    items = [
+        (pair.public_key, MESSAGE, signature),                       # valid
+        (pair.public_key, flip_bit(MESSAGE, 3), signature),          # message changed
+        (other.public_key, MESSAGE, signature),                      # another key
+        (pair.public_key, MESSAGE, signature[:-1]),                  # truncated
+        (pair.public_key[:-1], MESSAGE, signature),                  # short key
+        (pair.public_key, MESSAGE, b""),                             # empty signature
+        (pair.public_key, MESSAGE, signature),                       # valid again
+    ]
+    results, durations = scheme.verify_many(items)
+    assert results == [scheme.verify(*item) for item in items]
+    assert results[0] and results[-1] and not any(results[1:-1])
+    assert len(durations) == len(items) and all(d >= 0 for d in durations)
+    assert scheme.verify_many([]) == ([], [])

@@ -116,3 +116,49 @@ def test_registry_verifier_says_false_for_an_unknown_scheme():
 def test_negative_capacity_is_refused():
     with pytest.raises(ValueError):
         VerifyCache(CountingVerifier(), capacity=-1)
+
+
+class _BatchCounting:
+    """A batch-capable verifier that records its calls and trusts a set of good ids."""
+
+    def __init__(self, good_signatures: set[bytes]) -> None:
+        self.good = good_signatures
+        self.batches: list[tuple[int, int]] = []
+
+    def verify(self, scheme_id, public_key, message, signature):
+        return signature in self.good
+
+    def verify_many(self, scheme_id, items):
+        self.batches.append((scheme_id, len(items)))
+        return [signature in self.good for _, _, signature in items]
+
+
+def _tx(scheme_id: int, nonce: int, signature: bytes):
+    from qmemo.core.transaction import Transaction
+
+    return Transaction(1, scheme_id, b"k" * 32, nonce, b"r" * 32, 1, 1, b"", signature)
+
+
+def test_batch_verifier_gets_each_schemes_misses_in_one_call_and_only_successes_are_cached():
+    from qmemo.core.verify_cache import VerifyCache
+
+    txs = [_tx(1, 0, b"good0"), _tx(100, 1, b"good1"), _tx(1, 2, b"bad"), _tx(1, 3, b"good3")]
+    inner = _BatchCounting({b"good0", b"good1", b"good3"})
+    cache = VerifyCache(inner)
+    assert cache.verify_transactions(txs) == [True, True, False, True]
+    assert sorted(inner.batches) == [(1, 3), (100, 1)]
+    assert (cache.hits, cache.misses) == (0, 4)
+    inner.batches.clear()
+    assert cache.verify_transactions(txs) == [True, True, False, True]
+    assert inner.batches == [(1, 1)]            # only the bad one is checked again
+    assert (cache.hits, cache.misses) == (3, 5)
+
+
+def test_cache_drops_the_oldest_id_past_capacity_in_batches_too():
+    from qmemo.core.verify_cache import VerifyCache
+
+    txs = [_tx(1, n, b"ok") for n in range(5)]
+    cache = VerifyCache(_BatchCounting({b"ok"}), capacity=3)
+    cache.verify_transactions(txs)
+    assert len(cache) == 3
+    assert txs[0].id not in cache and txs[4].id in cache
