@@ -18,6 +18,7 @@ DURATION=60
 DURATION_SET=0
 SCHEME=Falcon-512
 ACCOUNTS=1200
+BLOCK_TXS=4000
 BATCH=50
 LOAD=1
 MONITOR=1
@@ -38,6 +39,8 @@ target rate, and shows the live dashboard. Ctrl-C stops everything it started.
   --duration S       seconds of load (default $DURATION; with --no-load: run until Ctrl-C)
   --scheme NAME      transaction signature scheme (default $SCHEME; see 'qmemo schemes')
   --accounts N       funded accounts in a new devnet (default $ACCOUNTS)
+  --block-txs N      most transactions per block in a new devnet (default $BLOCK_TXS, MEMO's;
+                     with 2 s blocks that caps the chain at N/2 TPS)
   --batch N          transactions per request (default $BATCH)
   --no-load          start the nodes (and dashboard) without the generator
   --no-monitor       no dashboard: headless, for scripts and CI
@@ -58,6 +61,7 @@ while [ $# -gt 0 ]; do
     --duration) need_value "$@"; need_int "$1" "$2" 1; DURATION=$2; DURATION_SET=1; shift 2 ;;
     --scheme) need_value "$@"; SCHEME=$2; shift 2 ;;
     --accounts) need_value "$@"; need_int "$1" "$2" 1; ACCOUNTS=$2; shift 2 ;;
+    --block-txs) need_value "$@"; need_int "$1" "$2" 1; BLOCK_TXS=$2; shift 2 ;;
     --batch) need_value "$@"; need_int "$1" "$2" 1; BATCH=$2; shift 2 ;;
     --no-load) LOAD=0; shift ;;
     --no-monitor) MONITOR=0; shift ;;
@@ -74,11 +78,12 @@ bash "$ROOT/scripts/setup.sh"
 QMEMO="$ROOT/.venv/bin/qmemo"
 
 # --- the devnet: genesis, validator keys, funded accounts --------------------------------
-PARAMS="nodes=$NODES scheme=$SCHEME accounts=$ACCOUNTS"
+PARAMS="nodes=$NODES scheme=$SCHEME accounts=$ACCOUNTS block_txs=$BLOCK_TXS"
 if [ "$RESET" = 1 ] || [ ! -f "$DEVNET_DIR/genesis.json" ] || [ "$(cat "$DEVNET_DIR/params" 2>/dev/null)" != "$PARAMS" ]; then
   [ -d "$DEVNET_DIR" ] && echo "devnet.sh: making a new devnet in $DEVNET_DIR ($PARAMS; the old chain is discarded)"
   rm -rf "$DEVNET_DIR"
-  "$QMEMO" genesis --out "$DEVNET_DIR" --validators "$NODES" --accounts "$ACCOUNTS" --scheme "$SCHEME"
+  "$QMEMO" genesis --out "$DEVNET_DIR" --validators "$NODES" --accounts "$ACCOUNTS" --scheme "$SCHEME" \
+    --max-block-transactions "$BLOCK_TXS"
   echo "$PARAMS" >"$DEVNET_DIR/params"
 else
   echo "devnet.sh: reusing the devnet in $DEVNET_DIR ($PARAMS; --reset for a new one)"
@@ -94,6 +99,7 @@ URLS_CSV=$(IFS=,; echo "${URLS[*]}")
 NODE_PIDS=()
 GEN_PID=""
 MON_PID=""
+SLEEP_PID=""
 
 # stop_pid PID NAME: SIGTERM, wait up to 15 s, then SIGKILL (and say so).
 stop_pid() {
@@ -111,6 +117,7 @@ stop_pid() {
 cleanup() {
   local status=$?
   trap - EXIT INT TERM
+  [ -n "$SLEEP_PID" ] && kill "$SLEEP_PID" 2>/dev/null
   [ -n "$MON_PID" ] && stop_pid "$MON_PID" monitor
   [ -n "$GEN_PID" ] && stop_pid "$GEN_PID" generator
   for i in "${!NODE_PIDS[@]}"; do stop_pid "${NODE_PIDS[$i]}" "node-$i"; done
@@ -173,11 +180,17 @@ if [ -n "$GEN_PID" ]; then
   wait "$GEN_PID" || echo "devnet.sh: the generator exited with status $?" >&2
   GEN_PID=""
 elif [ "$DURATION_SET" = 1 ]; then
-  sleep "$DURATION"
+  # In the background and waited for: bash runs its traps (Ctrl-C, SIGTERM) during
+  # `wait`, but only after a foreground `sleep` ends.
+  sleep "$DURATION" &
+  SLEEP_PID=$!
+  wait "$SLEEP_PID"
 elif [ -n "$MON_PID" ]; then
   wait "$MON_PID" || true
   MON_PID=""
 else
   echo "devnet.sh: nodes running; Ctrl-C stops them"
-  while true; do sleep 3600; done
+  sleep infinity &
+  SLEEP_PID=$!
+  wait "$SLEEP_PID"
 fi

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import math
+import signal
 import socket
 import subprocess
 import time
@@ -136,10 +137,11 @@ def test_summary_has_every_documented_field(devnet_run):
     assert manifest["genesis_hash"] and manifest["machine"]["cpu_model"]
 
 
-def test_dashboard_snapshot_of_live_nodes(tmp_path):
-    """Nodes without load for a few seconds; `qmemo monitor --once` shows all three up."""
+def test_dashboard_snapshot_of_live_nodes_then_ctrl_c_stops_everything(tmp_path):
+    """Nodes without load; `qmemo monitor --once` shows all three up; SIGINT (Ctrl-C) to
+    devnet.sh stops every process it started, long before its duration ends."""
     base = free_base_port()
-    devnet = subprocess.Popen(devnet_command(tmp_path, base, "--no-load", "--duration", "15"),
+    devnet = subprocess.Popen(devnet_command(tmp_path, base, "--no-load", "--duration", "300"),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         urls = [f"http://127.0.0.1:{base + i}" for i in range(NODES)]
@@ -153,8 +155,10 @@ def test_dashboard_snapshot_of_live_nodes(tmp_path):
         assert shot.stdout.count(" up ") >= NODES and "DOWN" not in shot.stdout
         assert "against the C baseline" in shot.stdout
     finally:
-        output, _ = devnet.communicate(timeout=120)
-    assert devnet.returncode == 0, output
+        devnet.send_signal(signal.SIGINT)
+        output, _ = devnet.communicate(timeout=60)
+    assert devnet.returncode == 130, output
+    assert "stopped everything" in output
     deadline = time.monotonic() + 10
     while processes_mentioning(str(tmp_path)) and time.monotonic() < deadline:
         time.sleep(0.1)
