@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -142,7 +142,7 @@ def _count(value: Any) -> int | None:
 
 def parse_sweep(points: Any) -> tuple[SweepPoint, ...]:
     if isinstance(points, Mapping):
-        points = points.get("points")
+        points = points.get("points", points.get("rows"))   # rows: `qmemo gen --sweep`'s sweep.json
     if not isinstance(points, list):
         return ()
     out = []
@@ -154,7 +154,9 @@ def parse_sweep(points: Any) -> tuple[SweepPoint, ...]:
         if target is None or committed is None:
             continue
         latency = parse_latencies(point).get("intended_to_committed", {})
-        out.append(SweepPoint(target, committed, latency.get("p50"), latency.get("p99")))
+        p50 = latency.get("p50", _number(point.get("p50_ms")))
+        p99 = latency.get("p99", _number(point.get("p99_ms")))
+        out.append(SweepPoint(target, committed, p50, p99))
     return tuple(sorted(out, key=lambda p: p.target_tps))
 
 
@@ -197,12 +199,36 @@ def load_devnet_run(run_dir: str | Path) -> DevnetRun:
     """Read `<run_dir>/summary.json` (and `sweep.json` when present)."""
     run_dir = Path(run_dir)
     summary = run_dir / "summary.json"
+    sweep_file = run_dir / "sweep.json"
+    if not summary.is_file() and sweep_file.is_file():
+        return _load_sweep_run(run_dir, sweep_file)
     if not summary.is_file():
         raise ConfigError(f"{run_dir} is not a devnet run folder: it has no summary.json")
     data = _read_json(summary)
     if not isinstance(data, Mapping):
         raise ConfigError(f"{summary} is not a JSON object")
-    sweep_file = run_dir / "sweep.json"
     if sweep_file.is_file() and "sweep" not in data:
         return parse_devnet_summary(data, summary, _read_json(sweep_file), sweep_file)
     return parse_devnet_summary(data, summary)
+
+
+def _load_sweep_run(run_dir: Path, sweep_file: Path) -> DevnetRun:
+    """A `qmemo gen --sweep` folder: its sweep, with the highest unsaturated stage as the run.
+
+    Each row of sweep.json names its stage's folder ("run"); the stage that committed the
+    most without saturating stands for the run's summary (or the highest if all saturated).
+    """
+    sweep = _read_json(sweep_file)
+    rows = sweep.get("rows") if isinstance(sweep, Mapping) else None
+    stages = [r for r in rows or [] if isinstance(r, Mapping) and isinstance(r.get("run"), str)]
+    if not stages:
+        raise ConfigError(f"{sweep_file} names no stage folders")
+    calm = [r for r in stages if not r.get("saturated")] or stages
+    best = max(calm, key=lambda r: _number(r.get("committed_tps")) or 0.0)
+    stage_summary = Path(best["run"]) / "summary.json"
+    if not stage_summary.is_absolute() or not stage_summary.is_file():
+        stage_summary = run_dir / Path(best["run"]).name / "summary.json"
+    data = _read_json(stage_summary)
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{stage_summary} is not a JSON object")
+    return replace(parse_devnet_summary(data, stage_summary, sweep, sweep_file), run_id=run_dir.name)

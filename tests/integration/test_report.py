@@ -239,3 +239,17 @@ def test_devnet_reader_converts_seconds_and_refuses_a_summary_without_rates():
     assert run.saturated       # 5 of 10 offered: the chain was at its limit
     with pytest.raises(ConfigError):
         parse_devnet_summary({"committed_tps": 5}, Path("x/summary.json"))
+
+
+def test_a_generator_sweep_folder_is_a_devnet_run():
+    """`qmemo gen --sweep` writes sweep.json and one folder per stage (a recorded real sweep)."""
+    from qmemo.analysis.devnet import load_devnet_run
+
+    folder = Path(__file__).parents[1] / "fixtures" / "devnet-sweep"
+    run = load_devnet_run(folder)
+    rows = json.loads((folder / "sweep.json").read_text())["rows"]
+    assert run.run_id == "devnet-sweep"
+    assert [p.target_tps for p in run.sweep] == sorted(r["target_tps"] for r in rows)
+    best = max((r for r in rows if not r["saturated"]), key=lambda r: r["committed_tps"])
+    assert run.committed_tps == pytest.approx(best["committed_tps"])
+    assert run.sweep[-1].p99_ms == pytest.approx(rows[-1]["p99_ms"])
