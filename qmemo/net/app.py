@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from qmemo.errors import QmemoError
-from qmemo.net.handlers import Handlers, json_response
+from qmemo.net.handlers import BODY_BYTES_KEY, Handlers, json_response
 from qmemo.node.service import Node
 
 NODE_KEY = web.AppKey("node", Node)
@@ -40,7 +40,7 @@ def make_app(node: Node) -> web.Application:
             node.log.exception("internal error in %s %s", request.method, request.path)
             response = json_response({"error": "internal", "detail": "internal error; see the node's log"},
                                      status=500)
-        metrics.bytes_in += request.content_length or 0
+        metrics.bytes_in += request.get(BODY_BYTES_KEY, 0)
         body = getattr(response, "body", None)
         if isinstance(body, (bytes, bytearray)):
             metrics.bytes_out += len(body)

@@ -29,6 +29,13 @@ MAX_BLOCKS_IDS = 100            # ids only: what the load generator's follower a
 MAX_ACCOUNTS = 10_000           # per POST /accounts
 
 
+# Rejection codes that mean "the node is busy", answered 429 with Retry-After by POST /tx.
+RETRY_LATER_CODES = frozenset(("mempool_full", "sender_limit"))
+# Where read_body notes how many bytes it really read (the metrics count those, not the
+# Content-Length header a client may lie in).
+BODY_BYTES_KEY = web.RequestKey("qmemo_body_bytes", int)
+
+
 def json_response(document: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
     return web.Response(body=wire.dumps(document), status=status, content_type=JSON_TYPE, headers=headers)
 
@@ -39,9 +46,13 @@ async def read_body(request: web.Request, max_bytes: int) -> bytes:
     if request.content_length is not None and request.content_length > max_bytes:
         raise TooLarge(f"the body is {request.content_length} bytes, the limit is {max_bytes}",
                        code="body_too_large")
-    body = await request.read()
+    try:
+        body = await request.read()
+    except ConnectionResetError:        # the client went away mid-body: nobody to answer
+        raise web.HTTPBadRequest(reason="the client closed the connection before sending its body") from None
     if len(body) > max_bytes:
         raise TooLarge(f"the body is {len(body)} bytes, the limit is {max_bytes}", code="body_too_large")
+    request[BODY_BYTES_KEY] = len(body)
     return body
 
 
@@ -114,7 +125,10 @@ class Handlers:
         outcome = (await self.node.submit([tx]))[0]
         document = outcome_json(outcome)
         if outcome[1] == REJECTED:
-            return json_response({**document, "error": outcome[2]}, status=422)
+            # A full mempool (or a sender at its limit) is "retry later", not a broken rule.
+            retry = outcome[2] in RETRY_LATER_CODES
+            return json_response({**document, "error": outcome[2]}, status=429 if retry else 422,
+                                 headers={"Retry-After": str(self.config.retry_after_s)} if retry else None)
         return json_response(document)
 
     async def get_tx(self, request: web.Request) -> web.Response:

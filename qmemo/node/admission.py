@@ -87,6 +87,10 @@ class FutureQueue:
     def __contains__(self, tx_id: bytes) -> bool:
         return tx_id in self._ids
 
+    def transactions(self) -> list[Transaction]:
+        """Every held transaction, each sender's in nonce order."""
+        return [held.tx for slots in self._by_sender.values() for _, held in sorted(slots.items())]
+
     def hold(self, tx: Transaction, now: float, relay: bool) -> bool:
         """Hold `tx`; False if the queue is full or the sender already has that nonce held."""
         slots = self._by_sender.setdefault(tx.sender, {})
@@ -170,6 +174,10 @@ class Admission:
             return "queued"
         reason = self.evicted.get(tx_id)
         return f"evicted:{reason}" if reason else None
+
+    def unsettled(self) -> list[Transaction]:
+        """Accepted but not yet in a block: the pending pool, then the held queue."""
+        return self.mempool.select(len(self.mempool)) + self.future.transactions()
 
     # --- admitting ------------------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ Never imports aiohttp or knows about HTTP.
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -55,6 +56,7 @@ from qmemo.node.verify_pool import VerifyPool
 
 METRICS_SCHEMA = "qmemo-node-metrics/1"
 RECENT_BLOCKS_FILE = "recent-blocks.bin"    # beside chain.sqlite: undoable blocks kept at a clean stop
+PENDING_TXS_FILE = "pending-txs.bin"        # beside chain.sqlite: accepted, uncommitted transactions kept at a clean stop
 
 
 def now_ms() -> int:
@@ -133,6 +135,7 @@ class Node:
                       self.metrics.tx_committed, self.validator_index, self.config.verify_threads,
                       ", ".join(p.url for p in self.peers) or "none")
         await self._restore_recent()
+        await self._restore_pending()
         if not self.peers:
             self._synced.set()
         self._spawn(probe_loop_lag(self.metrics.loop_lag), "loop-lag")
@@ -160,13 +163,19 @@ class Node:
             task.cancel()
         await asyncio.gather(*flusher, return_exceptions=True)
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._store_writer, self._write_final)   # blocks already final
-        self._keep_recent()
-        self.pool.close()
-        if self.store is not None:
-            await loop.run_in_executor(self._store_writer, self.store.close)
-        self._store_writer.shutdown(wait=True)
-        self._store_reader.shutdown(wait=True)
+        try:
+            await loop.run_in_executor(self._store_writer, self._write_final)   # blocks already final
+        finally:
+            # Whatever happened to the final write, keep what is only in memory and close.
+            try:
+                self._keep_recent()
+                self._keep_pending()
+            finally:
+                self.pool.close()
+                if self.store is not None:
+                    await loop.run_in_executor(self._store_writer, self.store.close)
+                self._store_writer.shutdown(wait=True)
+                self._store_reader.shutdown(wait=True)
         self.log.info("stopped at height %d", self.chain.height if self.chain else -1)
 
     @property
@@ -584,13 +593,46 @@ class Node:
             tmp.write_bytes(encode_frames(blocks))
             tmp.replace(path)
 
+    def _keep_pending(self) -> None:
+        """At a clean stop: the accepted transactions not yet in a block go to a file beside
+        the store, and are admitted again at the next start - accepted is never forgotten."""
+        if self.admission is None:
+            return
+        pending = [tx.encoded for tx in self.admission.unsettled()]
+        if pending:
+            path = self.config.data / PENDING_TXS_FILE
+            tmp = path.with_suffix(".tmp")
+            tmp.write_bytes(encode_frames(pending))
+            tmp.replace(path)
+            self.log.info("kept %d accepted, uncommitted transaction(s) in %s", len(pending), path)
+
+    async def _restore_pending(self) -> None:
+        """At start: admit again (verifying again) the transactions kept at the last clean stop.
+        Those committed meanwhile answer as duplicates or stale nonces; each outcome is counted."""
+        path = self.config.data / PENDING_TXS_FILE
+        if not path.exists():
+            return
+        restoring = path.with_suffix(".restoring")
+        path.replace(restoring)        # removed only once they are admitted again
+        try:
+            records = decode_frames(restoring.read_bytes(), 10_000_000, "transaction")
+        except DecodeError as exc:
+            self.log.error("the transactions kept at the last stop (%s) are unreadable: %s", restoring, exc)
+            return
+        outcomes = await self.admission.admit(records, relay=True)
+        by_status = Counter(outcome[1] for outcome in outcomes)
+        self.log.info("re-admitted the %d transaction(s) kept at the last stop: %s", len(records),
+                      ", ".join(f"{count} {status}" for status, count in sorted(by_status.items())))
+        restoring.unlink()
+
     async def _restore_recent(self) -> None:
         """At start: apply, with full validation, the blocks kept at the last clean stop."""
         path = self.config.data / RECENT_BLOCKS_FILE
         if not path.exists():
             return
-        data = path.read_bytes()
-        path.unlink()
+        restoring = path.with_suffix(".restoring")
+        path.replace(restoring)        # removed only once its blocks are applied
+        data = restoring.read_bytes()
         restored = 0
         try:
             for record in decode_frames(data, 10_000, "block"):
@@ -604,6 +646,7 @@ class Node:
         except (DecodeError, InvalidBlock) as exc:
             self.log.error("the blocks kept at the last stop (%s) are unusable after %d: %s", path, restored, exc)
         self.log.info("restored %d block(s) kept at the last stop; tip %d", restored, self.chain.height)
+        restoring.unlink()
 
     def _count_committed(self) -> int:
         total = 0

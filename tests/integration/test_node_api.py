@@ -242,6 +242,27 @@ async def test_mempool_full_answers_429_with_retry_after(devnet, tmp_path, aioht
         assert int(headers["Retry-After"]) >= 1
 
 
+async def test_a_sender_at_its_limit_answers_429_with_retry_after(devnet, tmp_path, aiohttp_client):
+    async with running_node(devnet, tmp_path / "data", devnet.observer_key(), mempool_max_per_sender=2) as node:
+        client = await aiohttp_client(make_app(node))
+        wallet = Wallet(devnet)
+        for _ in range(2):
+            assert (await post_json(client, "/tx", wallet.transfer(0, 1).to_json()))[0] == 200
+        status, body, headers = await post_json(client, "/tx", wallet.transfer(0, 1).to_json())
+        assert (status, body["error"]) == (429, "sender_limit")
+        assert int(headers["Retry-After"]) >= 1
+
+
+async def test_bytes_in_counts_bytes_read_not_the_content_length_claimed(devnet, tmp_path, aiohttp_client):
+    async with running_node(devnet, tmp_path / "data", devnet.observer_key()) as node:
+        client = await aiohttp_client(make_app(node))
+        before = node.metrics.bytes_in
+        response = await client.post("/txs", data=b"x", headers={**BINARY, "Content-Length": str(10**15)},
+                                     skip_auto_headers=())
+        assert response.status in (400, 413)
+        assert node.metrics.bytes_in - before < 10**6
+
+
 async def test_committed_transaction_has_a_verifiable_inclusion_proof(producer, devnet):
     _, client = producer
     txs = Wallet(devnet).transfers(5)

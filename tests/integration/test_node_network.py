@@ -175,3 +175,20 @@ def test_longer_branch_wins_on_every_node(devnet, tmp_path):
         net.wait_until(lambda: net.tips() == [(2, child.hash.hex())] * 3, "every node on the longer branch")
         assert n0.get("/metrics")["blocks"]["reorgs"] == 1 and n1.get("/metrics")["blocks"]["reorgs"] == 1
         assert n0.get("/metrics")["tx"]["committed"] == 0
+
+
+def test_accepted_uncommitted_transactions_survive_a_clean_restart(devnet, tmp_path):
+    """A transaction held for a nonce gap is accepted but in no block; after SIGTERM and a
+    restart the node still has it, and commits it once the gap is filled."""
+    wallet = Wallet(devnet)
+    with Network(devnet, tmp_path, count=1) as net:
+        net.start()
+        node = net.nodes[0]
+        first, second = wallet.transfer(3, 4, nonce=0), wallet.transfer(3, 4, nonce=1)
+        held = submit(node, [second])                        # nonce 1 before nonce 0: held, not in a block
+        assert node.get(f"/tx/{second.id.hex()}")["status"] == "queued"
+        assert node.stop() == 0, f"SIGTERM must exit 0\n{net.logs([node])}"
+        net.start()
+        assert node.get(f"/tx/{second.id.hex()}")["status"] == "queued", net.logs([node])
+        ids = held | submit(node, [first])
+        net.wait_until(lambda: all_committed(net, ids), "both transactions committed after the restart")
