@@ -52,12 +52,13 @@ EOF
 }
 
 need_value() { [ $# -ge 2 ] && [ -n "$2" ] || { echo "devnet.sh: $1 needs a value" >&2; exit 2; }; }
-need_int() { [[ "$2" =~ ^[0-9]+$ ]] && [ "$2" -ge "${3:-0}" ] || { echo "devnet.sh: $1 must be a whole number >= ${3:-0}, got '$2'" >&2; exit 2; }; }
+# Whole numbers without leading zeros (bash would read 010 as octal).
+need_int() { [[ "$2" =~ ^(0|[1-9][0-9]*)$ ]] && [ "$2" -ge "${3:-0}" ] || { echo "devnet.sh: $1 must be a whole number >= ${3:-0}, got '$2'" >&2; exit 2; }; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --nodes) need_value "$@"; need_int "$1" "$2" 1; NODES=$2; shift 2 ;;
     --base-port) need_value "$@"; need_int "$1" "$2" 1024; BASE_PORT=$2; shift 2 ;;
-    --tps) need_value "$@"; [[ "$2" =~ ^[0-9]+([.][0-9]+)?$ ]] || { echo "devnet.sh: --tps must be a number" >&2; exit 2; }; TPS=$2; shift 2 ;;
+    --tps) need_value "$@"; [[ "$2" =~ ^[0-9]+([.][0-9]+)?$ ]] && [[ ! "$2" =~ ^0+([.]0+)?$ ]] || { echo "devnet.sh: --tps must be a positive number" >&2; exit 2; }; TPS=$2; shift 2 ;;
     --duration) need_value "$@"; need_int "$1" "$2" 1; DURATION=$2; DURATION_SET=1; shift 2 ;;
     --scheme) need_value "$@"; SCHEME=$2; shift 2 ;;
     --accounts) need_value "$@"; need_int "$1" "$2" 1; ACCOUNTS=$2; shift 2 ;;
@@ -74,13 +75,29 @@ while [ $# -gt 0 ]; do
 done
 [ $((BASE_PORT + NODES - 1)) -le 65535 ] || { echo "devnet.sh: ports $BASE_PORT.. do not fit $NODES nodes" >&2; exit 2; }
 
+# Refuse ports something already listens on: our nodes would fail to bind, and the
+# health check and the load would reach someone else's chain.
+for ((i = 0; i < NODES; i++)); do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$((BASE_PORT + i))") 2>/dev/null; then
+    echo "devnet.sh: port $((BASE_PORT + i)) is already in use (another devnet?); choose --base-port" >&2
+    exit 1
+  fi
+done
+
 bash "$ROOT/scripts/setup.sh"
 QMEMO="$ROOT/.venv/bin/qmemo"
 
 # --- the devnet: genesis, validator keys, funded accounts --------------------------------
 PARAMS="nodes=$NODES scheme=$SCHEME accounts=$ACCOUNTS block_txs=$BLOCK_TXS"
 if [ "$RESET" = 1 ] || [ ! -f "$DEVNET_DIR/genesis.json" ] || [ "$(cat "$DEVNET_DIR/params" 2>/dev/null)" != "$PARAMS" ]; then
-  [ -d "$DEVNET_DIR" ] && echo "devnet.sh: making a new devnet in $DEVNET_DIR ($PARAMS; the old chain is discarded)"
+  if [ -d "$DEVNET_DIR" ] && [ -n "$(ls -A "$DEVNET_DIR")" ]; then
+    # Only ever delete a folder this script made: it holds `params` or a genesis.
+    if [ ! -f "$DEVNET_DIR/params" ] && [ ! -f "$DEVNET_DIR/genesis.json" ]; then
+      echo "devnet.sh: $DEVNET_DIR is not empty and is not a devnet; refusing to replace it (choose --dir)" >&2
+      exit 1
+    fi
+    echo "devnet.sh: making a new devnet in $DEVNET_DIR ($PARAMS; the old chain is discarded)"
+  fi
   rm -rf "$DEVNET_DIR"
   "$QMEMO" genesis --out "$DEVNET_DIR" --validators "$NODES" --accounts "$ACCOUNTS" --scheme "$SCHEME" \
     --max-block-transactions "$BLOCK_TXS"
@@ -116,10 +133,16 @@ stop_pid() {
 
 cleanup() {
   local status=$?
-  trap - EXIT INT TERM
+  set +e                      # stop everything, whatever fails on the way
+  trap - EXIT INT TERM ERR
   [ -n "$SLEEP_PID" ] && kill "$SLEEP_PID" 2>/dev/null
   [ -n "$MON_PID" ] && stop_pid "$MON_PID" monitor
-  [ -n "$GEN_PID" ] && stop_pid "$GEN_PID" generator
+  if [ -n "$GEN_PID" ]; then
+    # A terminal Ctrl-C reached the generator too and it is draining: give it a moment
+    # before our SIGTERM, which it would take as a second interrupt (stop waiting at once).
+    for _ in $(seq 30); do kill -0 "$GEN_PID" 2>/dev/null || break; sleep 0.1; done
+    stop_pid "$GEN_PID" generator
+  fi
   for i in "${!NODE_PIDS[@]}"; do stop_pid "${NODE_PIDS[$i]}" "node-$i"; done
   if [ -s "$RUN/logs/gen.log" ]; then
     echo
@@ -154,6 +177,9 @@ if ! "$QMEMO" health "${URLS[@]}" --wait 60 >"$RUN/logs/health.log"; then
   done
   exit 1
 fi
+for i in "${!NODE_PIDS[@]}"; do
+  kill -0 "${NODE_PIDS[$i]}" 2>/dev/null || { echo "devnet.sh: node-$i exited; its log:" >&2; tail -n 30 "$RUN/logs/node-$i.log" >&2; exit 1; }
+done
 
 # --- load ---------------------------------------------------------------------------------
 GEN_ARGS=(--devnet "$DEVNET_DIR" --nodes "$URLS_CSV" --tps "$TPS" --duration "$DURATION" --batch "$BATCH"
@@ -177,8 +203,13 @@ fi
 
 # --- until the end of the run (or Ctrl-C) -------------------------------------------------
 if [ -n "$GEN_PID" ]; then
-  wait "$GEN_PID" || echo "devnet.sh: the generator exited with status $?" >&2
+  GEN_STATUS=0
+  wait "$GEN_PID" || GEN_STATUS=$?
   GEN_PID=""
+  if [ "$GEN_STATUS" != 0 ]; then
+    echo "devnet.sh: the generator exited with status $GEN_STATUS (its log: $RUN/logs/gen.log)" >&2
+    exit "$GEN_STATUS"
+  fi
 elif [ "$DURATION_SET" = 1 ]; then
   # In the background and waited for: bash runs its traps (Ctrl-C, SIGTERM) during
   # `wait`, but only after a foreground `sleep` ends.

@@ -55,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except QmemoError as exc:
         from rich.console import Console
 
-        Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False)
+        Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {exc}", highlight=False)
         return 1
     except KeyboardInterrupt:
         return 130

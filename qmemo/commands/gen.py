@@ -84,6 +84,10 @@ def run(args: argparse.Namespace) -> int:
                       f"{' (from the cache)' if workload.from_cache else ''}")
         return 0
     if args.sweep:
+        import math
+
+        if not (math.isfinite(args.stage) and args.stage > 0):
+            raise ConfigError("--stage must be a positive number of seconds")
         try:
             start, factor, maximum = (float(x) for x in args.sweep.split(":"))
         except ValueError:

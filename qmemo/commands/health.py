@@ -19,6 +19,11 @@ def register(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
+    from qmemo.errors import ConfigError
+
+    bad = [u for u in args.urls if not u.startswith(("http://", "https://"))]
+    if bad:
+        raise ConfigError(f"node URLs must start with http:// (got {', '.join(bad)})")
     ready = asyncio.run(wait_ready([u.rstrip("/") for u in args.urls], args.wait))
     for url, ok in ready.items():
         print(f"{url}: {'ready' if ok else 'NOT ready'}")

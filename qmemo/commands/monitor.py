@@ -34,10 +34,19 @@ def run(args: argparse.Namespace) -> int:
     from qmemo.errors import ConfigError
     from qmemo.monitor.poll import MonitorConfig
 
-    if args.interval <= 0 or args.count < 1:
-        raise ConfigError("--interval must be positive and --count at least 1")
+    import math
+
+    if not (math.isfinite(args.interval) and args.interval > 0) or args.count < 1:
+        raise ConfigError("--interval must be a positive number and --count at least 1")
+    urls = node_urls(args)
+    if not urls or not all(u.startswith(("http://", "https://")) for u in urls):
+        raise ConfigError(f"node URLs must start with http:// (got {', '.join(urls) or 'none'})")
+    if args.record is not None and not args.record.parent.is_dir():
+        raise ConfigError(f"--record: the folder {args.record.parent} does not exist")
+    if args.baseline is not None and not args.baseline.is_file():
+        raise ConfigError(f"--baseline: no file {args.baseline}")
     config = MonitorConfig(
-        node_urls=node_urls(args), interval_s=args.interval, timeout_s=min(1.5, args.interval * 0.75),
+        node_urls=urls, interval_s=args.interval, timeout_s=min(1.5, args.interval * 0.75),
         scheme=args.scheme, target_tps=args.target_tps, generator_status=args.generator_status,
         record=args.record, baseline_path=args.baseline,
     )
@@ -63,7 +72,22 @@ async def _live(config) -> int:
     from qmemo.monitor.poll import snapshots
     from qmemo.monitor.view import render
 
-    with Live(auto_refresh=False, screen=False) as live:
-        async for snapshot in snapshots(config):
-            live.update(render(snapshot), refresh=True)
+    import asyncio
+    import signal
+
+    async def show() -> None:
+        with Live(auto_refresh=False, screen=False) as live:
+            async for snapshot in snapshots(config):
+                live.update(render(snapshot), refresh=True)
+
+    # SIGTERM (devnet.sh stops the dashboard so) cancels the loop, so Live restores the
+    # terminal's cursor on the way out instead of dying with it hidden.
+    task = asyncio.ensure_future(show())
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, task.cancel)
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
     return 0

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 
 import aiohttp
 import orjson
@@ -26,6 +27,9 @@ class FollowState:
     blocks_seen: int = 0
     committed_seen: int = 0
     node_switches: int = 0
+    # (seen at, intended -> committed latency) of recent commits, oldest first: the live
+    # status reads this instead of rescanning every transaction each second.
+    recent: deque[tuple[float, float]] = field(default_factory=deque)
 
 
 async def current_height(session: aiohttp.ClientSession, urls: list[str]) -> int:
@@ -66,6 +70,7 @@ async def follow_blocks(urls: list[str], state: FollowState, pending: dict[bytes
                         if index is not None:
                             timings.mark_committed(index, seen_at)
                             state.committed_seen += 1
+                            state.recent.append((seen_at, seen_at - timings.intended[index]))
                     state.next_height = int(block["height"]) + 1
                     state.blocks_seen += 1
                 if len(blocks) == limit:

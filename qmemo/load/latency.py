@@ -136,12 +136,16 @@ def _pname(p: float) -> str:
     return f"p{p:g}"
 
 
-def summarize(timings: Timings, *, warmup_s: float) -> RunSummary:
-    """Counts over every planned transaction; latencies over those intended after warm-up.
+def summarize(timings: Timings, *, warmup_s: float, window_end_s: float | None = None) -> RunSummary:
+    """Counts over every planned transaction; latencies and committed TPS over those
+    intended in the measured window [warmup_s, window_end_s) - the schedule's duration, or
+    the moment the run was interrupted (default: just past the last intended send).
 
     Called once the run has stopped waiting for commits: anything accepted but not
     committed by then is lost.
     """
+    if window_end_s is None:
+        window_end_s = (timings.intended[-1] if len(timings) else 0.0) + 1e-9
     status_counts = Counter(timings.status)
     outcomes: Counter[str] = Counter()
     rejected: Counter[str] = Counter()
@@ -167,7 +171,7 @@ def summarize(timings: Timings, *, warmup_s: float) -> RunSummary:
         failed=outcomes["failed"],
         unsent=outcomes["unsent"],
     )
-    measured = [i for i in range(len(timings)) if timings.intended[i] >= warmup_s]
+    measured = [i for i in range(len(timings)) if warmup_s <= timings.intended[i] < window_end_s]
     i2c, s2c, s2a, lag = [], [], [], []
     for i in measured:
         sent, accepted, done = timings.sent[i], timings.accepted[i], timings.committed[i]
@@ -179,8 +183,7 @@ def summarize(timings: Timings, *, warmup_s: float) -> RunSummary:
                 s2c.append(done - sent)
         if not math.isnan(done):
             i2c.append(done - timings.intended[i])
-    last_intended = timings.intended[-1] if len(timings) else 0.0
-    measured_s = max(last_intended - warmup_s, 1e-9)
+    measured_s = max(window_end_s - warmup_s, 1e-9)
     committed_in_window = sum(1 for i in measured if not math.isnan(timings.committed[i]))
     lag_summary = summarize_latencies(lag)
     return RunSummary(

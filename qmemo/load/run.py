@@ -35,6 +35,8 @@ from qmemo.node.store import load_genesis
 
 FOLLOW_POLL_S = 0.1
 STATUS_EVERY_S = 1.0
+LIVE_WINDOW_S = 10.0      # the live status's latency percentiles cover the last 10 s of commits
+MAX_PLANNED = 20_000_000  # a plan beyond this is a typo (and would not fit in memory)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,8 +93,17 @@ async def fetch_nonces(nodes: list[str], addresses: list[bytes]) -> dict[bytes, 
 
 def offsets_for(config: GenConfig) -> tuple[list[float], float]:
     """The intended send offsets and the mean target rate they represent."""
-    if config.duration_s <= 0:
-        raise ConfigError("--duration must be positive")
+    if not (math.isfinite(config.duration_s) and config.duration_s > 0):
+        raise ConfigError("--duration must be a positive number of seconds")
+    if not (math.isfinite(config.warmup_s) and config.warmup_s >= 0):
+        raise ConfigError("--warmup must be zero or more seconds")
+    if config.commit_timeout_s is not None and not (math.isfinite(config.commit_timeout_s)
+                                                    and config.commit_timeout_s >= 0):
+        raise ConfigError("--commit-timeout must be zero or more seconds")
+    if not config.schedule and not (math.isfinite(config.tps) and config.tps > 0):
+        raise ConfigError("--tps must be a positive number")
+    if not config.schedule and config.tps * config.duration_s > MAX_PLANNED:
+        raise ConfigError(f"--tps x --duration plans more than {MAX_PLANNED:,} transactions")
     if config.schedule:
         points = sched.parse_schedule(config.schedule)
         offsets = sched.varying_offsets(points, config.duration_s, ramp=config.ramp)
@@ -145,18 +156,22 @@ def prepare(config: GenConfig, offsets: list[float], *, quiet: bool = False) -> 
 
 async def execute(config: GenConfig, workload: Workload, timings: Timings, block_interval_s: float
                   ) -> tuple[float, bool]:
-    """Send, follow and drain; returns (drain end offset, interrupted)."""
+    """Send, follow and drain; returns (when an interrupt came, as an offset; or None)."""
     stop_sending = asyncio.Event()
     stop_draining = asyncio.Event()
     stop_following = asyncio.Event()
     loop = asyncio.get_running_loop()
     interrupted = False
+    interrupted_at: float | None = None
+    start = time.perf_counter()   # set again once the run is about to begin
 
     def interrupt() -> None:
         """First Ctrl-C/SIGTERM: stop sending, drain briefly. Second: stop waiting at once."""
-        nonlocal interrupted
+        nonlocal interrupted, interrupted_at
         if interrupted:
             stop_draining.set()
+        else:
+            interrupted_at = time.perf_counter() - start
         interrupted = True
         stop_sending.set()
 
@@ -183,7 +198,7 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
         await asyncio.gather(follower, status, return_exceptions=True)
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
-    return time.perf_counter() - start, interrupted
+    return interrupted_at
 
 
 async def _write_status(config: GenConfig, timings: Timings, progress: SendProgress, state: FollowState,
@@ -194,8 +209,9 @@ async def _write_status(config: GenConfig, timings: Timings, progress: SendProgr
     config.live.parent.mkdir(parents=True, exist_ok=True)
     while not stop.is_set():
         now = time.perf_counter() - start
-        recent = sorted(c - i for c, i in zip(timings.committed, timings.intended)
-                        if not math.isnan(c) and now - c < 10.0)
+        while state.recent and now - state.recent[0][0] > LIVE_WINDOW_S:
+            state.recent.popleft()
+        recent = sorted(latency for _, latency in state.recent)
         document = {
             "running": True, "elapsed_s": now, "target_tps": len(timings) / max(config.duration_s, 1e-9),
             "planned": len(timings), "sent": progress.sent, "answered": progress.answered,
@@ -226,8 +242,11 @@ def run_load(config: GenConfig, *, quiet: bool = False) -> RunResult:
     workload = prepare(config, offsets, quiet=quiet)
     timings = Timings(offsets)
     started_utc = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    _, interrupted = asyncio.run(execute(config, workload, timings, genesis.block_interval_ms / 1e3))
-    summary = summarize(timings, warmup_s=min(config.warmup_s, offsets[-1] / 2))
+    interrupted_at = asyncio.run(execute(config, workload, timings, genesis.block_interval_ms / 1e3))
+    interrupted = interrupted_at is not None
+    # A warm-up longer than half the run would leave nothing to measure: it is halved.
+    summary = summarize(timings, warmup_s=min(config.warmup_s, config.duration_s / 2),
+                        window_end_s=min(config.duration_s, interrupted_at or math.inf))
     config.out.mkdir(parents=True, exist_ok=True)
     (config.out / "summary.json").write_bytes(orjson.dumps(
         summary_document(summary, target_tps, interrupted), option=orjson.OPT_INDENT_2))

@@ -70,7 +70,17 @@ async def send_batches(batches: list[Batch], timings: Timings, config: SendConfi
                     pass
             if stop.is_set():
                 break
-            await slots.acquire()
+            if slots.locked():
+                # The in-flight cap is reached: wait for a slot, or for an interrupt.
+                acquire = asyncio.ensure_future(slots.acquire())
+                stopped = asyncio.ensure_future(stop.wait())
+                await asyncio.wait({acquire, stopped}, return_when=asyncio.FIRST_COMPLETED)
+                stopped.cancel()
+                if not acquire.done():
+                    acquire.cancel()
+                    break
+            else:
+                await slots.acquire()
             if stop.is_set():
                 slots.release()
                 break

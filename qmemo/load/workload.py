@@ -148,13 +148,17 @@ def _sign_all(senders: list[tuple[int, int]], accounts: list[Account], *, scheme
 
     chunk = 500
     transactions: list[Transaction] = []
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+    pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 1)
+    try:
         futures = [pool.submit(sign_range, s, min(s + chunk, len(senders))) for s in range(0, len(senders), chunk)]
         for future in futures:
             done = future.result()
             transactions.extend(done)
             if progress:
                 progress(len(done))
+    finally:
+        # On Ctrl-C, drop the chunks not started rather than signing the whole plan first.
+        pool.shutdown(wait=True, cancel_futures=True)
     return [tx.id for tx in transactions], [tx.encoded for tx in transactions]
 
 

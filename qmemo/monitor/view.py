@@ -156,13 +156,16 @@ def render(snapshot: Snapshot) -> Group:
 
 def _nodes_table(rows: list[NodeRow]) -> Table:
     table = Table(title="qMEMO devnet: nodes", title_justify="left", expand=True)
-    for header in ("node", "state", "height", "tip age", "mempool", "accepted/s", "committed TPS",
-                   "verify/s", "verify p50/p99 µs", "cache hits", "CPU", "loop lag p99"):
-        table.add_column(header, justify="left" if header in ("node", "state") else "right", no_wrap=True)
+    # Short headers, and the node and its state never squeezed out on a narrow terminal.
+    for header in ("node", "state", "height", "tip age", "mempool", "acc/s", "commit TPS",
+                   "verify/s", "verify µs p50/p99", "cache", "CPU", "lag p99"):
+        left = header in ("node", "state")
+        table.add_column(header, justify="left" if left else "right", no_wrap=True,
+                         min_width=6 if left else None)
     for row in rows:
         if not row.up:
             table.add_row(Text(row.name, style="red"), Text("DOWN", style="bold red"),
-                          *(["-"] * 10), style="red")
+                          Text(row.error or "", style="red"), *(["-"] * 9), style="red")
             continue
         table.add_row(
             row.name, Text("up", style="green"), _fmt(row.height), _fmt(row.tip_age_s, ".1f", " s"),

@@ -163,3 +163,41 @@ def test_dashboard_snapshot_of_live_nodes_then_ctrl_c_stops_everything(tmp_path)
     while processes_mentioning(str(tmp_path)) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert processes_mentioning(str(tmp_path)) == []
+
+
+def test_nodes_only_run_ends_by_itself_and_stops_its_nodes(tmp_path):
+    base = free_base_port()
+    result = run_command(devnet_command(tmp_path, base, "--no-load", "--duration", "3"), timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "stopped everything" in result.stdout
+    assert processes_mentioning(str(tmp_path)) == []
+
+
+def test_a_folder_that_is_not_a_devnet_is_never_deleted(tmp_path):
+    precious = tmp_path / "notes"
+    precious.mkdir()
+    (precious / "keep.txt").write_text("precious")
+    result = run_command(["bash", str(REPO_ROOT / "devnet.sh"), "--no-monitor", "--no-load", "--duration", "1",
+                          "--base-port", str(free_base_port()), "--dir", str(precious)], timeout=60)
+    assert result.returncode == 1
+    assert "not a devnet" in result.stderr
+    assert (precious / "keep.txt").read_text() == "precious"
+
+
+def test_ports_in_use_are_refused_before_anything_starts(tmp_path):
+    base = free_base_port()
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", base + 1))
+        busy.listen()
+        result = run_command(devnet_command(tmp_path, base, "--no-load", "--duration", "1"), timeout=60)
+    assert result.returncode == 1
+    assert f"port {base + 1} is already in use" in result.stderr
+    assert not (tmp_path / "devnet").exists()
+
+
+@pytest.mark.parametrize("args", [["--nodes", "08"], ["--tps", "0"], ["--duration", "-3"], ["--bogus"]])
+def test_bad_options_are_refused_with_one_line(tmp_path, args):
+    result = run_command(["bash", str(REPO_ROOT / "devnet.sh"), *args, "--dir", str(tmp_path / "d")], timeout=30)
+    assert result.returncode == 2
+    assert result.stderr.startswith("devnet.sh: ") and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "d").exists()

@@ -108,3 +108,17 @@ def test_percentiles_of_known_values():
 def test_no_values_give_nan_percentiles():
     summary = summarize_latencies([])
     assert summary.count == 0 and math.isnan(summary.percentiles_ms["p99"])
+
+
+def test_committed_tps_of_an_interrupted_run_is_over_the_time_it_ran():
+    intended = constant_offsets(10, 10)            # planned: 10 s at 10 TPS
+    timings = Timings(intended)
+    for i, t in enumerate(intended):
+        if t < 5:                                  # interrupted at 5 s: the rest never sent
+            timings.mark_sent(i, t)
+            timings.mark_answer(i, t + 0.01, ACCEPTED)
+            timings.mark_committed(i, t + 1.0)
+    summary = summarize(timings, warmup_s=0, window_end_s=5.0)
+    assert summary.committed_tps == pytest.approx(10)
+    assert summary.counts.unsent == 50 and summary.counts.accounted == 100
+    assert summarize(timings, warmup_s=0, window_end_s=10.0).committed_tps == pytest.approx(5)

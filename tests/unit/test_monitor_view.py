@@ -82,3 +82,8 @@ def test_a_restarted_node_gives_no_negative_rate():
 def test_malformed_metrics_fields_show_as_missing():
     row = derive(NodePoll("http://a", 1.0, {"node": "n", "height": "tall", "verify": []}), None)
     assert row.up and row.height is None and row.verify_p50_us is None
+
+
+def test_a_narrow_terminal_still_shows_each_node_and_which_is_down():
+    text = text_of(snapshot_pair(), width=100)
+    assert "node-0" in text and "DOWN" in text and "ClientConnectorError"[:10] in text
