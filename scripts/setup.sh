@@ -168,12 +168,12 @@ step_liboqs() {
   run liboqs-build cmake --build "$build" --parallel "$(nproc)" --target oqs speed_sig kat_sig
   run liboqs-build cmake --install "$build"
   # liboqs's own benchmark and KAT programs: bench_c measures against them.
-  mkdir -p "$LIBOQS_PREFIX/bin" "$LIBOQS_PREFIX/share/liboqs"
-  cp "$build/tests/speed_sig" "$build/tests/kat_sig" "$LIBOQS_PREFIX/bin/"
-  cp "$src/tests/KATs/sig/kats.json" "$LIBOQS_PREFIX/share/liboqs/kats.json"
+  run liboqs-build mkdir -p "$LIBOQS_PREFIX/bin" "$LIBOQS_PREFIX/share/liboqs"
+  run liboqs-build cp "$build/tests/speed_sig" "$build/tests/kat_sig" "$LIBOQS_PREFIX/bin/"
+  run liboqs-build cp "$src/tests/KATs/sig/kats.json" "$LIBOQS_PREFIX/share/liboqs/kats.json"
   has_compat_symbol "$(ls "$LIBOQS_PREFIX"/lib*/liboqs.so | head -n1)" ||
     die "step 'liboqs-build': the built liboqs.so lacks OQS_SIG_supports_ctx_str; log: $LOGS/liboqs-build.log"
-  python3 - "$LIBOQS_PREFIX/share/liboqs/build-info.json" "$src" "$OQS_ALGS" "${OQS_CMAKE_FLAGS[*]}" "$build/CMakeCache.txt" <<'EOF'
+  run liboqs-build python3 - "$LIBOQS_PREFIX/share/liboqs/build-info.json" "$src" "$OQS_ALGS" "${OQS_CMAKE_FLAGS[*]}" "$build/CMakeCache.txt" <<'EOF'
 import json, re, sys, datetime
 out, src, algs, flags, cache = sys.argv[1:]
 cache_text = open(cache).read()
@@ -201,8 +201,10 @@ EOF
 NATIVE_DIR="$DEPS/native"
 
 step_native() {
-  local libdir want
-  libdir=$(dirname "$(readlink -f "$(ls "$LIBOQS_PREFIX"/lib*/liboqs.so | head -n1)")")
+  local lib libdir want
+  lib=$(ls "$LIBOQS_PREFIX"/lib*/liboqs.so 2>/dev/null | head -n1) || true
+  [ -n "$lib" ] || die "step 'native': no liboqs.so under $LIBOQS_PREFIX (the liboqs step did not finish)"
+  libdir=$(dirname "$(readlink -f "$lib")")
   want=$( { cat "$ROOT/qmemo/crypto/native/qmemo_batch.c"; echo "$libdir"; cat "$LIBOQS_PREFIX/.qmemo-stamp" 2>/dev/null; } | stamp_of)
   if [ -f "$NATIVE_DIR/libqmemo_batch.so" ] && [ "$(cat "$NATIVE_DIR/.qmemo-stamp" 2>/dev/null)" = "$want" ]; then
     return 0
@@ -216,7 +218,7 @@ step_native() {
 }
 
 # --- 4. venv --------------------------------------------------------------------
-venv_stamp() { cat "$ROOT/pyproject.toml" "$ROOT/requirements.txt" | stamp_of; }
+venv_stamp() { { cat "$ROOT/pyproject.toml" "$ROOT/requirements.txt"; "${QMEMO_PYTHON:-python3}" --version 2>&1; } | stamp_of; }
 
 step_venv() {
   local want

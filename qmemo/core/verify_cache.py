@@ -87,7 +87,7 @@ class VerifyCache:
             self.misses += len(missed)
         verify_many = getattr(self._inner, "verify_many", None)
         if verify_many is None:
-            for position, ok in zip(missed, self._map(self._check, [transactions[p] for p in missed])):
+            for position, ok in zip(missed, self._map(self._check, [transactions[p] for p in missed]), strict=True):
                 results[position] = ok
             return results
         by_scheme: dict[int, list[int]] = {}
@@ -96,9 +96,11 @@ class VerifyCache:
         for scheme_id, positions in by_scheme.items():
             batch = [transactions[p] for p in positions]
             oks = verify_many(scheme_id, [(tx.public_key, tx.signing_digest, tx.signature) for tx in batch])
-            self._remember([tx.id for tx, ok in zip(batch, oks) if ok])
+            if len(oks) != len(batch):   # fail closed: a missing answer is never "valid"
+                oks = [False] * len(batch)
+            self._remember([tx.id for tx, ok in zip(batch, oks) if ok is True])
             for position, ok in zip(positions, oks):
-                results[position] = ok
+                results[position] = ok is True
         return results
 
     def forget(self, tx_ids: Iterable[bytes]) -> None:

@@ -31,8 +31,8 @@ def _library() -> ctypes.CDLL:
         raise SetupError(f"the native batch verifier is missing ({LIBRARY}); run `{SETUP_COMMAND}`")
     lib = ctypes.CDLL(str(LIBRARY))
     lib.qmemo_verify_batch.restype = ctypes.c_size_t
-    lib.qmemo_verify_batch.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_void_p,
-                                       ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+    lib.qmemo_verify_batch.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_uint64,
+                                       ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
     return lib
 
 
@@ -48,6 +48,10 @@ def verify_batch(oqs_sig: int, fixed_signature_length: bool,
     parts: list[bytes] = []
     lengths = array("Q")
     for public_key, message, signature in items:
+        if type(public_key) is not bytes or type(message) is not bytes or type(signature) is not bytes:
+            # Only exact bytes: their len() is their size. Anything else is invalid (kept
+            # in place as an empty item, which fails the length checks).
+            public_key = message = signature = b""
         parts += (public_key, message, signature)
         lengths.extend((len(public_key), len(message), len(signature)))
     blob = b"".join(parts)
@@ -56,6 +60,6 @@ def verify_batch(oqs_sig: int, fixed_signature_length: bool,
     ok_pointer = (ctypes.c_char * count).from_buffer(ok)
     lengths_address, _ = lengths.buffer_info()
     elapsed_address, _ = elapsed.buffer_info()
-    _library().qmemo_verify_batch(oqs_sig, count, blob, lengths_address, int(fixed_signature_length),
+    _library().qmemo_verify_batch(oqs_sig, count, blob, len(blob), lengths_address, int(fixed_signature_length),
                                   ctypes.addressof(ok_pointer), elapsed_address)
     return [bool(b) for b in ok], elapsed.tolist()

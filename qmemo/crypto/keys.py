@@ -15,6 +15,7 @@ Secret keys never appear in a repr, a log line or an error message.
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,11 +52,17 @@ def save_keys(path: Path, keys: list[NamedKey]) -> None:
         ],
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        out.write(orjson.dumps(document, option=orjson.OPT_INDENT_2))
-    os.replace(tmp, path)
+    # mkstemp: a new file, mode 0600, never an existing one or a symlink's target.
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(orjson.dumps(document, option=orjson.OPT_INDENT_2))
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def load_keys(path: Path) -> list[NamedKey]:

@@ -150,9 +150,7 @@ class OqsScheme(SignatureScheme):
     def verify(self, public_key: bytes, message: bytes, signature: bytes) -> bool:
         # Length checks first: liboqs trusts the caller for the public key's length.
         if (
-            not isinstance(public_key, bytes)
-            or not isinstance(message, bytes)
-            or not isinstance(signature, bytes)
+            not _all_bytes(public_key, message, signature)
             or len(public_key) != self.info.public_key_bytes
             or not 0 < len(signature) <= self.info.max_signature_bytes
             # Padded Falcon's verify in liboqs 0.13 accepts a signature with trailing zero
@@ -205,13 +203,18 @@ class Secp256k1Ecdsa(SignatureScheme):
         return self._ecdsa.serialize_compact(self._ecdsa.der_to_cdata(key.sign(message, hasher=_sha256)))
 
     def verify(self, public_key: bytes, message: bytes, signature: bytes) -> bool:
-        if len(public_key) != 33 or len(signature) != 64:
+        if not _all_bytes(public_key, message, signature) or len(public_key) != 33 or len(signature) != 64:
             return False
         try:
             der = self._ecdsa.cdata_to_der(self._ecdsa.deserialize_compact(signature))
             return bool(self._coincurve.PublicKey(public_key).verify(der, message, hasher=_sha256))
         except (ValueError, TypeError):  # not a curve point, r or s out of range
             return False
+
+
+def _all_bytes(*values: object) -> bool:
+    """Exactly `bytes` (not a subclass, whose len() could lie to the native code)."""
+    return all(type(value) is bytes for value in values)
 
 
 def _sha256(data: bytes) -> bytes:
@@ -244,7 +247,7 @@ class Ed25519(SignatureScheme):
         return self._signing.SigningKey(secret_key).sign(message).signature
 
     def verify(self, public_key: bytes, message: bytes, signature: bytes) -> bool:
-        if len(public_key) != 32 or len(signature) != 64:
+        if not _all_bytes(public_key, message, signature) or len(public_key) != 32 or len(signature) != 64:
             return False
         try:
             self._signing.VerifyKey(public_key).verify(message, signature)

@@ -143,3 +143,20 @@ def test_verify_many_agrees_with_verify_on_good_and_bad_items(signed):
     assert results[0] and results[-1] and not any(results[1:-1])
     assert len(durations) == len(items) and all(d >= 0 for d in durations)
     assert scheme.verify_many([]) == ([], [])
+
+
+class _LyingBytes(bytes):
+    """A bytes subclass whose len() lies: it must never reach native code as a length."""
+
+    def __len__(self) -> int:
+        return 1 << 40
+
+
+def test_verify_refuses_anything_but_exact_bytes(signed):
+    scheme, pair, _, signature = signed
+    assert not scheme.verify(_LyingBytes(pair.public_key), MESSAGE, signature)
+    assert not scheme.verify(pair.public_key, MESSAGE, _LyingBytes(signature))
+    assert not scheme.verify(None, MESSAGE, signature)  # type: ignore[arg-type]
+    results, _ = scheme.verify_many([(pair.public_key, MESSAGE, _LyingBytes(signature)),
+                                     (pair.public_key, MESSAGE, signature)])
+    assert results == [False, True]

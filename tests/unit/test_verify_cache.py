@@ -162,3 +162,16 @@ def test_cache_drops_the_oldest_id_past_capacity_in_batches_too():
     cache.verify_transactions(txs)
     assert len(cache) == 3
     assert txs[0].id not in cache and txs[4].id in cache
+
+
+def test_a_batch_verifier_that_answers_short_fails_closed():
+    from qmemo.core.verify_cache import VerifyCache
+
+    class Short(_BatchCounting):
+        def verify_many(self, scheme_id, items):
+            return []
+
+    txs = [_tx(1, n, b"good") for n in range(3)]
+    cache = VerifyCache(Short({b"good"}))
+    assert cache.verify_transactions(txs) == [False, False, False]
+    assert len(cache) == 0
