@@ -6,6 +6,7 @@
  *    "started_utc", "results": {...}, "ok", "exit_code", "finished_utc", "wall_s",
  *    "loadavg_end"}
  */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -76,11 +77,18 @@ static void usage(FILE *f) {
 	           "  --corrupt-signature  test hook: inspect corrupts each signature (must fail)\n");
 }
 
+/* Counts above this are typos, and capping them keeps every size product (count x count
+ * x element size) far below 2^64, so no allocation size can wrap around. */
+#define MAX_COUNT 100000000ULL
+
 static int parse_u64(const char *s, uint64_t *out) {
 	char *end = NULL;
 	errno = 0;
+	if (!isdigit((unsigned char) s[0])) {    /* strtoull would skip spaces and accept "-1" */
+		return -1;
+	}
 	unsigned long long v = strtoull(s, &end, 10);
-	if (end == s || *end != '\0' || errno != 0 || s[0] == '-') {
+	if (end == s || *end != '\0' || errno != 0 || v > MAX_COUNT) {
 		return -1;
 	}
 	*out = v;

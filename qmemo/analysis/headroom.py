@@ -71,11 +71,11 @@ class HeadroomRow:
 
 def check_scenario(tps: float, shards: int, cross_shard_share: float) -> None:
     """Raise ConfigError for a load the model cannot describe."""
-    if not tps > 0:
-        raise ConfigError(f"TPS must be positive, got {tps}")
+    if not (math.isfinite(tps) and tps > 0):
+        raise ConfigError(f"TPS must be a positive number, got {tps}")
     if not isinstance(shards, int) or shards < 1:
         raise ConfigError(f"shards must be a whole number >= 1, got {shards}")
-    if not 0.0 <= cross_shard_share <= 1.0:
+    if not (math.isfinite(cross_shard_share) and 0.0 <= cross_shard_share <= 1.0):
         raise ConfigError(f"the cross-shard share is a fraction in [0, 1], got {cross_shard_share}")
     if shards == 1 and cross_shard_share > 0:
         # With one shard there is no other shard for a transaction to cross into.

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from qmemo.errors import ConfigError
 from qmemo.analysis import report_c, report_memo
 from qmemo.analysis.c_baseline import REPO_ROOT
 from qmemo.analysis.devnet import DevnetRun, load_devnet_run
@@ -75,7 +76,10 @@ def write_report(results_dir: str | Path | None = None, devnet_dirs: Sequence[st
     results = load_results(results_dir)
     devnet = [load_devnet_run(d) for d in devnet_dirs]
     out = Path(out_dir) if out_dir is not None else DEFAULT_OUT_ROOT / results.baseline.run_id
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot write the report to {out}: {exc.strerror}") from None
     for stale in out.glob("*.png"):  # a plot from an earlier report of this run must not linger
         stale.unlink()
     sections = build_sections(results, out, devnet)

@@ -155,8 +155,10 @@ def hardware_section(results: Results, plot_dir: Path) -> Section:
         "assumes the same microarchitecture and liboqs code path ("
         + ("AVX2" if results.system.get("avx2") else "portable")
         + "), a compute-bound verification, and a core that ran at the TSC rate while measured. "
-        f"Check: {tsc_hz / 1e9:.3f} GHz / {ticks:,.0f} ticks = {implied:,.0f} verifications/s against the measured "
-        f"median {single.ops_per_s:,.0f}/s ({implied / single.ops_per_s - 1:+.1%}).",
+        f"Consistency only: {tsc_hz / 1e9:.3f} GHz / {ticks:,.0f} ticks = {implied:,.0f} verifications/s against "
+        f"the measured median {single.ops_per_s:,.0f}/s ({implied / single.ops_per_s - 1:+.1%}). An invariant TSC "
+        "counts wall time, so this agreement is by construction: it cannot show whether the core really ran "
+        "at the TSC rate (turbo or throttling would make TSC ticks differ from core cycles).",
         table(("clock", "verify/s (1 core)", *(f"headroom: {s.name} ({s.required_verify_rate:,.0f}/s)"
                                                for s in PROJECTION_SCENARIOS), "basis"), rows, "lrrrrl"),
         source_note(results.source("statistical"), results.summary_source),

@@ -139,6 +139,11 @@ class Suite:
         console = Console(highlight=False)
         if not console.is_terminal:  # a log or a pipe: do not wrap the tables at 80 columns
             console = Console(highlight=False, width=160)
+        if self.out.exists() and any(self.out.iterdir()):
+            # An old run's files would be read into this run's summary as if measured now.
+            from qmemo.errors import ConfigError
+
+            raise ConfigError(f"{self.out} is not empty: give --out a new folder")
         self.out.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         with self.log_path.open("w") as self.log:

@@ -38,15 +38,19 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    import math
+
     from qmemo.analysis.headroom import Capacity, Scenario, cores_needed, headroom_table
     from qmemo.analysis.markdown import headroom_x, num, percent
     from qmemo.errors import ConfigError
 
     share = args.cross_shard / 100 if args.cross_shard > 1 else args.cross_shard
     scenario = Scenario("command line", args.tps, args.shards, share)
+    if args.cores is not None and args.cores < 1:
+        raise ConfigError("--cores must be at least 1")
     if args.verify_rate is not None:
-        if not args.verify_rate > 0:
-            raise ConfigError("--verify-rate must be positive")
+        if not (math.isfinite(args.verify_rate) and args.verify_rate > 0):
+            raise ConfigError("--verify-rate must be a positive number")
         cores = args.cores or os.cpu_count() or 1
         capacities = [Capacity("single core (given)", args.verify_rate, "--verify-rate")]
         if cores > 1:

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from qmemo.bench.c_suite import BENCH_DIR, BINARY, REPO_ROOT, kat_digest, parse_speed_sig
+from tests.conftest import VENV_BIN
 
 pytestmark = pytest.mark.slow
 
@@ -374,3 +375,19 @@ def test_the_reader_refuses_a_file_of_another_kind(tmp_path):
     path.write_text('{"schema": "something-else/1"}')
     with pytest.raises(DecodeError):
         load_c_baseline(path)
+
+
+@pytest.mark.parametrize("value", [" -1", "-1", "2305843009213693952", "1e3", ""])
+def test_counts_that_are_not_plain_bounded_numbers_are_refused(binary, value):
+    result = subprocess.run([str(binary), "sizes", "--alg", "Falcon-512", "--iterations", value],
+                            capture_output=True, text=True, timeout=30, check=False)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "bad value for --iterations" in result.stderr
+
+
+def test_run_all_refuses_an_output_folder_that_holds_an_earlier_run(tmp_path):
+    (tmp_path / "statistical.json").write_text("{}")
+    result = subprocess.run([str(VENV_BIN / "qmemo"), "bench", "c", "--smoke", "--only", "verify", "--out",
+                             str(tmp_path)], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 1
+    assert "not empty" in result.stderr
