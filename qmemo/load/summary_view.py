@@ -50,7 +50,9 @@ def render_summary(doc: dict[str, Any], where: str | None = None) -> Group:
                           "the generator, not the chain, limited this run. Lower --tps, raise --batch, or "
                           "raise --max-in-flight.", style="bold red"))
     if doc.get("interrupted"):
-        parts.append(Text("The run was interrupted: unsent transactions are counted as such.", style="yellow"))
+        parts.append(Text("The run was interrupted: unsent transactions are counted as such, and the wait for "
+                          "commits was cut short, so some of those counted lost may still be committed.",
+                          style="yellow"))
     if where:
         parts.append(Text(f"run folder: {where}"))
     return Group(*parts)
