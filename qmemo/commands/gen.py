@@ -76,10 +76,11 @@ def run(args: argparse.Namespace) -> int:
         console = Console(width=120)  # a log file: wide enough for the latency table
     if args.prepare_only:
         from qmemo.load.run import offsets_for, prepare
+        from qmemo.node.store import load_genesis
 
         if config.cache_dir is None:
             raise ConfigError("--prepare-only needs the workload cache (drop --no-cache)")
-        workload = prepare(config, offsets_for(config)[0], quiet=args.quiet)
+        workload = prepare(config, offsets_for(config)[0], load_genesis(config.genesis), quiet=args.quiet)
         console.print(f"workload ready: {len(workload.ids):,} signed transactions"
                       f"{' (from the cache)' if workload.from_cache else ''}")
         return 0

@@ -18,7 +18,7 @@ import math
 import random
 import signal
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from qmemo.load.follower import FollowState, current_height, follow_blocks
 from qmemo.load.latency import ACCEPTED, DUPLICATE, STATUS_NAMES, RunSummary, Timings, summarize
 from qmemo.load.sender import SendConfig, SendProgress, send_batches
 from qmemo.load.workload import PlanShape, Workload, build, funded_accounts
+from qmemo.core.genesis import Genesis
 from qmemo.node.store import load_genesis
 
 FOLLOW_POLL_S = 0.1
@@ -128,12 +129,11 @@ def batch_size(config: GenConfig, offsets: list[float]) -> int:
     return max(1, min(config.batch, int(mean_tps * BATCH_WINDOW_S)))
 
 
-def prepare(config: GenConfig, offsets: list[float], *, quiet: bool = False) -> Workload:
+def prepare(config: GenConfig, offsets: list[float], genesis: Genesis, *, quiet: bool = False) -> Workload:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from qmemo.crypto.keys import load_keys
 
-    genesis = load_genesis(config.genesis)
     keys = load_keys(config.accounts)
     if not keys:
         raise ConfigError(f"{config.accounts} holds no account keys")
@@ -155,8 +155,9 @@ def prepare(config: GenConfig, offsets: list[float], *, quiet: bool = False) -> 
 # --- run ---------------------------------------------------------------------------------
 
 async def execute(config: GenConfig, workload: Workload, timings: Timings, block_interval_s: float
-                  ) -> tuple[float, bool]:
-    """Send, follow and drain; returns (when an interrupt came, as an offset; or None)."""
+                  ) -> tuple[float | None, dict[str, int]]:
+    """Send, follow and drain. Returns when an interrupt came (an offset; None if none came)
+    and the sender's and follower's own counters, which the manifest reports."""
     stop_sending = asyncio.Event()
     stop_draining = asyncio.Event()
     stop_following = asyncio.Event()
@@ -198,7 +199,8 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
         await asyncio.gather(follower, status, return_exceptions=True)
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
-    return interrupted_at
+    return interrupted_at, {"max_in_flight_seen": progress.max_in_flight_seen,
+                            "blocks_seen": state.blocks_seen, "follower_node_switches": state.node_switches}
 
 
 async def _write_status(config: GenConfig, timings: Timings, progress: SendProgress, state: FollowState,
@@ -233,16 +235,16 @@ def _percentile(sorted_values: list[float], p: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, int(len(sorted_values) * p / 100))]
 
 
-def run_load(config: GenConfig, *, quiet: bool = False) -> RunResult:
+def run_load(config: GenConfig, *, quiet: bool = False, genesis: Genesis | None = None) -> RunResult:
     """A whole run: prepare, execute, write the run folder."""
     from qmemo.sysinfo import machine_info
 
     offsets, target_tps = offsets_for(config)
-    genesis = load_genesis(config.genesis)
-    workload = prepare(config, offsets, quiet=quiet)
+    genesis = genesis or load_genesis(config.genesis)
+    workload = prepare(config, offsets, genesis, quiet=quiet)
     timings = Timings(offsets)
     started_utc = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    interrupted_at = asyncio.run(execute(config, workload, timings, genesis.block_interval_ms / 1e3))
+    interrupted_at, sender = asyncio.run(execute(config, workload, timings, genesis.block_interval_ms / 1e3))
     interrupted = interrupted_at is not None
     # A warm-up longer than half the run would leave nothing to measure: it is halved.
     summary = summarize(timings, warmup_s=min(config.warmup_s, config.duration_s / 2),
@@ -255,7 +257,7 @@ def run_load(config: GenConfig, *, quiet: bool = False) -> RunResult:
         "config": _config_document(config), "genesis_hash": genesis.hash.hex(), "chain_id": genesis.chain_id,
         "block_interval_s": genesis.block_interval_ms / 1e3, "started_utc": started_utc,
         "workload_from_cache": workload.from_cache, "follower_poll_s": FOLLOW_POLL_S,
-        "batch_size": batch_size(config, offsets), "batch_window_s": BATCH_WINDOW_S,
+        "batch_size": batch_size(config, offsets), "batch_window_s": BATCH_WINDOW_S, "sender": sender,
         "commit_time_note": "committed = first seen by the block follower (up to one poll interval late)",
         "machine": machine_info(),
     }, option=orjson.OPT_INDENT_2))
@@ -329,13 +331,13 @@ def sweep_row(result: RunResult, block_interval_s: float) -> dict[str, Any]:
 
 def run_sweep(config: GenConfig, rates: list[float], stage_s: float, *, quiet: bool = False) -> list[dict[str, Any]]:
     """Constant-rate stages at each rate until one saturates; writes sweep.json and sweep.csv."""
-    block_interval_s = load_genesis(config.genesis).block_interval_ms / 1e3
+    genesis = load_genesis(config.genesis)
+    block_interval_s = genesis.block_interval_ms / 1e3
     rows: list[dict[str, Any]] = []
     for rate in rates:
-        stage = GenConfig(**{**{f: getattr(config, f) for f in GenConfig.__dataclass_fields__},
-                             "tps": rate, "duration_s": stage_s, "schedule": None, "poisson": False,
-                             "out": config.out / f"stage-{rate:g}tps"})
-        result = run_load(stage, quiet=quiet)
+        stage = replace(config, tps=rate, duration_s=stage_s, schedule=None, poisson=False,
+                        out=config.out / f"stage-{rate:g}tps")
+        result = run_load(stage, quiet=quiet, genesis=genesis)
         rows.append(sweep_row(result, block_interval_s))
         if rows[-1]["saturated"] or result.interrupted:
             break

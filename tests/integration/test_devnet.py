@@ -135,6 +135,9 @@ def test_summary_has_every_documented_field(devnet_run):
             >= ordered["sent_to_accepted"]["percentiles_ms"]["p50"])
     manifest = orjson.loads((devnet_run["run"] / "gen" / "manifest.json").read_bytes())
     assert manifest["genesis_hash"] and manifest["machine"]["cpu_model"]
+    sender = manifest["sender"]
+    assert 1 <= sender["max_in_flight_seen"] <= manifest["config"]["send"]["max_in_flight"]
+    assert sender["blocks_seen"] >= 1
 
 
 def test_dashboard_snapshot_of_live_nodes_then_ctrl_c_stops_everything(tmp_path):
