@@ -99,7 +99,7 @@ def bench_scheme(name: str, count: int, accounts: int, repeat: int) -> dict[str,
     from qmemo.core.state import ChainState, apply_block
     from qmemo.core.transaction import Transaction, derive_address
     from qmemo.core.verify_cache import VerifyCache
-    from qmemo.crypto.hashing import Domain, blake3_512
+    from qmemo.core.hashing import Domain, blake3_512
     from qmemo.crypto.schemes import get_scheme
     from qmemo.crypto.verifier import RegistryVerifier, scheme_table
 

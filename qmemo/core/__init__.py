@@ -1,5 +1,6 @@
 """The chain core: pure rules and data of the qMEMO test chain (docs/protocol.md).
 
+- `hashing`       blake3_512 and its named domains: every digest of the chain
 - `transaction`   Transaction: fields, canonical encoding, JSON form, digests, address
 - `merkle`        merkle_root, merkle_proof, verify_proof (BLAKE3-512, padded, count committed)
 - `block`         BlockHeader, Block, make_block

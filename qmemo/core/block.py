@@ -33,10 +33,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from qmemo.core.codec import U16_MAX, U32_MAX, U64_MAX, expect_object, hex_field, int_field
+from qmemo.core.hashing import DIGEST_BYTES, Domain, blake3_512
 from qmemo.core.merkle import merkle_root
 from qmemo.core.transaction import FIXED_BYTES as TX_FIXED_BYTES
 from qmemo.core.transaction import Transaction
-from qmemo.crypto.hashing import DIGEST_BYTES, Domain, blake3_512
 from qmemo.errors import DecodeError
 
 BLOCK_VERSION = 1

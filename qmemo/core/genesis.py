@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from qmemo.core.codec import U16_MAX, U32_MAX, U64_MAX, expect_object, hex_field, int_field
+from qmemo.core.hashing import Domain, blake3_512
 from qmemo.core.scheme_rules import SchemeTable
 from qmemo.core.transaction import ADDRESS_BYTES, derive_address
-from qmemo.crypto.hashing import Domain, blake3_512
 from qmemo.errors import ConfigError, DecodeError
 
 GENESIS_FORMAT = "qmemo-genesis/1"

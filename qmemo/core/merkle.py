@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from qmemo.core.codec import U32_MAX, expect_object, int_field, parse_hex
-from qmemo.crypto.hashing import DIGEST_BYTES, Domain, blake3_512, hasher_factory
-from qmemo.errors import DecodeError
+from qmemo.core.hashing import DIGEST_BYTES, Domain, blake3_512, hasher_factory
+from qmemo.errors import DecodeError, InvalidBlock, NotFound
 
 EMPTY_LEAF = blake3_512(Domain.MERKLE_EMPTY)
 MAX_DEPTH = 32                     # leaf_count is a u32, so a tree is at most 2^32 wide
@@ -77,7 +77,8 @@ def _next_level(nodes: list[bytes], height: int) -> list[bytes]:
 def merkle_root(tx_ids: Sequence[bytes]) -> bytes:
     """The root committing to `tx_ids` in order (and to how many there are)."""
     if len(tx_ids) > U32_MAX:
-        raise ValueError("a Merkle tree holds at most 2^32 - 1 leaves")
+        # The leaf count is committed as a u32 (and a block counts its transactions in one).
+        raise InvalidBlock("a Merkle tree holds at most 2^32 - 1 leaves", code="too_many_transactions")
     nodes = [leaf_hash(tx_id) for tx_id in tx_ids] or [EMPTY_LEAF]
     height = 0
     while len(nodes) > 1:
@@ -119,7 +120,7 @@ _PROOF_KEYS = frozenset(("index", "leaf_count", "siblings"))
 def merkle_proof(tx_ids: Sequence[bytes], index: int) -> MerkleProof:
     """The inclusion proof of `tx_ids[index]`."""
     if not 0 <= index < len(tx_ids):
-        raise IndexError(f"no leaf {index} among {len(tx_ids)}")
+        raise NotFound(f"no leaf {index} among {len(tx_ids)}", code="no_such_leaf")
     nodes = [leaf_hash(tx_id) for tx_id in tx_ids]
     siblings = []
     position, height = index, 0

@@ -23,7 +23,7 @@ Canonical encoding (little-endian, fixed-width; docs/protocol.md, "Transactions"
     ..      2     signature_length   u16 (Falcon signatures vary in length)
     ..      sl    signature
 
-Digests (BLAKE3-512, each under its own domain, see qmemo.crypto.hashing):
+Digests (BLAKE3-512, each under its own domain, see qmemo.core.hashing):
 - signing digest = H(TX_SIGNING, unsigned encoding): what the sender signs; the chain
   id is inside, so a transaction signed for one chain is invalid on every other.
 - id = H(TX_ID, signing digest || signature_length || signature): commits to every byte
@@ -53,7 +53,7 @@ from functools import lru_cache
 from typing import Any
 
 from qmemo.core.codec import U8_MAX, U16_MAX, U32_MAX, U64_MAX, expect_object, hex_field, int_field
-from qmemo.crypto.hashing import DIGEST_BYTES, Domain, hasher_factory
+from qmemo.core.hashing import DIGEST_BYTES, Domain, hasher_factory
 from qmemo.errors import DecodeError
 
 TX_VERSION = 1

@@ -1,10 +1,11 @@
 """Signatures and hashing: the only package that touches liboqs or the classical libraries.
 
-`hashing` is pure and needs no native library beyond blake3. `schemes` loads liboqs on
-first use through `liboqs.load_oqs()`, which refuses to let liboqs-python download it.
+BLAKE3-512 hashing lives in the pure core (`qmemo.core.hashing`, re-exported here);
+`schemes` loads liboqs on first use through `liboqs.load_oqs()`, which refuses to let
+liboqs-python download it.
 """
 
-from qmemo.crypto.hashing import DIGEST_BYTES, Domain, blake3_512
+from qmemo.core.hashing import DIGEST_BYTES, Domain, blake3_512
 from qmemo.crypto.schemes import (
     KeyPair,
     SchemeInfo,

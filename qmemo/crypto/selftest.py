@@ -12,7 +12,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from qmemo.crypto.hashing import Domain, blake3_512
+from qmemo.core.hashing import Domain, blake3_512
 from qmemo.crypto.schemes import SignatureScheme
 
 MESSAGE_BYTES = 256

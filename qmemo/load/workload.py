@@ -25,8 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from qmemo.core.hashing import Domain, blake3_512
 from qmemo.core.transaction import FIXED_BYTES, Transaction, derive_address
-from qmemo.crypto.hashing import Domain, blake3_512
 from qmemo.crypto.schemes import get_scheme
 from qmemo.errors import ConfigError
 from qmemo.load.sender import Batch

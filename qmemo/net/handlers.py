@@ -15,8 +15,8 @@ from typing import Any
 from aiohttp import web
 
 from qmemo.core.codec import U64_MAX, parse_hex
+from qmemo.core.hashing import DIGEST_BYTES
 from qmemo.core.transaction import ADDRESS_BYTES, Transaction
-from qmemo.crypto.hashing import DIGEST_BYTES
 from qmemo.errors import DecodeError, NotFound, TooLarge
 from qmemo.net import prometheus, wire
 from qmemo.node.admission import ACCEPTED, DUPLICATE, REJECTED, Item, Outcome

@@ -9,8 +9,8 @@ import orjson
 import pytest
 
 from qmemo.core.block import UNSIGNED_HEADER_BYTES, Block, BlockHeader, make_block
+from qmemo.core.hashing import Domain, blake3_512
 from qmemo.core.merkle import merkle_root
-from qmemo.crypto.hashing import Domain, blake3_512
 from qmemo.errors import DecodeError
 from tests.unit.chain_kit import Devnet
 

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from qmemo.crypto.hashing import DIGEST_BYTES, Domain, blake3_512, blake3_xof
+from qmemo.core.hashing import DIGEST_BYTES, Domain, blake3_512, blake3_xof
+from qmemo.errors import CryptoError
 
 VECTORS = json.loads((Path(__file__).parents[1] / "vectors" / "blake3_official.json").read_text())
 
@@ -49,5 +50,5 @@ def test_domain_context_strings_are_unique():
 
 
 def test_key_and_context_together_are_refused():
-    with pytest.raises(ValueError):
+    with pytest.raises(CryptoError):
         blake3_xof(b"", 32, key=b"k" * 32, context="c")

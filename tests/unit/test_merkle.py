@@ -9,10 +9,10 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from qmemo.core.hashing import Domain, blake3_512
 from qmemo.core.merkle import (EMPTY_LEAF, EMPTY_SUBTREE, MerkleProof, leaf_hash, merkle_proof, merkle_root,
                                node_hash, tree_depth, verify_proof)
-from qmemo.crypto.hashing import Domain, blake3_512
-from qmemo.errors import DecodeError
+from qmemo.errors import DecodeError, NotFound
 
 ids = st.binary(min_size=64, max_size=64)
 id_lists = st.lists(ids, min_size=1, max_size=40)
@@ -112,7 +112,7 @@ def test_proofs_of_index_out_of_range_or_wrong_length_fail():
     assert not verify_proof(root, leaves[0], replace(merkle_proof(leaves, 0), index=8))
     assert not verify_proof(root, leaves[4], replace(proof, siblings=proof.siblings[:-1]))
     assert not verify_proof(root, leaves[4], replace(proof, siblings=proof.siblings + (EMPTY_LEAF,)))
-    with pytest.raises(IndexError):
+    with pytest.raises(NotFound):
         merkle_proof(leaves, 5)
 
 

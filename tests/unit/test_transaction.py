@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from qmemo.core.codec import U8_MAX, U32_MAX, U64_MAX
+from qmemo.core.hashing import Domain, blake3_512
 from qmemo.core.transaction import ADDRESS_BYTES, FIXED_BYTES, MAX_PAYLOAD_BYTES, Transaction, derive_address
-from qmemo.crypto.hashing import Domain, blake3_512
 from qmemo.errors import DecodeError
 
 transactions = st.builds(

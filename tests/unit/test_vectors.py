@@ -14,9 +14,9 @@ import pytest
 
 from qmemo.core.block import Block
 from qmemo.core.genesis import genesis_encoding, parse_genesis
+from qmemo.core.hashing import Domain
 from qmemo.core.merkle import EMPTY_LEAF, MerkleProof, merkle_root, verify_proof
 from qmemo.core.transaction import Transaction
-from qmemo.crypto.hashing import Domain
 from qmemo.crypto.verifier import RegistryVerifier, scheme_table
 from qmemo.errors import DecodeError
 

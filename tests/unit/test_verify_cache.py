@@ -10,6 +10,7 @@ import pytest
 from qmemo.core.transaction import Transaction
 from qmemo.core.verify_cache import VerifyCache
 from qmemo.crypto.verifier import RegistryVerifier
+from qmemo.errors import ConfigError
 from tests.unit.chain_kit import Devnet
 
 
@@ -114,7 +115,7 @@ def test_registry_verifier_says_false_for_an_unknown_scheme():
 
 
 def test_negative_capacity_is_refused():
-    with pytest.raises(ValueError):
+    with pytest.raises(ConfigError):
         VerifyCache(CountingVerifier(), capacity=-1)
 
 

@@ -29,9 +29,9 @@ import orjson
 from qmemo.core.block import make_block
 from qmemo.core.codec import U32_MAX, U64_MAX
 from qmemo.core.genesis import genesis_encoding, parse_genesis
+from qmemo.core.hashing import Domain, blake3_512
 from qmemo.core.merkle import EMPTY_LEAF, merkle_proof, merkle_root
 from qmemo.core.transaction import MAX_PAYLOAD_BYTES, Transaction, derive_address
-from qmemo.crypto.hashing import Domain, blake3_512
 from qmemo.crypto.schemes import get_scheme
 from qmemo.crypto.verifier import scheme_table
 

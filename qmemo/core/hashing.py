@@ -11,8 +11,10 @@ Why 64 bytes: BLAKE3 is an extendable-output function; 512 bits keeps collision
 resistance at 256 bits against a quantum adversary (BHT), matching the post-quantum
 signatures the chain carries.
 
-This module is pure: no I/O, no state. It is part of `qmemo.crypto` but does not
-need liboqs, so the pure core imports it freely.
+This module is pure: no I/O, no state, nothing but the blake3 package (a pure hash, no
+native signature library). It lives in the core, not in `qmemo.crypto`, because the
+core hashes everything and must not load the scheme registry to do so;
+`qmemo.crypto` re-exports its names for callers that sign and hash together.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from collections.abc import Callable
 from enum import Enum
 
 from blake3 import blake3
+
+from qmemo.errors import CryptoError
 
 DIGEST_BYTES = 64
 
@@ -73,7 +77,7 @@ def blake3_xof(data: bytes, length: int, *, key: bytes | None = None,
     test vectors (which cover hash, keyed_hash and derive_key with extended output).
     """
     if key is not None and context is not None:
-        raise ValueError("BLAKE3 takes a key or a derive_key context, not both")
+        raise CryptoError("BLAKE3 takes a key or a derive_key context, not both", code="bad_hash_mode")
     if key is not None:
         hasher = blake3(data, key=key)
     elif context is not None:
