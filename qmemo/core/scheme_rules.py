@@ -6,6 +6,13 @@ sizes from a `SchemeTable` handed to it (the node builds one from the registry's
 source of truth). The table answers two questions: is this scheme id known, and do
 a public key and a signature have lengths the scheme can produce.
 
+The length rule lives here and nowhere else in Python: the core's transaction checks,
+every `SignatureScheme.verify` in the registry and the native batch verifier (which
+receives it as data: key length, shortest and longest signature) all apply
+`SchemeRules`. Whether a scheme's signatures have one fixed length is stated per scheme
+by the registry, never guessed from a name. tests/vectors/signature_lengths.json holds
+the cases both the Python rule and the C guard must decide alike.
+
 Pure: no I/O, no imports beyond the standard library and qmemo.errors.
 """
 
@@ -39,11 +46,33 @@ class SchemeRules:
     max_signature_bytes: int
     fixed_signature_length: bool   # True: a signature is exactly max_signature_bytes long
 
+    @classmethod
+    def of(cls, info: SchemeInfoLike) -> SchemeRules:
+        """The rules of one registry entry (`qmemo.crypto.schemes.SchemeInfo`)."""
+        return cls(info.name, info.scheme_id, info.public_key_bytes, info.max_signature_bytes,
+                   info.fixed_signature_length)
+
+    @property
+    def min_signature_bytes(self) -> int:
+        """The shortest signature: the only length of a fixed-length scheme, else one byte.
+
+        Why a fixed-length scheme admits one length only: padded Falcon's verify in liboqs
+        0.13 also accepts the signature with its trailing zero padding cut off, so without
+        this one signature would have several valid encodings (and transaction ids).
+        """
+        return self.max_signature_bytes if self.fixed_signature_length else 1
+
     def signature_length_ok(self, length: int) -> bool:
         """Could this scheme produce a signature of `length` bytes?"""
-        if self.fixed_signature_length:
-            return length == self.max_signature_bytes
-        return 0 < length <= self.max_signature_bytes
+        return self.min_signature_bytes <= length <= self.max_signature_bytes
+
+    def lengths_ok(self, public_key_length: int, signature_length: int) -> bool:
+        """The whole length rule: a key of exactly the scheme's size, a signature it can produce.
+
+        Checked before any signature library is called: liboqs trusts its caller for the
+        public key's length and would read past a short one.
+        """
+        return public_key_length == self.public_key_bytes and self.signature_length_ok(signature_length)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,12 +83,7 @@ class SchemeTable:
 
     @classmethod
     def from_infos(cls, infos: Iterable[SchemeInfoLike]) -> SchemeTable:
-        rules = {
-            info.scheme_id: SchemeRules(info.name, info.scheme_id, info.public_key_bytes,
-                                        info.max_signature_bytes, info.fixed_signature_length)
-            for info in infos
-        }
-        return cls(MappingProxyType(rules))
+        return cls(MappingProxyType({info.scheme_id: SchemeRules.of(info) for info in infos}))
 
     def get(self, scheme_id: int) -> SchemeRules | None:
         return self.by_id.get(scheme_id)

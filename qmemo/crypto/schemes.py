@@ -15,6 +15,12 @@ liboqs directly through ctypes with `bytes` arguments: ctypes releases the GIL f
 the call, so a pool of threads verifies on all cores, and nothing is copied on the
 verify path. ECDSA secp256k1 runs on libsecp256k1 (coincurve), the implementation the
 chains that use ECDSA run; Ed25519 on libsodium (PyNaCl).
+
+Every `verify` first applies the scheme's length rule (`qmemo.core.scheme_rules.SchemeRules`,
+the one rule the chain core and the native batch verifier apply too). Each registry entry
+states what the rule needs that no library reports - whether signatures have one fixed
+length - and names the backend that runs the scheme; a second implementation of a
+scheme is a new backend in `_BACKENDS` and an entry that names it.
 """
 
 from __future__ import annotations
@@ -23,10 +29,11 @@ import ctypes
 import hashlib
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 
+from qmemo.core.scheme_rules import SchemeRules
 from qmemo.errors import CryptoError, MalformedKey, UnknownScheme
 
 
@@ -41,7 +48,7 @@ class SchemeInfo:
     public_key_bytes: int
     secret_key_bytes: int
     max_signature_bytes: int
-    fixed_signature_length: bool   # False for Falcon's compressed (unpadded) signatures
+    fixed_signature_length: bool   # as its registry entry states (False: Falcon's compressed signatures)
     implementation: str            # which library and build runs ("liboqs 0.13.0 AVX2": the
                                    # code path liboqs's run-time CPU dispatch picks here)
 
@@ -55,10 +62,25 @@ class KeyPair:
     secret_key: bytes = field(repr=False)
 
 
+@dataclass(frozen=True, slots=True)
+class RegistryEntry:
+    """One registered scheme: what the protocol fixes about it, and which code runs it."""
+
+    scheme_id: int                 # the byte transactions carry: never renumber, only add
+    family: str                    # "Falcon", "ML-DSA", "SLH-DSA", "MAYO", "classical"
+    fixed_signature_length: bool   # stated per scheme (libraries report only the maximum)
+    backend: str                   # the implementation that runs it: a key of `_BACKENDS`
+
+
 class SignatureScheme(ABC):
     """One signature scheme. Instances are stateless and safe to share across threads."""
 
     info: SchemeInfo
+    rules: SchemeRules   # `info`'s length rule, applied before any library sees an input
+
+    def _describe(self, info: SchemeInfo) -> None:
+        self.info = info
+        self.rules = SchemeRules.of(info)
 
     @property
     def name(self) -> str:
@@ -102,7 +124,7 @@ class SignatureScheme(ABC):
 class OqsScheme(SignatureScheme):
     """A liboqs signature scheme, called through ctypes (see module docstring)."""
 
-    def __init__(self, name: str, scheme_id: int, family: str) -> None:
+    def __init__(self, name: str, entry: RegistryEntry) -> None:
         from qmemo.crypto.liboqs import cpu_extensions, liboqs_version, load_oqs, native
 
         oqs = load_oqs()
@@ -118,17 +140,17 @@ class OqsScheme(SignatureScheme):
             raise UnknownScheme(f"liboqs could not create {name}")
         avx2 = cpu_extensions()["AVX2"]
         cpu_path = "AVX2" if avx2 else "portable"
-        self.info = SchemeInfo(
+        self._describe(SchemeInfo(
             name=name,
-            scheme_id=scheme_id,
-            family=family,
+            scheme_id=entry.scheme_id,
+            family=entry.family,
             nist_level=details["claimed_nist_level"],
             public_key_bytes=details["length_public_key"],
             secret_key_bytes=details["length_secret_key"],
             max_signature_bytes=details["length_signature"],
-            fixed_signature_length=not name.startswith("Falcon-") or "padded" in name,
+            fixed_signature_length=entry.fixed_signature_length,
             implementation=f"liboqs {liboqs_version()} {cpu_path}",
-        )
+        ))
 
     def keypair(self) -> KeyPair:
         from qmemo.crypto.liboqs import load_oqs
@@ -148,23 +170,15 @@ class OqsScheme(SignatureScheme):
         return out.raw[: out_len.value]
 
     def verify(self, public_key: bytes, message: bytes, signature: bytes) -> bool:
-        # Length checks first: liboqs trusts the caller for the public key's length.
-        if (
-            not _all_bytes(public_key, message, signature)
-            or len(public_key) != self.info.public_key_bytes
-            or not 0 < len(signature) <= self.info.max_signature_bytes
-            # Padded Falcon's verify in liboqs 0.13 accepts a signature with trailing zero
-            # padding cut off: one signature, several encodings. A fixed-length scheme's
-            # signature has exactly one valid length.
-            or (self.info.fixed_signature_length and len(signature) != self.info.max_signature_bytes)
-        ):
+        if not _all_bytes(public_key, message, signature) or not self.rules.lengths_ok(len(public_key),
+                                                                                     len(signature)):
             return False
         return self._lib.OQS_SIG_verify(self._sig, message, len(message), signature, len(signature), public_key) == 0
 
     def verify_many(self, items: Sequence[tuple[bytes, bytes, bytes]]) -> tuple[list[bool], list[int]]:
         from qmemo.crypto.batch import verify_batch
 
-        return verify_batch(self._sig, self.info.fixed_signature_length, items)
+        return verify_batch(self._sig, self.rules, items)
 
 
 # --- classical baselines ----------------------------------------------------------------
@@ -177,18 +191,18 @@ class Secp256k1Ecdsa(SignatureScheme):
     as most chains carry them; they are low-S, and libsecp256k1 rejects high-S ones.
     """
 
-    def __init__(self, scheme_id: int) -> None:
+    def __init__(self, name: str, entry: RegistryEntry) -> None:
         import coincurve
         import coincurve.ecdsa
 
         self._coincurve = coincurve
         self._ecdsa = coincurve.ecdsa
-        self.info = SchemeInfo(
-            name="ECDSA-secp256k1", scheme_id=scheme_id, family="classical", nist_level=0,
+        self._describe(SchemeInfo(
+            name=name, scheme_id=entry.scheme_id, family=entry.family, nist_level=0,
             public_key_bytes=33, secret_key_bytes=32, max_signature_bytes=64,
-            fixed_signature_length=True,
+            fixed_signature_length=entry.fixed_signature_length,
             implementation=f"libsecp256k1 (coincurve {coincurve.__version__})",
-        )
+        ))
 
     def keypair(self) -> KeyPair:
         key = self._coincurve.PrivateKey()
@@ -203,7 +217,8 @@ class Secp256k1Ecdsa(SignatureScheme):
         return self._ecdsa.serialize_compact(self._ecdsa.der_to_cdata(key.sign(message, hasher=_sha256)))
 
     def verify(self, public_key: bytes, message: bytes, signature: bytes) -> bool:
-        if not _all_bytes(public_key, message, signature) or len(public_key) != 33 or len(signature) != 64:
+        if not _all_bytes(public_key, message, signature) or not self.rules.lengths_ok(len(public_key),
+                                                                                     len(signature)):
             return False
         try:
             der = self._ecdsa.cdata_to_der(self._ecdsa.deserialize_compact(signature))
@@ -224,19 +239,19 @@ def _sha256(data: bytes) -> bytes:
 class Ed25519(SignatureScheme):
     """Ed25519 via libsodium (PyNaCl). The secret key stored is the 32-byte seed."""
 
-    def __init__(self, scheme_id: int) -> None:
+    def __init__(self, name: str, entry: RegistryEntry) -> None:
         import nacl
         import nacl.exceptions
         import nacl.signing
 
         self._signing = nacl.signing
         self._bad = (nacl.exceptions.BadSignatureError, nacl.exceptions.ValueError, nacl.exceptions.TypeError)
-        self.info = SchemeInfo(
-            name="Ed25519", scheme_id=scheme_id, family="classical", nist_level=0,
+        self._describe(SchemeInfo(
+            name=name, scheme_id=entry.scheme_id, family=entry.family, nist_level=0,
             public_key_bytes=32, secret_key_bytes=32, max_signature_bytes=64,
-            fixed_signature_length=True,
+            fixed_signature_length=entry.fixed_signature_length,
             implementation=f"libsodium (PyNaCl {nacl.__version__})",
-        )
+        ))
 
     def keypair(self) -> KeyPair:
         key = self._signing.SigningKey.generate()
@@ -247,7 +262,8 @@ class Ed25519(SignatureScheme):
         return self._signing.SigningKey(secret_key).sign(message).signature
 
     def verify(self, public_key: bytes, message: bytes, signature: bytes) -> bool:
-        if not _all_bytes(public_key, message, signature) or len(public_key) != 32 or len(signature) != 64:
+        if not _all_bytes(public_key, message, signature) or not self.rules.lengths_ok(len(public_key),
+                                                                                     len(signature)):
             return False
         try:
             self._signing.VerifyKey(public_key).verify(message, signature)
@@ -258,25 +274,34 @@ class Ed25519(SignatureScheme):
 
 # --- the registry -------------------------------------------------------------------------
 
-# name -> (wire id, family). The ids are part of the protocol (docs/protocol.md):
-# never renumber one, only add.
-_REGISTRY: dict[str, tuple[int, str]] = {
-    "Falcon-512": (1, "Falcon"),
-    "Falcon-padded-512": (2, "Falcon"),
-    "Falcon-1024": (3, "Falcon"),
-    "Falcon-padded-1024": (4, "Falcon"),
-    "ML-DSA-44": (10, "ML-DSA"),
-    "ML-DSA-65": (11, "ML-DSA"),
-    "ML-DSA-87": (12, "ML-DSA"),
-    "SPHINCS+-SHA2-128f-simple": (20, "SLH-DSA"),
-    "SPHINCS+-SHA2-128s-simple": (21, "SLH-DSA"),
-    "MAYO-1": (30, "MAYO"),
-    "MAYO-2": (31, "MAYO"),
-    "Ed25519": (100, "classical"),
-    "ECDSA-secp256k1": (101, "classical"),
+# Falcon's compressed signatures vary in length (up to the maximum liboqs reports); the
+# padded variants, ML-DSA, SPHINCS+, MAYO and the classical schemes always have one length.
+FIXED, VARIABLE = True, False
+
+# The ids are part of the protocol (docs/protocol.md): never renumber one, only add.
+_REGISTRY: dict[str, RegistryEntry] = {
+    "Falcon-512": RegistryEntry(1, "Falcon", VARIABLE, "liboqs"),
+    "Falcon-padded-512": RegistryEntry(2, "Falcon", FIXED, "liboqs"),
+    "Falcon-1024": RegistryEntry(3, "Falcon", VARIABLE, "liboqs"),
+    "Falcon-padded-1024": RegistryEntry(4, "Falcon", FIXED, "liboqs"),
+    "ML-DSA-44": RegistryEntry(10, "ML-DSA", FIXED, "liboqs"),
+    "ML-DSA-65": RegistryEntry(11, "ML-DSA", FIXED, "liboqs"),
+    "ML-DSA-87": RegistryEntry(12, "ML-DSA", FIXED, "liboqs"),
+    "SPHINCS+-SHA2-128f-simple": RegistryEntry(20, "SLH-DSA", FIXED, "liboqs"),
+    "SPHINCS+-SHA2-128s-simple": RegistryEntry(21, "SLH-DSA", FIXED, "liboqs"),
+    "MAYO-1": RegistryEntry(30, "MAYO", FIXED, "liboqs"),
+    "MAYO-2": RegistryEntry(31, "MAYO", FIXED, "liboqs"),
+    "Ed25519": RegistryEntry(100, "classical", FIXED, "libsodium"),
+    "ECDSA-secp256k1": RegistryEntry(101, "classical", FIXED, "libsecp256k1"),
+}
+# backend -> the class that runs an entry: (registered name, entry) -> SignatureScheme.
+_BACKENDS: dict[str, Callable[[str, RegistryEntry], SignatureScheme]] = {
+    "liboqs": OqsScheme,
+    "libsodium": Ed25519,
+    "libsecp256k1": Secp256k1Ecdsa,
 }
 _BY_LOWER = {name.lower(): name for name in _REGISTRY}
-_BY_ID = {scheme_id: name for name, (scheme_id, _) in _REGISTRY.items()}
+_BY_ID = {entry.scheme_id: name for name, entry in _REGISTRY.items()}
 
 
 def scheme_names() -> list[str]:
@@ -299,12 +324,8 @@ def get_scheme(name: str) -> SignatureScheme:
 
 @cache
 def _instance(name: str) -> SignatureScheme:
-    scheme_id, family = _REGISTRY[name]
-    if name == "Ed25519":
-        return Ed25519(scheme_id)
-    if name == "ECDSA-secp256k1":
-        return Secp256k1Ecdsa(scheme_id)
-    return OqsScheme(name, scheme_id, family)
+    entry = _REGISTRY[name]
+    return _BACKENDS[entry.backend](name, entry)
 
 
 def scheme_by_id(scheme_id: int) -> SignatureScheme:
@@ -317,4 +338,4 @@ def scheme_by_id(scheme_id: int) -> SignatureScheme:
 
 def scheme_id_of(name: str) -> int:
     """The wire id of a scheme, without loading any native library."""
-    return _REGISTRY[canonical_name(name)][0]
+    return _REGISTRY[canonical_name(name)].scheme_id

@@ -1,7 +1,7 @@
-"""Write tests/vectors/chain_core.json: shared test vectors of the qMEMO chain core.
+"""Write tests/vectors/chain_core.json and signature_lengths.json: shared test vectors.
 
     .venv/bin/python tests/vectors/make_vectors.py            # (re)write the vectors
-    .venv/bin/python tests/vectors/make_vectors.py --check    # exit 1 if the file is stale
+    .venv/bin/python tests/vectors/make_vectors.py --check    # exit 1 if a file is stale
     .venv/bin/python tests/vectors/make_vectors.py --new-keys # new Falcon keys and signatures
 
 What the vectors hold (docs/protocol.md explains every encoding): transaction
@@ -9,6 +9,15 @@ encodings with their signing digests, ids and sender addresses; encodings a deco
 must reject, with the error code; Merkle roots of 0..9 leaves and an inclusion proof;
 a signed block with its header digests and hash; a genesis and its hash; the domain
 strings. tests/unit/test_vectors.py checks the code against this file.
+
+signature_lengths.json is the case table of the signature-length rule (a rule Python
+and C both apply): for every registered scheme its sizes and whether its signatures
+have one fixed length, as the registry states them, and cases of public-key and
+signature lengths with the verdict on length grounds alone. Each verdict is written
+from what the case is (the longest signature: accept; one byte short: accept only for a
+variable-length scheme; ...), not by calling the rule under test.
+tests/unit/test_signature_lengths.py holds the Python rule and the native batch
+verifier to it.
 
 Deterministic inputs: the Ed25519 key is derived from a fixed seed and Ed25519 signs
 deterministically. Falcon-512 keys cannot be derived from a seed through liboqs, and
@@ -27,16 +36,21 @@ from pathlib import Path
 import orjson
 
 from qmemo.core.block import make_block
-from qmemo.core.codec import U32_MAX, U64_MAX
+from qmemo.core.codec import U16_MAX, U32_MAX, U64_MAX
 from qmemo.core.genesis import genesis_encoding, parse_genesis
 from qmemo.core.hashing import Domain, blake3_512
 from qmemo.core.merkle import EMPTY_LEAF, merkle_proof, merkle_root
 from qmemo.core.transaction import MAX_PAYLOAD_BYTES, Transaction, derive_address
-from qmemo.crypto.schemes import get_scheme
+from qmemo.crypto.schemes import SchemeInfo, get_scheme, scheme_names
 from qmemo.crypto.verifier import scheme_table
 
 VECTORS = Path(__file__).with_name("chain_core.json")
 FORMAT = "qmemo-core-vectors/1"
+LENGTHS = Path(__file__).with_name("signature_lengths.json")
+LENGTHS_FORMAT = "qmemo-signature-lengths/1"
+# Falcon's compressed and padded encodings of one parameter set: each gets a case at the
+# other's signature length.
+FALCON_PAIRS = {"Falcon-512": "Falcon-padded-512", "Falcon-1024": "Falcon-padded-1024"}
 ED25519_SEED = bytes(range(32))
 
 
@@ -152,6 +166,46 @@ def build(previous: dict | None, new_keys: bool) -> dict:
     }
 
 
+def length_cases(info: SchemeInfo) -> list[tuple[str, int, int, bool]]:
+    """(description, public key bytes, signature bytes, accept) for one scheme."""
+    key, longest, fixed = info.public_key_bytes, info.max_signature_bytes, info.fixed_signature_length
+    cases = [
+        ("exact: the longest signature", key, longest, True),
+        ("signature one byte short", key, longest - 1, not fixed),
+        ("signature one byte long", key, longest + 1, False),
+        ("empty signature", key, 0, False),
+        ("one-byte signature", key, 1, not fixed),
+        (f"signature of {U16_MAX} bytes, the most a transaction carries", key, U16_MAX, False),
+        ("public key one byte short", key - 1, longest, False),
+        ("public key one byte long", key + 1, longest, False),
+        ("empty public key", 0, longest, False),
+    ]
+    if info.name in FALCON_PAIRS:
+        padded = get_scheme(FALCON_PAIRS[info.name]).info
+        cases.append((f"the length of a {padded.name} signature", key, padded.max_signature_bytes, True))
+    elif info.name in FALCON_PAIRS.values():
+        # liboqs 0.13 accepts a padded signature with its zero padding cut off; we never do.
+        cases.append(("padding cut off: 32 bytes short", key, longest - 32, False))
+    return cases
+
+
+def build_lengths() -> dict:
+    infos = [get_scheme(name).info for name in scheme_names()]
+    return {
+        "format": LENGTHS_FORMAT,
+        "generated_by": "tests/vectors/make_vectors.py (see its docstring)",
+        "rule": "a public key of exactly public_key_bytes; a signature of exactly max_signature_bytes "
+                "(fixed length) or of 1..max_signature_bytes (variable length)",
+        "schemes": {info.name: {"family": info.family, "public_key_bytes": info.public_key_bytes,
+                                "max_signature_bytes": info.max_signature_bytes,
+                                "signature_length": "fixed" if info.fixed_signature_length else "variable"}
+                    for info in infos},
+        "cases": [{"scheme": info.name, "description": description, "public_key_bytes": key,
+                   "signature_bytes": signature, "accept": accept}
+                  for info in infos for description, key, signature, accept in length_cases(info)],
+    }
+
+
 def render(vectors: dict) -> bytes:
     return orjson.dumps(vectors, option=orjson.OPT_INDENT_2) + b"\n"
 
@@ -162,14 +216,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--new-keys", action="store_true", help="generate new Falcon keys and signatures")
     args = parser.parse_args(argv)
     previous = orjson.loads(VECTORS.read_bytes()) if VECTORS.exists() else None
-    text = render(build(previous, args.new_keys))
-    if args.check:
-        current = VECTORS.read_bytes() if VECTORS.exists() else b""
-        print(f"{VECTORS}: {'up to date' if text == current else 'STALE: rerun make_vectors.py'}")
-        return 0 if text == current else 1
-    VECTORS.write_bytes(text)
-    print(f"wrote {VECTORS}")
-    return 0
+    files = {VECTORS: render(build(previous, args.new_keys)), LENGTHS: render(build_lengths())}
+    stale = 0
+    for path, text in files.items():
+        if args.check:
+            current = path.read_bytes() if path.exists() else b""
+            print(f"{path}: {'up to date' if text == current else 'STALE: rerun make_vectors.py'}")
+            stale += text != current
+        else:
+            path.write_bytes(text)
+            print(f"wrote {path}")
+    return 1 if stale else 0
 
 
 if __name__ == "__main__":
