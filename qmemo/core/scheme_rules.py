@@ -19,7 +19,7 @@ Pure: no I/O, no imports beyond the standard library and qmemo.errors.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Protocol
 
@@ -45,22 +45,21 @@ class SchemeRules:
     public_key_bytes: int
     max_signature_bytes: int
     fixed_signature_length: bool   # True: a signature is exactly max_signature_bytes long
+    # The shortest signature: the only length of a fixed-length scheme, else one byte. A
+    # field, not a property, because every verify reads it. Why a fixed-length scheme
+    # admits one length only: padded Falcon's verify in liboqs 0.13 also accepts the
+    # signature with its trailing zero padding cut off, so without this one signature
+    # would have several valid encodings (and transaction ids).
+    min_signature_bytes: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "min_signature_bytes", self.max_signature_bytes if self.fixed_signature_length else 1)
 
     @classmethod
     def of(cls, info: SchemeInfoLike) -> SchemeRules:
         """The rules of one registry entry (`qmemo.crypto.schemes.SchemeInfo`)."""
         return cls(info.name, info.scheme_id, info.public_key_bytes, info.max_signature_bytes,
                    info.fixed_signature_length)
-
-    @property
-    def min_signature_bytes(self) -> int:
-        """The shortest signature: the only length of a fixed-length scheme, else one byte.
-
-        Why a fixed-length scheme admits one length only: padded Falcon's verify in liboqs
-        0.13 also accepts the signature with its trailing zero padding cut off, so without
-        this one signature would have several valid encodings (and transaction ids).
-        """
-        return self.max_signature_bytes if self.fixed_signature_length else 1
 
     def signature_length_ok(self, length: int) -> bool:
         """Could this scheme produce a signature of `length` bytes?"""
@@ -72,7 +71,8 @@ class SchemeRules:
         Checked before any signature library is called: liboqs trusts its caller for the
         public key's length and would read past a short one.
         """
-        return public_key_length == self.public_key_bytes and self.signature_length_ok(signature_length)
+        return (public_key_length == self.public_key_bytes  # then signature_length_ok, inlined: every verify runs it
+                and self.min_signature_bytes <= signature_length <= self.max_signature_bytes)
 
 
 @dataclass(frozen=True, slots=True)
