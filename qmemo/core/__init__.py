@@ -8,10 +8,11 @@
 - `state`         Account, ChainState, apply_block (the state transition), the transaction rules
 - `verify_cache`  SignatureVerifier (the interface) and VerifyCache (verified once, not twice)
 - `mempool`       Mempool: admission rules, selection, eviction after a block
-- `scheme_rules`  SchemeTable: the schemes' ids and sizes, handed in from the registry
+- `scheme_rules`  SchemeTable and SchemeRules: the schemes' ids, sizes and the one signature-length rule
 - `codec`         strict JSON field readers and integer limits
 
 Nothing here does I/O, reads a clock, draws randomness or imports a signature library:
 time, keys, verifiers and scheme sizes come in as arguments. The node (qmemo.node)
-supplies them; the store is qmemo/node/store.py.
+supplies them; the store is qmemo/node/store.py. tests/unit/test_core_purity.py imports
+each module in a fresh interpreter and checks what that loads, not only each file's imports.
 """

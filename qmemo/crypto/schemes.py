@@ -82,6 +82,10 @@ class SignatureScheme(ABC):
         self.info = info
         self.rules = SchemeRules.of(info)
 
+    def _well_formed(self, public_key: bytes, message: bytes, signature: bytes) -> bool:
+        """Exact `bytes` of lengths the rule allows: what every verify checks before its library."""
+        return _all_bytes(public_key, message, signature) and self.rules.lengths_ok(len(public_key), len(signature))
+
     @property
     def name(self) -> str:
         return self.info.name
@@ -170,8 +174,7 @@ class OqsScheme(SignatureScheme):
         return out.raw[: out_len.value]
 
     def verify(self, public_key: bytes, message: bytes, signature: bytes) -> bool:
-        if not _all_bytes(public_key, message, signature) or not self.rules.lengths_ok(len(public_key),
-                                                                                     len(signature)):
+        if not self._well_formed(public_key, message, signature):
             return False
         return self._lib.OQS_SIG_verify(self._sig, message, len(message), signature, len(signature), public_key) == 0
 
@@ -217,8 +220,7 @@ class Secp256k1Ecdsa(SignatureScheme):
         return self._ecdsa.serialize_compact(self._ecdsa.der_to_cdata(key.sign(message, hasher=_sha256)))
 
     def verify(self, public_key: bytes, message: bytes, signature: bytes) -> bool:
-        if not _all_bytes(public_key, message, signature) or not self.rules.lengths_ok(len(public_key),
-                                                                                     len(signature)):
+        if not self._well_formed(public_key, message, signature):
             return False
         try:
             der = self._ecdsa.cdata_to_der(self._ecdsa.deserialize_compact(signature))
@@ -262,8 +264,7 @@ class Ed25519(SignatureScheme):
         return self._signing.SigningKey(secret_key).sign(message).signature
 
     def verify(self, public_key: bytes, message: bytes, signature: bytes) -> bool:
-        if not _all_bytes(public_key, message, signature) or not self.rules.lengths_ok(len(public_key),
-                                                                                     len(signature)):
+        if not self._well_formed(public_key, message, signature):
             return False
         try:
             self._signing.VerifyKey(public_key).verify(message, signature)
