@@ -414,3 +414,26 @@ async def test_competing_block_for_the_tip_is_chosen_by_the_fork_rule(observer, 
     metrics = await (await client.get("/metrics")).json()
     assert metrics["blocks"]["reorgs"] == 1
 
+
+
+async def test_a_peer_refusing_our_block_is_the_peers_word_not_a_local_invalid_block(observer, devnet):
+    """The peer client turns a peer's 422/400 into PeerRefused (a PeerError carrying the
+    peer's code and status): never InvalidBlock/DecodeError, which mean *we* got a bad block."""
+    import aiohttp
+
+    from qmemo.errors import DecodeError, InvalidBlock, PeerError, PeerRefused
+    from qmemo.net.peer_client import HttpPeer
+
+    node, client = observer
+    unscheduled = devnet.block(height=1, previous_hash=node.genesis.hash,
+                               timestamp_ms=_genesis_time_ms(devnet) + 500, producer=2)
+    async with aiohttp.ClientSession() as session:
+        peer = HttpPeer(str(client.make_url("")), session, node.metrics, origin="http://us")
+        with pytest.raises(PeerRefused) as refused:
+            await peer.send_block(unscheduled.encode())
+        assert (refused.value.code, refused.value.peer_status) == ("wrong_producer", 422)
+        with pytest.raises(PeerRefused) as garbled:
+            await peer.send_block(b"not a block")
+        assert garbled.value.peer_status == 400
+    for error in (refused.value, garbled.value):
+        assert isinstance(error, PeerError) and not isinstance(error, (InvalidBlock, DecodeError))
