@@ -151,7 +151,23 @@ class NodeNotReady(QmemoError):
 
 
 class PeerError(QmemoError):
-    """A peer did not answer, or answered something we cannot use."""
+    """A peer did not answer, or answered something we cannot use: the peer's side
+    (h11's RemoteProtocolError), never a rule we broke."""
 
     code = "peer"
     http_status = 502
+
+
+class PeerRefused(PeerError):
+    """A peer answered and refused what we sent (our block): its complaint, in its words.
+
+    Kept apart from `InvalidBlock`/`DecodeError`, which mean *we* were handed something
+    bad and answer 422/400: a peer's verdict on our block is news from the peer, not a
+    rule this node saw broken. `code` is the peer's error code, `peer_status` its HTTP status.
+    """
+
+    code = "peer_refused"
+
+    def __init__(self, detail: str, *, code: str | None = None, peer_status: int) -> None:
+        super().__init__(detail, code=code)
+        self.peer_status = peer_status

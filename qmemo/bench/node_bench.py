@@ -202,8 +202,8 @@ def _breakdown(devnet: dict[str, Any], transactions: list) -> dict[str, float]:
     from qmemo.core.transaction import Transaction
     from qmemo.core.verify_cache import VerifyCache
     from qmemo.crypto.verifier import RegistryVerifier, scheme_table
-    from qmemo.net.handlers import results_document
-    from qmemo.net.wire import decode_tx_batch, dumps, encode_tx_batch
+    from qmemo.net.wire import decode_tx_batch, encode_tx_batch, encode_tx_results
+    from qmemo.node.answers import ACCEPTED, TxOutcome
     import orjson
 
     genesis = parse_genesis(orjson.loads((devnet["dir"] / "genesis.json").read_bytes()), scheme_table())
@@ -232,8 +232,8 @@ def _breakdown(devnet: dict[str, Any], transactions: list) -> dict[str, float]:
             mempool.add(tx, account)
 
     timed("mempool check + add", check_and_add)
-    outcomes = [(tx.id, "accepted", None, None) for tx in decoded]
-    timed("JSON answer", lambda: dumps(results_document(outcomes)))
+    outcomes = [TxOutcome(tx.id, ACCEPTED) for tx in decoded]
+    timed("JSON answer", lambda: encode_tx_results(outcomes))
     return steps
 
 

@@ -1,2 +1,3 @@
 """The node's HTTP side: the aiohttp app factory, handlers (decode -> call the node ->
-encode), the wire formats, the peer client and the Prometheus page. No chain rules here."""
+encode), the wire formats (`wire`: binary batches and every JSON answer), the peer
+client and the Prometheus page. No chain rules here."""

@@ -2,7 +2,7 @@
 
 `make_app(node)` wires docs/api.md's routes to `Handlers`. The middleware is the HTTP
 boundary of the error hierarchy: a `QmemoError` becomes `{"error": code, "detail": ...}`
-with the error's own status (429 adds Retry-After); aiohttp's own HTTP errors (unknown
+with the error's own status (`Handlers.respond` adds Retry-After to a 429); aiohttp's own HTTP errors (unknown
 route, wrong method, a body over the server's hard cap) get the same JSON shape; any
 other exception is a bug - logged with its traceback, answered 500, never a crash.
 """
@@ -14,7 +14,8 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from qmemo.errors import QmemoError
-from qmemo.net.handlers import BODY_BYTES_KEY, Handlers, json_response
+from qmemo.net import wire
+from qmemo.net.handlers import BODY_BYTES_KEY, Handlers
 from qmemo.node.service import Node
 
 NODE_KEY = web.AppKey("node", Node)
@@ -23,22 +24,21 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def make_app(node: Node) -> web.Application:
-    retry_after = str(node.config.retry_after_s)
     metrics = node.metrics
+    handlers = Handlers(node)
 
     @web.middleware
     async def boundary(request: web.Request, handler: Handler) -> web.StreamResponse:
         try:
             response = await handler(request)
         except QmemoError as exc:
-            headers = {"Retry-After": retry_after} if exc.http_status == 429 else None
-            response = json_response(exc.to_json(), status=exc.http_status, headers=headers)
+            response = handlers.respond(wire.dumps(exc.to_json()), exc.http_status)
         except web.HTTPException as exc:
             code = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}.get(exc.status, "http")
-            response = json_response({"error": code, "detail": exc.reason}, status=exc.status)
+            response = handlers.json({"error": code, "detail": exc.reason}, status=exc.status)
         except Exception:   # a bug: answer 500, keep serving, keep the traceback in the log
             node.log.exception("internal error in %s %s", request.method, request.path)
-            response = json_response({"error": "internal", "detail": "internal error; see the node's log"},
+            response = handlers.json({"error": "internal", "detail": "internal error; see the node's log"},
                                      status=500)
         metrics.bytes_in += request.get(BODY_BYTES_KEY, 0)
         body = getattr(response, "body", None)
@@ -49,7 +49,6 @@ def make_app(node: Node) -> web.Application:
     # aiohttp's own cap sits above every limit we enforce, so ours answer first.
     app = web.Application(middlewares=[boundary], client_max_size=node.config.max_peer_body_bytes + 1)
     app[NODE_KEY] = node
-    handlers = Handlers(node)
     app.add_routes([
         web.post("/tx", handlers.post_tx),
         web.post("/txs", handlers.post_txs),

@@ -9,9 +9,6 @@ in app.py. docs/api.md documents every route.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
 from aiohttp import web
 
 from qmemo.core.codec import U64_MAX, parse_hex
@@ -19,7 +16,7 @@ from qmemo.core.hashing import DIGEST_BYTES
 from qmemo.core.transaction import ADDRESS_BYTES, Transaction
 from qmemo.errors import DecodeError, NotFound, TooLarge
 from qmemo.net import prometheus, wire
-from qmemo.node.admission import ACCEPTED, DUPLICATE, REJECTED, Item, Outcome
+from qmemo.node.answers import REJECTED
 from qmemo.node.service import Node
 
 JSON_TYPE = "application/json"
@@ -27,17 +24,11 @@ BINARY_TYPE = "application/octet-stream"
 MAX_BLOCKS_WITH_TXS = 10        # full transactions as JSON: ~3.7 KB each, 4,000 per block
 MAX_BLOCKS_IDS = 100            # ids only: what the load generator's follower asks for
 MAX_ACCOUNTS = 10_000           # per POST /accounts
+DEFAULT_SYNC_PAGE = 20          # GET /peer/blocks without a limit
 
-
-# Rejection codes that mean "the node is busy", answered 429 with Retry-After by POST /tx.
-RETRY_LATER_CODES = frozenset(("mempool_full", "sender_limit"))
 # Where read_body notes how many bytes it really read (the metrics count those, not the
 # Content-Length header a client may lie in).
 BODY_BYTES_KEY = web.RequestKey("qmemo_body_bytes", int)
-
-
-def json_response(document: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(body=wire.dumps(document), status=status, content_type=JSON_TYPE, headers=headers)
 
 
 async def read_body(request: web.Request, max_bytes: int) -> bytes:
@@ -71,69 +62,44 @@ def query_int(request: web.Request, name: str, default: int | None, minimum: int
     return value
 
 
-def outcome_json(outcome: Outcome) -> dict[str, Any]:
-    return wire.tx_result(*outcome)
-
-
-def results_document(outcomes: Sequence[Outcome]) -> dict[str, Any]:
-    counts = {ACCEPTED: 0, DUPLICATE: 0, REJECTED: 0}
-    for outcome in outcomes:
-        counts[outcome[1]] += 1
-    return {"results": [wire.tx_result(*outcome) for outcome in outcomes], **counts}
-
-
-def account_json(address: bytes, node: Node) -> dict[str, Any]:
-    account, pending_nonce = node.account(address)
-    return {"address": address.hex(), "balance": account.balance, "nonce": account.nonce,
-            "pending_nonce": pending_nonce}
-
-
 class Handlers:
     def __init__(self, node: Node) -> None:
         self.node = node
         self.config = node.config
+        self._retry_after = {"Retry-After": str(node.config.retry_after_s)}
+
+    def respond(self, body: bytes, status: int = 200) -> web.Response:
+        """A JSON answer. The one place Retry-After is set: on every 429 ("retry later"),
+        whether a handler or the error middleware answers it."""
+        return web.Response(body=body, status=status, content_type=JSON_TYPE,
+                            headers=self._retry_after if status == 429 else None)
+
+    def json(self, document: object, status: int = 200) -> web.Response:
+        return self.respond(wire.dumps(document), status)
 
     # --- transactions ------------------------------------------------------------------------
 
     async def post_txs(self, request: web.Request) -> web.Response:
         """POST /txs: a binary batch or {"transactions": [...]}; per-transaction results."""
         body = await read_body(request, self.config.max_body_bytes)
-        items: list[Item]
-        if request.content_type == BINARY_TYPE:
-            items = wire.decode_tx_batch(body, self.config.max_batch_txs)
-        else:
-            items = self._json_items(body)
-        return json_response(results_document(await self.node.submit(items)))
-
-    def _json_items(self, body: bytes) -> list[Item]:
-        entries = wire.expect_key(wire.loads(body), "transactions", list, "the body")
-        if len(entries) > self.config.max_batch_txs:
-            raise TooLarge(f"{len(entries)} transactions in one batch, the limit is {self.config.max_batch_txs}",
-                           code="batch_too_large")
-        items: list[Item] = []
-        for entry in entries:
-            try:
-                items.append(Transaction.from_json(entry))
-            except DecodeError as exc:      # one bad element is that element's rejection
-                items.append(exc)
-        return items
+        items = wire.decode_tx_items(body, binary=request.content_type == BINARY_TYPE,
+                                     max_count=self.config.max_batch_txs)
+        return self.respond(wire.encode_tx_results(await self.node.submit(items)))
 
     async def post_tx(self, request: web.Request) -> web.Response:
-        """POST /tx: one JSON transaction; 200 accepted/duplicate, 422 rejected."""
+        """POST /tx: one JSON transaction; 200 accepted/duplicate, else the rejection's own
+        status (422 a broken rule, 429 a full mempool or sender: retry later)."""
         body = await read_body(request, self.config.max_body_bytes)
         tx = Transaction.from_json(wire.loads(body))        # DecodeError -> 400
         outcome = (await self.node.submit([tx]))[0]
-        document = outcome_json(outcome)
-        if outcome[1] == REJECTED:
-            # A full mempool (or a sender at its limit) is "retry later", not a broken rule.
-            retry = outcome[2] in RETRY_LATER_CODES
-            return json_response({**document, "error": outcome[2]}, status=429 if retry else 422,
-                                 headers={"Retry-After": str(self.config.retry_after_s)} if retry else None)
-        return json_response(document)
+        document = wire.tx_result(outcome)
+        if outcome.status == REJECTED and outcome.error is not None:
+            return self.json({**document, "error": outcome.error.code}, outcome.error.http_status)
+        return self.json(document)
 
     async def get_tx(self, request: web.Request) -> web.Response:
         tx_id = parse_hex(request.match_info["tx_id"], "transaction id", length=DIGEST_BYTES)
-        return json_response(await self.node.transaction_status(tx_id))
+        return self.json(wire.tx_status_json(await self.node.transaction_status(tx_id)))
 
     # --- blocks ---------------------------------------------------------------------------------
 
@@ -145,7 +111,7 @@ class Handlers:
         limit = query_int(request, "limit", min(20, maximum), 1, maximum)
         blocks = await self.node.blocks(from_height, limit)
         names = self._validator_names()
-        return json_response({"blocks": [wire.block_json(b, names, tx_ids_only=ids_only) for b in blocks]})
+        return self.json({"blocks": [wire.block_json(b, names, tx_ids_only=ids_only) for b in blocks]})
 
     async def get_block(self, request: web.Request) -> web.Response:
         """GET /block/{height} and /block/latest"""
@@ -161,7 +127,7 @@ class Handlers:
         blocks = await self.node.blocks(height, 1) if height >= 1 else []
         if not blocks:
             raise NotFound(f"no block at height {height} (the tip is {self.node.height})")
-        return json_response(wire.block_json(blocks[0], self._validator_names(), tx_ids_only=self._ids_only(request)))
+        return self.json(wire.block_json(blocks[0], self._validator_names(), tx_ids_only=self._ids_only(request)))
 
     def _ids_only(self, request: web.Request) -> bool:
         txs = request.query.get("txs", "full")
@@ -176,7 +142,7 @@ class Handlers:
 
     async def get_account(self, request: web.Request) -> web.Response:
         address = parse_hex(request.match_info["address"], "address", length=ADDRESS_BYTES)
-        return json_response(account_json(address, self.node))
+        return self.json(wire.account_json(address, *self.node.account(address)))
 
     async def post_accounts(self, request: web.Request) -> web.Response:
         body = await read_body(request, self.config.max_body_bytes)
@@ -184,21 +150,22 @@ class Handlers:
         if len(addresses) > MAX_ACCOUNTS:
             raise TooLarge(f"{len(addresses)} addresses, the limit is {MAX_ACCOUNTS}", code="batch_too_large")
         parsed = [parse_hex(a, f"addresses[{i}]", length=ADDRESS_BYTES) for i, a in enumerate(addresses)]
-        return json_response({"accounts": [account_json(address, self.node) for address in parsed]})
+        return self.json({"accounts": [wire.account_json(address, *self.node.account(address))
+                                       for address in parsed]})
 
     # --- node --------------------------------------------------------------------------------------
 
     async def get_status(self, request: web.Request) -> web.Response:
-        return json_response(self.node.status())
+        return self.json(self.node.status())
 
     async def get_health(self, request: web.Request) -> web.Response:
         ready = self.node.ready
-        return json_response({"ready": ready, "node": self.node.name}, status=200 if ready else 503)
+        return self.json({"ready": ready, "node": self.node.name}, status=200 if ready else 503)
 
     async def get_metrics(self, request: web.Request) -> web.Response:
         if "text/plain" in request.headers.get("Accept", "") and JSON_TYPE not in request.headers.get("Accept", ""):
             return await self.get_prometheus(request)
-        return json_response(self.node.metrics_snapshot())
+        return self.json(self.node.metrics_snapshot())
 
     async def get_prometheus(self, request: web.Request) -> web.Response:
         text = prometheus.render(self.node.metrics_snapshot(), self.node.histograms())
@@ -210,21 +177,16 @@ class Handlers:
         """POST /peer/txs: a relayed binary batch, admitted like any other (never trusted)."""
         body = await read_body(request, self.config.max_peer_body_bytes)
         encodings = wire.decode_tx_batch(body, wire.MAX_PEER_BATCH_TXS)
-        outcomes = await self.node.submit(encodings, from_peer=True)
-        counts = {ACCEPTED: 0, DUPLICATE: 0, REJECTED: 0}
-        for outcome in outcomes:
-            counts[outcome[1]] += 1
-        return json_response(counts)
+        return self.json(wire.tx_counts(await self.node.submit(encodings, from_peer=True)))
 
     async def peer_block(self, request: web.Request) -> web.Response:
         """POST /peer/block: one block encoding; validated in full before it is applied."""
         body = await read_body(request, self.config.max_peer_body_bytes)
-        answer = await self.node.receive_block(body)
-        return json_response({"status": answer.status, "height": answer.height})
+        return self.json(await self.node.receive_block(body))
 
     async def peer_blocks(self, request: web.Request) -> web.Response:
         """GET /peer/blocks?from=H&limit=N: block encodings as a binary batch (sync)."""
         from_height = query_int(request, "from", None, 1, U64_MAX)
-        limit = query_int(request, "limit", 20, 1, 100)
+        limit = query_int(request, "limit", DEFAULT_SYNC_PAGE, 1, wire.MAX_SYNC_BLOCKS)
         encodings = await self.node.block_encodings(from_height, limit)
         return web.Response(body=wire.encode_block_batch(encodings), content_type=BINARY_TYPE)

@@ -7,8 +7,10 @@ Calls (docs/api.md, "Peer calls"):
 - `GET  /peer/blocks`  block encodings from a height, as a binary batch (sync).
 
 Every failure - refused connection, timeout, an unexpected status - becomes a
-`PeerError` naming the peer, so the node's tasks handle one error type. Bytes sent and
-received are added to the node's network counters.
+`PeerError` naming the peer, so the node's tasks handle one error type; a peer that
+answers and refuses our block raises `PeerRefused` with the peer's own code: the peer's
+verdict, never a local `InvalidBlock` (which would say *we* were handed a bad block).
+Bytes sent and received are added to the node's network counters.
 """
 
 from __future__ import annotations
@@ -18,14 +20,13 @@ from collections.abc import Sequence
 
 import aiohttp
 
-from qmemo.errors import DecodeError, InvalidBlock, PeerError
-from qmemo.net.wire import decode_frames, encode_tx_batch, loads
+from qmemo.errors import DecodeError, PeerError, PeerRefused
+from qmemo.net.wire import MAX_SYNC_BLOCKS, decode_block_batch, encode_tx_batch, loads
 from qmemo.node.metrics import NodeMetrics
 from qmemo.node.peers import PeerTip
 
 BINARY = {"Content-Type": "application/octet-stream"}
 ORIGIN_HEADER = "X-Qmemo-Origin"
-MAX_SYNC_BLOCKS = 100
 
 
 class HttpPeer:
@@ -47,8 +48,8 @@ class HttpPeer:
         document = _json(payload, self.url)
         if status == 200:
             return str(document.get("status"))
-        error = InvalidBlock if status == 422 else DecodeError
-        raise error(f"{self.url} refused the block: {document.get('detail')}", code=str(document.get("error")))
+        raise PeerRefused(f"{self.url} refused the block: {document.get('detail')}", code=str(document.get("error")),
+                          peer_status=status)
 
     async def tip(self) -> PeerTip:
         _, payload = await self._call("GET", "/status")
@@ -61,7 +62,7 @@ class HttpPeer:
     async def block_encodings(self, from_height: int, limit: int) -> list[bytes]:
         limit = min(limit, MAX_SYNC_BLOCKS)
         _, payload = await self._call("GET", f"/peer/blocks?from={from_height}&limit={limit}")
-        return decode_frames(payload, limit, "block")
+        return decode_block_batch(payload, limit)
 
     async def _call(self, method: str, path: str, *, body: bytes | None = None,
                     accept: tuple[int, ...] = (200,)) -> tuple[int, bytes]:

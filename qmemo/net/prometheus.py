@@ -1,7 +1,7 @@
 """The node's metrics in Prometheus's text exposition format (version 0.0.4).
 
-Rendered from the same snapshot as the JSON `/metrics` document, plus the cumulative
-buckets of the node's histograms. Naming follows Prometheus's conventions: a `qmemo_`
+Rendered from the same `MetricsSnapshot` as the JSON `/metrics` document, plus the
+cumulative buckets of the node's histograms (qmemo.node.reporting). Naming follows Prometheus's conventions: a `qmemo_`
 prefix, base units (seconds, bytes) in the name, `_total` on counters, labels for
 the split (path, stage, reason), and the standard `process_*` names for the process.
 
@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from qmemo.node.metrics import Distribution
+from qmemo.node.reporting import Histograms, MetricsSnapshot
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -71,71 +72,69 @@ class Exposition:
         return "\n".join(self._lines) + "\n"
 
 
-def render(snapshot: Mapping[str, Any], histograms: Mapping[str, Any]) -> str:
-    """The text page from a /metrics snapshot and the node's histograms:
-    `histograms` = {"verify": {path: Distribution}, "interval": Distribution,
-    "validation": {stage: Distribution}, "loop_lag": Distribution}."""
+def render(snapshot: MetricsSnapshot, histograms: Histograms) -> str:
+    """The text page from a /metrics snapshot and the node's histograms."""
     out = Exposition()
-    tx, verify, blocks = snapshot["tx"], snapshot["verify"], snapshot["blocks"]
+    tx, verify, blocks = snapshot.tx, snapshot.verify, snapshot.blocks
     out.family("qmemo_node_info", "gauge", "Constant 1, labelled with the node's identity.",
-               [({"node": snapshot["node"], "chain_id": snapshot["chain_id"], "scheme": snapshot["scheme"],
-                  "version": snapshot["version"]}, 1)])
-    out.scalar("qmemo_uptime_seconds", "gauge", "Seconds since the node started.", snapshot["uptime_s"])
-    out.scalar("qmemo_chain_height", "gauge", "Height of the node's tip.", snapshot["height"])
-    out.scalar("qmemo_tip_age_seconds", "gauge", "Seconds since the tip's timestamp.", snapshot["tip_age_s"])
+               [({"node": snapshot.node, "chain_id": snapshot.chain_id, "scheme": snapshot.scheme,
+                  "version": snapshot.version}, 1)])
+    out.scalar("qmemo_uptime_seconds", "gauge", "Seconds since the node started.", snapshot.uptime_s)
+    out.scalar("qmemo_chain_height", "gauge", "Height of the node's tip.", snapshot.height)
+    out.scalar("qmemo_tip_age_seconds", "gauge", "Seconds since the tip's timestamp.", snapshot.tip_age_s)
     out.scalar("qmemo_mempool_transactions", "gauge", "Transactions pending in the mempool.",
-               snapshot["mempool"]["count"])
+               snapshot.mempool.count)
     out.scalar("qmemo_mempool_bytes", "gauge", "Bytes of the pending transactions' encodings.",
-               snapshot["mempool"]["bytes"])
+               snapshot.mempool.bytes)
     out.scalar("qmemo_mempool_queued_transactions", "gauge",
                "Verified transactions held until an earlier nonce of their sender arrives.",
-               snapshot["mempool"]["queued"])
+               snapshot.mempool.queued)
     out.scalar("qmemo_transactions_received_total", "counter", "Transactions received (clients and peers).",
-               tx["received"])
-    out.scalar("qmemo_transactions_accepted_total", "counter", "Transactions admitted.", tx["accepted"])
+               tx.received)
+    out.scalar("qmemo_transactions_accepted_total", "counter", "Transactions admitted.", tx.accepted)
     out.scalar("qmemo_transactions_duplicate_total", "counter", "Transactions already known when received.",
-               tx["duplicate"])
+               tx.duplicate)
     out.by_label("qmemo_transactions_rejected_total", "counter", "Transactions rejected, by reason.",
-                 "reason", tx["rejected"])
+                 "reason", tx.rejected)
     out.scalar("qmemo_transactions_committed", "gauge",
                "Transactions in the blocks of the node's chain (drops if a fork switch undoes blocks).",
-               tx["committed"])
+               tx.committed)
     out.by_label("qmemo_transactions_evicted_total", "counter", "Admitted transactions evicted, by reason.",
-                 "reason", tx["evicted"])
+                 "reason", tx.evicted)
     out.scalar("qmemo_transactions_relayed_total", "counter", "Transactions relayed to peers (per peer).",
-               tx["relayed"])
+               tx.relayed)
     out.scalar("qmemo_transaction_decodes_reused_total", "counter",
-               "Transaction bytes that matched one decoded before (not decoded again).", tx["decodes_reused"])
-    out.scalar("qmemo_verify_threads", "gauge", "Threads in the signature verification pool.", verify["threads"])
+               "Transaction bytes that matched one decoded before (not decoded again).", tx.decodes_reused)
+    out.scalar("qmemo_verify_threads", "gauge", "Threads in the signature verification pool.", verify.threads)
     out.histogram("qmemo_signature_verify_duration_seconds",
                   "Duration of each signature verification, by path (admission, block).",
-                  [({"path": path}, distribution) for path, distribution in sorted(histograms["verify"].items())])
+                  [({"path": path}, distribution) for path, distribution in sorted(histograms.verify.items())])
     out.scalar("qmemo_signature_verify_ops_per_second", "gauge",
-               "Signature verifications per second over the last 10 s.", verify["ops_per_s"])
+               "Signature verifications per second over the last 10 s.", verify.ops_per_s)
     out.scalar("qmemo_signature_cache_hits_total", "counter",
-               "Block transactions whose signature was already verified (at admission).", verify["cache"]["hits"])
+               "Block transactions whose signature was already verified (at admission).", verify.cache.hits)
     out.scalar("qmemo_signature_cache_misses_total", "counter",
-               "Block transactions whose signature had to be verified.", verify["cache"]["misses"])
-    out.scalar("qmemo_blocks_produced_total", "counter", "Blocks this node produced.", blocks["produced"])
-    out.scalar("qmemo_blocks_received_total", "counter", "Blocks from peers applied.", blocks["received"])
+               "Block transactions whose signature had to be verified.", verify.cache.misses)
+    out.scalar("qmemo_blocks_produced_total", "counter", "Blocks this node produced.", blocks.produced)
+    out.scalar("qmemo_blocks_received_total", "counter", "Blocks from peers applied.", blocks.received)
     out.by_label("qmemo_blocks_rejected_total", "counter", "Blocks from peers rejected, by rule.",
-                 "reason", blocks["rejected_by_reason"])
+                 "reason", blocks.rejected_by_reason)
     out.scalar("qmemo_missed_slots_total", "counter",
-               "Producer turns missed (a fallback validator produced instead).", blocks["missed_slots"])
-    out.scalar("qmemo_reorgs_total", "counter", "Switches to a better branch.", blocks["reorgs"])
+               "Producer turns missed (a fallback validator produced instead).", blocks.missed_slots)
+    out.scalar("qmemo_reorgs_total", "counter", "Switches to a better branch.", blocks.reorgs)
     out.histogram("qmemo_block_interval_seconds", "Time between a block's timestamp and its parent's.",
-                  [({}, histograms["interval"])])
+                  [({}, histograms.interval)])
     out.histogram("qmemo_block_validation_seconds",
                   "Time to validate a received block, by stage (decode, signatures, merkle, state, storage).",
-                  [({"stage": stage}, distribution) for stage, distribution in histograms["validation"].items()])
+                  [({"stage": stage}, distribution) for stage, distribution in histograms.validation.items()])
     out.histogram("qmemo_event_loop_lag_seconds", "How late a 50 ms timer on the event loop fires.",
-                  [({}, histograms["loop_lag"])])
+                  [({}, histograms.loop_lag)])
     out.scalar("process_cpu_seconds_total", "counter", "User and system CPU time of the node process.",
-               snapshot["process"]["cpu_seconds"])
+               snapshot.process.cpu_seconds)
     out.scalar("process_resident_memory_bytes", "gauge", "Resident memory of the node process.",
-               snapshot["process"]["rss_bytes"])
+               snapshot.process.rss_bytes)
     out.scalar("qmemo_network_received_bytes_total", "counter", "HTTP body bytes received (clients and peers).",
-               snapshot["net"]["bytes_in"])
+               snapshot.net.bytes_in)
     out.scalar("qmemo_network_transmitted_bytes_total", "counter", "HTTP body bytes sent (clients and peers).",
-               snapshot["net"]["bytes_out"])
+               snapshot.net.bytes_out)
     return out.render()

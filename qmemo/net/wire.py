@@ -4,15 +4,16 @@ Binary batch (docs/api.md, "Binary batches"): the concatenation of records
 
     [u32 little-endian length][record bytes]
 
-and nothing else (the framing itself is qmemo.node.frames: the node keeps blocks on disk
-in it too). A transaction batch (`POST /txs`, `POST /peer/txs`) carries canonical
+and nothing else (the container is qmemo.frames, shared with the files a node keeps at
+a clean stop). A transaction batch (`POST /txs`, `POST /peer/txs`) carries canonical
 transaction encodings; a block batch (`GET /peer/blocks`) carries block encodings
 (qmemo.core.block). Peers only ever talk binary: JSON would cost more than the
 signature check it wraps (hex doubles 1.8 KB of Falcon key and signature).
 
-The JSON forms here are the answers clients read: per-transaction results, block
-summaries and accounts. They are built from core objects through their public
-fields and `to_json`; nothing here decides what is valid.
+The JSON forms here are the node's answers, encoded from the values it returns
+(qmemo.node.answers, qmemo.node.reporting) and from core objects through their public
+fields and `to_json`: per-transaction results, transaction status, block summaries,
+accounts, `/status` and `/metrics`. Nothing here decides what is valid.
 
 Pure: no I/O, no node state.
 """
@@ -25,12 +26,18 @@ from typing import Any
 import orjson
 
 from qmemo.core.block import Block
-from qmemo.errors import DecodeError
-from qmemo.node.frames import decode_frames, encode_frames
+from qmemo.core.state import Account
+from qmemo.core.transaction import Transaction
+from qmemo.errors import DecodeError, TooLarge
+from qmemo.frames import decode_frames, encode_frames
+from qmemo.node.admission import Item
+from qmemo.node.answers import TX_STATUSES, TxOutcome, TxStatus
 
 # A peer's relay batch may hold at most this many transactions (the protocol's limit;
 # a node's own relay_max_batch_txs must not exceed it).
 MAX_PEER_BATCH_TXS = 10_000
+# Blocks per `GET /peer/blocks` page: what a node serves and what its client asks for.
+MAX_SYNC_BLOCKS = 100
 
 
 # --- binary batches ----------------------------------------------------------------------
@@ -49,15 +56,12 @@ def encode_block_batch(blocks: Sequence[bytes]) -> bytes:
     return encode_frames(blocks)
 
 
-def decode_block_batch(body: bytes, max_count: int) -> list[Block]:
-    return [Block.decode(record) for record in decode_frames(body, max_count, "block")]
+def decode_block_batch(body: bytes, max_count: int) -> list[bytes]:
+    """The block encodings of a binary block batch (not yet decoded)."""
+    return decode_frames(body, max_count, "block")
 
 
-# --- JSON ----------------------------------------------------------------------------------
-
-def dumps(document: Any) -> bytes:
-    return orjson.dumps(document)
-
+# --- JSON in -----------------------------------------------------------------------------
 
 def loads(body: bytes) -> Any:
     """JSON from a request body; DecodeError (400) if it is not JSON."""
@@ -75,6 +79,80 @@ def expect_key(document: Any, key: str, kind: type, what: str) -> Any:
     if type(value) is not kind:
         raise DecodeError(f"{what}.{key} must be a JSON {kind.__name__}", code="malformed")
     return value
+
+
+def decode_tx_items(body: bytes, *, binary: bool, max_count: int) -> list[Item]:
+    """A `POST /txs` body as admission's items: a binary batch's encodings as they are, or
+    `{"transactions": [...]}` decoded, where an element that does not decode is that
+    element's rejection (its DecodeError), not the whole request's."""
+    if binary:
+        return decode_tx_batch(body, max_count)
+    entries = expect_key(loads(body), "transactions", list, "the body")
+    if len(entries) > max_count:
+        raise TooLarge(f"{len(entries)} transactions in one batch, the limit is {max_count}", code="batch_too_large")
+    items: list[Item] = []
+    for entry in entries:
+        try:
+            items.append(Transaction.from_json(entry))
+        except DecodeError as exc:
+            items.append(exc)
+    return items
+
+
+# --- JSON out ----------------------------------------------------------------------------
+
+def _default(value: Any) -> Any:
+    """What orjson cannot encode itself in the node's values: bytes go as hex."""
+    if isinstance(value, (bytes, bytearray)):
+        return value.hex()
+    raise TypeError(f"{type(value).__name__} is not part of the wire format")
+
+
+def dumps(document: Any) -> bytes:
+    """JSON of a document or of the node's frozen values (dataclasses by field name,
+    bytes as hex)."""
+    return orjson.dumps(document, default=_default)
+
+
+def tx_result(outcome: TxOutcome) -> dict[str, Any]:
+    """One entry of a `/txs` answer; `code` and `detail` only for rejections (id null if
+    the transaction did not even decode)."""
+    tx_id = outcome.tx_id
+    result: dict[str, Any] = {"id": tx_id.hex() if tx_id is not None else None, "status": outcome.status}
+    error = outcome.error
+    if error is not None:
+        result["code"] = error.code
+        result["detail"] = error.detail
+    return result
+
+
+def tx_counts(outcomes: Sequence[TxOutcome]) -> dict[str, int]:
+    """How many of each status (`POST /peer/txs`' answer, and the totals of `POST /txs`')."""
+    counts = dict.fromkeys(TX_STATUSES, 0)
+    for outcome in outcomes:
+        counts[outcome.status] += 1
+    return counts
+
+
+def encode_tx_results(outcomes: Sequence[TxOutcome]) -> bytes:
+    """The `POST /txs` answer: one result per transaction, in input order, and the totals."""
+    return dumps({"results": [tx_result(outcome) for outcome in outcomes], **tx_counts(outcomes)})
+
+
+def tx_status_json(status: TxStatus) -> dict[str, Any]:
+    """`GET /tx/{id}`: the status, with where and the proof once committed, or why evicted."""
+    document: dict[str, Any] = {"id": status.tx_id.hex(), "status": status.status}
+    if status.proof is not None:
+        document.update(height=status.height, position=status.position, block_hash=status.block_hash.hex(),
+                        merkle_root=status.merkle_root.hex(), proof=status.proof.to_json())
+    if status.reason is not None:
+        document["reason"] = status.reason
+    return document
+
+
+def account_json(address: bytes, account: Account, pending_nonce: int) -> dict[str, Any]:
+    return {"address": address.hex(), "balance": account.balance, "nonce": account.nonce,
+            "pending_nonce": pending_nonce}
 
 
 def block_json(block: Block, validator_names: Sequence[str], *, tx_ids_only: bool) -> dict[str, Any]:
@@ -97,14 +175,3 @@ def block_json(block: Block, validator_names: Sequence[str], *, tx_ids_only: boo
         document["header"] = header.to_json()
         document["transactions"] = [tx.to_json() for tx in block.transactions]
     return document
-
-
-def tx_result(tx_id: bytes | None, status: str, code: str | None = None,
-              detail: str | None = None) -> dict[str, Any]:
-    """One entry of a `/txs` answer; `code` and `detail` only for rejections (id null if
-    the transaction did not even decode)."""
-    result: dict[str, Any] = {"id": tx_id.hex() if tx_id is not None else None, "status": status}
-    if code is not None:
-        result["code"] = code
-        result["detail"] = detail
-    return result

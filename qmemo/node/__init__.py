@@ -1,5 +1,7 @@
-"""The node service: admission, verification pool, producer loop, sync, and storage.
+"""The node service, one room per job: `service` (lifecycle and the public API),
+`admission`, `intake` (blocks; the chain lock), `producer`, `sync`, `peers` (relay),
+`persistence` (flusher, clean-stop files), `reporting` (status and metrics values),
+`store` (SQLite), `chain` (undoable recent blocks, fork choice), `verify_pool`.
 
-Knows nothing of HTTP (that is qmemo.net). Builds on the pure chain core (qmemo.core);
-`store.py` keeps the chain in SQLite.
+Knows nothing of HTTP (that is qmemo.net). Builds on the pure chain core (qmemo.core).
 """

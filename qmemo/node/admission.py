@@ -37,17 +37,12 @@ from qmemo.core.mempool import Mempool
 from qmemo.core.state import EMPTY_ACCOUNT, Account, charge, check_transaction_form
 from qmemo.core.transaction import Transaction
 from qmemo.errors import DecodeError, InvalidTransaction, MempoolFull, QmemoError
+from qmemo.node.answers import ACCEPTED, DUPLICATE, REJECTED, TxOutcome
 from qmemo.node.block_decode import DecodedCache
 from qmemo.node.chain import Chain
 from qmemo.node.metrics import NodeMetrics
 from qmemo.node.verify_pool import VerifyPool
 
-ACCEPTED = "accepted"
-DUPLICATE = "duplicate"
-REJECTED = "rejected"
-
-# (transaction id or None if it did not decode, status, reason code, detail)
-Outcome = tuple[bytes | None, str, str | None, str | None]
 # What a request hands in: raw canonical encodings (binary batches), decoded transactions
 # (JSON), or the error a JSON element gave when it was decoded.
 Item = bytes | Transaction | DecodeError
@@ -63,7 +58,6 @@ class AdmissionLimits:
     future_nonces: int = 64
     future_max_txs: int = 20_000
     future_ttl_s: float = 30.0
-    decoded_cache_txs: int = 50_000
 
 
 @dataclass(slots=True)
@@ -141,7 +135,7 @@ class Admission:
     """The mempool side of a node: admits transactions and keeps the pool in step with blocks."""
 
     def __init__(self, genesis: Genesis, chain: Chain, mempool: Mempool, pool: VerifyPool, metrics: NodeMetrics,
-                 limits: AdmissionLimits, relay: Callable[[Sequence[bytes]], None]) -> None:
+                 limits: AdmissionLimits, decoded: DecodedCache, relay: Callable[[Sequence[bytes]], None]) -> None:
         self.genesis = genesis
         self.chain = chain
         self.mempool = mempool
@@ -155,7 +149,7 @@ class Admission:
         # OrderedDict, not dict: popping the oldest of a dict with churn rescans its dead
         # slots (O(n) per pop); OrderedDict's linked list makes it O(1).
         self.committed: OrderedDict[bytes, None] = OrderedDict()
-        self.decoded = DecodedCache(max(limits.decoded_cache_txs, 1))
+        self.decoded = decoded      # shared with block intake: a transaction is decoded once
 
     # --- queries ------------------------------------------------------------------------------
 
@@ -181,12 +175,12 @@ class Admission:
 
     # --- admitting ------------------------------------------------------------------------------
 
-    async def admit(self, items: Sequence[Item], *, relay: bool) -> list[Outcome]:
+    async def admit(self, items: Sequence[Item], *, relay: bool) -> list[TxOutcome]:
         """Admit a batch; one outcome per item, in order. `relay`: the batch came from a client,
         so what is accepted goes on to the peers (held transactions go when they join the pool)."""
         metrics = self.metrics
         metrics.tx_received += len(items)
-        outcomes: list[Outcome | None] = [None] * len(items)
+        outcomes: list[TxOutcome | None] = [None] * len(items)
         candidates: list[Transaction] = []
         positions: list[int] = []
         inflight = self._inflight
@@ -200,7 +194,7 @@ class Admission:
             self._relay(accepted)
         return outcomes  # type: ignore[return-value]
 
-    def _precheck(self, items: Sequence[Item], outcomes: list[Outcome | None], candidates: list[Transaction],
+    def _precheck(self, items: Sequence[Item], outcomes: list[TxOutcome | None], candidates: list[Transaction],
                   positions: list[int]) -> None:
         """Steps 1-4: fill `outcomes` for what fails, collect the rest for verification."""
         genesis, mempool, future, inflight = self.genesis, self.mempool, self.future, self._inflight
@@ -220,7 +214,7 @@ class Admission:
                     tx = item
                 tx_id = tx.id
                 if tx_id in inflight or tx_id in mempool or tx_id in future or tx_id in committed:
-                    outcomes[position] = (tx_id, DUPLICATE, None, None)
+                    outcomes[position] = TxOutcome(tx_id, DUPLICATE)
                     continue
                 check_transaction_form(genesis, tx)
                 sender = tx.sender
@@ -235,14 +229,14 @@ class Admission:
                     mempool.check(tx, account)          # raises the rule: replay, conflict or gap
                 batch_next[sender] = nonce + 1
             except QmemoError as exc:
-                outcomes[position] = (tx.id if tx is not None else None, REJECTED, exc.code, exc.detail)
+                outcomes[position] = TxOutcome(tx.id if tx is not None else None, REJECTED, exc)
                 continue
             inflight.add(tx_id)
             candidates.append(tx)
             positions.append(position)
 
     def _add(self, candidates: list[Transaction], positions: list[int], valid: list[bool],
-             outcomes: list[Outcome | None], relay: bool) -> list[bytes]:
+             outcomes: list[TxOutcome | None], relay: bool) -> list[bytes]:
         """Step 6: signatures known, add to the mempool (or hold) in input order. Returns the
         encodings to relay."""
         future, accounts = self.future, self.chain.state.accounts
@@ -252,28 +246,28 @@ class Admission:
         for tx, position, ok in zip(candidates, positions, valid):
             tx_id = tx.id
             if not ok:
-                outcomes[position] = (tx_id, REJECTED, "bad_signature",
-                                      "the signature does not verify under the sender's public key")
+                outcomes[position] = TxOutcome(tx_id, REJECTED, InvalidTransaction(
+                    "the signature does not verify under the sender's public key", code="bad_signature"))
                 continue
             if tx_id in self.committed:      # a block took it while its signature was checked
-                outcomes[position] = (tx_id, DUPLICATE, None, None)
+                outcomes[position] = TxOutcome(tx_id, DUPLICATE)
                 continue
             try:
                 added = self._pool_add(tx, accounts.get(tx.sender, EMPTY_ACCOUNT))
             except InvalidTransaction as exc:
                 next_pending = self.pending_nonce(tx.sender)
                 if exc.code == "nonce_gap" and tx.nonce - next_pending <= window and future.hold(tx, now, relay):
-                    outcomes[position] = (tx_id, ACCEPTED, None, None)
+                    outcomes[position] = TxOutcome(tx_id, ACCEPTED)
                     continue
-                outcomes[position] = (tx_id, REJECTED, exc.code, exc.detail)
+                outcomes[position] = TxOutcome(tx_id, REJECTED, exc)
                 continue
             except MempoolFull as exc:
-                outcomes[position] = (tx_id, REJECTED, exc.code, exc.detail)
+                outcomes[position] = TxOutcome(tx_id, REJECTED, exc)
                 continue
             if not added:
-                outcomes[position] = (tx_id, DUPLICATE, None, None)
+                outcomes[position] = TxOutcome(tx_id, DUPLICATE)
                 continue
-            outcomes[position] = (tx_id, ACCEPTED, None, None)
+            outcomes[position] = TxOutcome(tx_id, ACCEPTED)
             if relay:
                 relayed.append(tx.encoded)
             if future:
@@ -281,17 +275,17 @@ class Admission:
         self._count(outcomes)
         return relayed
 
-    def _count(self, outcomes: list[Outcome | None]) -> None:
+    def _count(self, outcomes: list[TxOutcome | None]) -> None:
         metrics = self.metrics
         rejected = metrics.tx_rejected
         for outcome in outcomes:
-            status = outcome[1]   # type: ignore[index]
+            status = outcome.status   # type: ignore[union-attr]
             if status == ACCEPTED:
                 metrics.tx_accepted += 1
             elif status == DUPLICATE:
                 metrics.tx_duplicate += 1
             else:
-                rejected[outcome[2]] += 1   # type: ignore[index]
+                rejected[outcome.error.code] += 1   # type: ignore[union-attr]
 
     def _promote(self, sender: bytes) -> list[bytes]:
         """Move the sender's held transactions that are now next into the mempool."""

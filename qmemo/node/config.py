@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from qmemo.errors import ConfigError
+from qmemo.node.clock import Clock, wall_clock_ms
 
 
 def _default_threads() -> int:
@@ -67,6 +68,9 @@ class NodeConfig:
 
     log_level: str = "INFO"
 
+    # Chain time in ms (qmemo.node.clock); set in code only (tests drive it), never from a file.
+    clock: Clock = field(default=wall_clock_ms, repr=False, compare=False, metadata={"from_files": False})
+
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
@@ -81,7 +85,7 @@ def load_config(file: Path | None, overrides: dict[str, Any]) -> NodeConfig:
     if file is not None:
         values.update(_read(file))
     values.update({key: value for key, value in overrides.items() if value is not None})
-    known = {f.name for f in dataclasses.fields(NodeConfig)}
+    known = {f.name for f in dataclasses.fields(NodeConfig) if f.metadata.get("from_files", True)}
     unknown = sorted(set(values) - known)
     if unknown:
         raise ConfigError(f"unknown node setting(s): {', '.join(unknown)}")

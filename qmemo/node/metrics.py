@@ -8,8 +8,8 @@ more than the rest of a cheap admission check). Distributions keep two views:
 - a ring of the most recent samples, from which percentiles are read when someone
   asks (`/metrics` is polled every ~2 s; sorting 4,096 floats takes ~0.3 ms).
 
-`qmemo.node.service.Node.metrics_snapshot()` turns these into the JSON document of
-docs/api.md; `qmemo.net.prometheus` renders the same snapshot as text. Thread safety:
+`qmemo.node.reporting` reads these into the frozen snapshot that qmemo.net.wire encodes
+as docs/api.md's JSON document and `qmemo.net.prometheus` renders as text. Thread safety:
 verify timings arrive from the pool's threads and are merged under one lock per
 batch; everything else is touched only on the event loop.
 

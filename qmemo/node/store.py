@@ -95,7 +95,7 @@ class ChainStore:
 
     def __init__(self, path: Path, genesis: Genesis, *, synchronous: str = "NORMAL") -> None:
         if synchronous not in ("NORMAL", "FULL"):
-            raise ValueError("synchronous must be NORMAL or FULL")
+            raise ConfigError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
         self.path = Path(path)
         self.genesis = genesis
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -161,10 +161,6 @@ class ChainStore:
         row = self._one("SELECT header FROM blocks WHERE height = ?", height)
         return BlockHeader.decode_from(row[0])[0] if row else None
 
-    def height_of(self, block_hash: bytes) -> int | None:
-        row = self._one("SELECT height FROM blocks WHERE hash = ?", block_hash)
-        return row[0] if row else None
-
     def block_bytes(self, height: int) -> bytes | None:
         """The block encoding at `height` (what peers sync), assembled without decoding."""
         row = self._one("SELECT header FROM blocks WHERE height = ?", height)
@@ -179,15 +175,6 @@ class ChainStore:
     def block(self, height: int) -> Block | None:
         data = self.block_bytes(height)
         return Block.decode(data) if data is not None else None
-
-    def block_by_hash(self, block_hash: bytes) -> Block | None:
-        height = self.height_of(block_hash)
-        return self.block(height) if height is not None else None
-
-    def tx_location(self, tx_id: bytes) -> tuple[int, int] | None:
-        """(height, position) of a committed transaction: the transaction index."""
-        row = self._one("SELECT height, position FROM transactions WHERE id = ?", tx_id)
-        return (row[0], row[1]) if row else None
 
     def transaction(self, tx_id: bytes) -> CommittedTransaction | None:
         """A committed transaction with its block and Merkle inclusion proof."""

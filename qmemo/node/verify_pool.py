@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from qmemo.core.transaction import Transaction
 from qmemo.core.verify_cache import VerifyCache
 from qmemo.crypto.schemes import scheme_by_id
-from qmemo.errors import UnknownScheme
+from qmemo.errors import ConfigError, UnknownScheme
 from qmemo.node.metrics import VerifyMetrics
 
 MIN_CHUNK = 8   # below this a job's fixed cost (~20 us) is not worth a second thread
@@ -98,7 +98,7 @@ class VerifyPool:
     def __init__(self, threads: int, metrics: VerifyMetrics, *, name: str = "node",
                  min_chunk: int = MIN_CHUNK) -> None:
         if threads < 0:
-            raise ValueError("verify threads must be 0 (inline) or more")
+            raise ConfigError("verify threads must be 0 (inline) or more")
         self.threads = threads
         self.metrics = metrics
         self.verifier = TimedSchemeVerifier()

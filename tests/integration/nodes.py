@@ -9,6 +9,7 @@ wait names what it waited for and attaches the tail of every node's log.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import os
 import signal
@@ -291,13 +292,30 @@ class Network:
             height = blocks[-1]["height"] + 1
 
 
+class ManualClock:
+    """A node clock the test drives (`NodeConfig.clock`): ms since the epoch, moved by hand."""
+
+    def __init__(self, now_ms: int) -> None:
+        self.now_ms = now_ms
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+    def advance(self, ms: int) -> None:
+        self.now_ms += ms
+
+
 @contextlib.asynccontextmanager
-async def running_node(devnet: Devnet, data: Path, key: Path, **settings: Any) -> AsyncIterator[Node]:
-    """An in-process node without peers (for tests about one node's API): started, then stopped."""
+async def running_node(devnet: Devnet, data: Path, key: Path, *, clock: Callable[[], int] | None = None,
+                       **settings: Any) -> AsyncIterator[Node]:
+    """An in-process node without peers (for tests about one node's API): started, then
+    stopped. `clock`: the node's chain time (default: the wall clock)."""
     from qmemo.net.server import build_node
 
     config = load_config(None, {"genesis": devnet.genesis, "key": key, "data": data, "port": 0,
                                 "verify_threads": 1, **settings})
+    if clock is not None:
+        config = dataclasses.replace(config, clock=clock)
     node = build_node(config)
     node.attach_peers([])
     await node.start()

@@ -22,7 +22,7 @@ from qmemo.core.merkle import MerkleProof, verify_proof
 from qmemo.core.transaction import Transaction
 from qmemo.net.app import make_app
 from qmemo.net.wire import encode_tx_batch
-from tests.integration.nodes import Devnet, Wallet, make_devnet, running_node
+from tests.integration.nodes import Devnet, ManualClock, Wallet, make_devnet, running_node
 
 BINARY = {"Content-Type": "application/octet-stream"}
 
@@ -44,10 +44,11 @@ async def producer(devnet: Devnet, tmp_path: Path, aiohttp_client):
 @pytest.fixture
 async def observer(devnet: Devnet, tmp_path: Path, aiohttp_client):
     """A node that validates blocks pushed to it but never produces: the test makes the chain.
-    It keeps 3 blocks undoable, as a node with peers does (it has none)."""
-    async with running_node(devnet, tmp_path / "data", devnet.observer_key(), finality_depth=3) as node:
-        await wait_for(_async(lambda: time.time() * 1000 > _genesis_time_ms(devnet) + 1100),
-                       "the genesis's first producer windows to open")
+    It keeps 3 blocks undoable, as a node with peers does (it has none). Its clock stands
+    where the genesis's first producer windows (validator 0's and 1's) are open, so no
+    test waits for real time to get there."""
+    clock = ManualClock(_genesis_time_ms(devnet) + 1100)
+    async with running_node(devnet, tmp_path / "data", devnet.observer_key(), finality_depth=3, clock=clock) as node:
         yield node, await aiohttp_client(make_app(node))
 
 
@@ -353,6 +354,23 @@ async def test_block_from_an_unscheduled_validator_is_rejected(observer, devnet)
     assert metrics["height"] == 0
 
 
+async def test_a_block_ahead_of_the_nodes_clock_waits_for_the_clock(devnet, tmp_path, aiohttp_client):
+    """Chain time is the node's injected clock: a block past its drift allowance is refused
+    until the clock, not the wall, moves; the tip's age is read from the same clock."""
+    genesis_ms = _genesis_time_ms(devnet)
+    drift_ms = orjson.loads(devnet.genesis.read_bytes())["max_clock_drift_ms"]
+    clock = ManualClock(genesis_ms + 1100)
+    async with running_node(devnet, tmp_path / "data", devnet.observer_key(), clock=clock) as node:
+        client = await aiohttp_client(make_app(node))
+        early = devnet.block(height=1, previous_hash=node.genesis.hash, timestamp_ms=clock() + drift_ms + 1, producer=1)
+        status, body = await _push(client, early)
+        assert (status, body["error"]) == (422, "timestamp_in_future"), body
+        clock.advance(1)
+        assert await _push(client, early) == (200, {"status": "accepted", "height": 1})
+        clock.advance(drift_ms + 2000)
+        assert (await (await client.get("/status")).json())["tip_age_s"] == 2.0
+
+
 @pytest.mark.parametrize("tamper, reason", [
     ("amount changed, header left as signed", "wrong_merkle_root"),
     ("amount changed, Merkle root and header signature redone", "bad_signature"),
@@ -397,7 +415,25 @@ async def test_competing_block_for_the_tip_is_chosen_by_the_fork_rule(observer, 
     assert metrics["blocks"]["reorgs"] == 1
 
 
-def _async(predicate):
-    async def wrapped():
-        return predicate()
-    return wrapped
+
+async def test_a_peer_refusing_our_block_is_the_peers_word_not_a_local_invalid_block(observer, devnet):
+    """The peer client turns a peer's 422/400 into PeerRefused (a PeerError carrying the
+    peer's code and status): never InvalidBlock/DecodeError, which mean *we* got a bad block."""
+    import aiohttp
+
+    from qmemo.errors import DecodeError, InvalidBlock, PeerError, PeerRefused
+    from qmemo.net.peer_client import HttpPeer
+
+    node, client = observer
+    unscheduled = devnet.block(height=1, previous_hash=node.genesis.hash,
+                               timestamp_ms=_genesis_time_ms(devnet) + 500, producer=2)
+    async with aiohttp.ClientSession() as session:
+        peer = HttpPeer(str(client.make_url("")), session, node.metrics, origin="http://us")
+        with pytest.raises(PeerRefused) as refused:
+            await peer.send_block(unscheduled.encode())
+        assert (refused.value.code, refused.value.peer_status) == ("wrong_producer", 422)
+        with pytest.raises(PeerRefused) as garbled:
+            await peer.send_block(b"not a block")
+        assert garbled.value.peer_status == 400
+    for error in (refused.value, garbled.value):
+        assert isinstance(error, PeerError) and not isinstance(error, (InvalidBlock, DecodeError))

@@ -78,14 +78,14 @@ def test_reopening_does_not_verify_signatures_again(chain, tmp_path, monkeypatch
         assert reopened.load_state().height == 3
 
 
-def test_blocks_by_height_and_hash(chain):
+def test_blocks_by_height(chain):
     net, store = chain
     block = store.block(2)
     assert block is not None and block.height == 2
-    assert store.block_by_hash(block.hash) == block
+    assert block.hash == store.header(2).hash and store.block(1).hash == block.header.previous_hash
     assert store.block_bytes(2) == block.encode()
-    assert store.header(2) == block.header and store.height_of(block.hash) == 2
-    assert store.block(4) is None and store.block_by_hash(bytes(64)) is None and store.header(0) is None
+    assert store.header(2) == block.header
+    assert store.block(4) is None and store.block_bytes(4) is None and store.header(0) is None
 
 
 def test_transaction_by_id_with_a_proof_against_its_block(chain):
@@ -96,8 +96,7 @@ def test_transaction_by_id_with_a_proof_against_its_block(chain):
     assert found is not None and found.tx == tx and (found.height, found.position) == (3, 1)
     assert found.block_hash == block.hash and found.merkle_root == block.header.merkle_root
     assert verify_proof(block.header.merkle_root, tx.id, found.proof)
-    assert store.tx_location(tx.id) == (3, 1)
-    assert store.transaction(bytes(64)) is None and store.tx_location(bytes(64)) is None
+    assert store.transaction(bytes(64)) is None
 
 
 def test_only_the_next_block_may_be_appended(chain):
@@ -120,7 +119,7 @@ def test_a_failed_append_writes_nothing(chain):
         store.append(broken)
     after = store.load_state()
     assert (after.height, after.tip_hash, after.accounts) == (before.height, before.tip_hash, before.accounts)
-    assert store.block(4) is None and store.tx_location(block.transactions[0].id) is None
+    assert store.block(4) is None and store.transaction(block.transactions[0].id) is None
 
 
 def test_a_store_of_another_chain_is_refused(chain, tmp_path):

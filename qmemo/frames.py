@@ -1,7 +1,10 @@
 """Length-prefixed frames: `[u32 little-endian length][record]`, concatenated, nothing else.
 
-The one binary container of the node: transaction batches and block batches on the wire
-(qmemo.net.wire) and the blocks a cleanly stopped node keeps on disk (qmemo.node.service).
+The one binary container of qMEMO: transaction and block batches on the wire
+(qmemo.net.wire names them and their limits) and the blocks and transactions a cleanly
+stopped node keeps on disk (qmemo.node.persistence). It lives here, beside errors.py,
+rather than in net/ or node/ because both use it and neither may import the other's
+room upwards (node must never import net). Pure: no I/O, imports only qmemo.errors.
 """
 
 from __future__ import annotations

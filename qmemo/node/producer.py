@@ -1,0 +1,104 @@
+"""The producer: in this validator's turns, build, sign and apply a block, then push it.
+
+It sleeps until its next turn (`next_turn_ms`: its primary slot, or a fallback window
+when the primary is late), waking early whenever the tip changes, since a block that
+arrived first changes the plan. Time is the node's injected clock (`NodeConfig.clock`).
+
+A push to a peer is a short task of its own (tracked, so `stop` can cancel it): one
+slow peer never delays the next turn or the other peers.
+
+Never imports aiohttp or knows about HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from qmemo.core.block import Block, make_block
+from qmemo.core.genesis import Genesis, next_turn_ms, scheduled_producer
+from qmemo.core.mempool import Mempool
+from qmemo.errors import PeerError, PeerRefused, QmemoError
+from qmemo.node.intake import BlockIntake
+from qmemo.node.peers import PeerLink, PeerView
+
+Sign = Callable[[bytes], bytes]
+
+
+class Producer:
+    """Produces this validator's blocks on `intake`'s chain and pushes them to the peers."""
+
+    def __init__(self, genesis: Genesis, validator_index: int, sign: Sign, mempool: Mempool,
+                 intake: BlockIntake, peers: Sequence[PeerLink], peer_views: dict[str, PeerView],
+                 log: logging.LoggerAdapter, clock: Callable[[], int],
+                 spawn: Callable[[Any], None]) -> None:
+        self.genesis = genesis
+        self.validator_index = validator_index
+        self._sign = sign
+        self.mempool = mempool
+        self.intake = intake
+        self.peers = list(peers)
+        self.peer_views = peer_views
+        self.log = log
+        self.clock = clock
+        self._spawn = spawn
+
+    async def run(self, synced: asyncio.Event) -> None:
+        """Produce in every turn of ours until cancelled (after the first sync round)."""
+        genesis, me, intake = self.genesis, self.validator_index, self.intake
+        chain = intake.chain
+        await synced.wait()
+        while True:
+            height, parent_hash, parent_ts = chain.height + 1, chain.tip_hash, chain.tip_timestamp_ms
+            now = self.clock()
+            turn = next_turn_ms(genesis, me, height, parent_ts, now)
+            if turn > now:
+                intake.tip_changed.clear()
+                try:
+                    await asyncio.wait_for(intake.tip_changed.wait(), (turn - now) / 1000)
+                    continue          # a block arrived first: plan again on the new tip
+                except asyncio.TimeoutError:
+                    pass
+            async with intake.lock:
+                if chain.tip_hash != parent_hash:
+                    continue
+                timestamp = self.clock()
+                if scheduled_producer(genesis, height, parent_ts, timestamp) != me:
+                    continue
+                try:
+                    block = self._produce(height, parent_hash, timestamp)
+                except QmemoError as exc:
+                    self.log.error("could not produce block %d: %s", height, exc)
+                    block = None
+            if block is None:
+                await asyncio.sleep(genesis.producer_timeout_ms / 1000)
+            else:
+                self._broadcast(block)
+
+    def _produce(self, height: int, parent_hash: bytes, timestamp_ms: int) -> Block:
+        transactions = self.mempool.select(self.genesis.max_block_transactions)
+        block = make_block(chain_id=self.genesis.chain_id, height=height, previous_hash=parent_hash,
+                           timestamp_ms=timestamp_ms, producer_index=self.validator_index,
+                           transactions=transactions, sign=self._sign)
+        self.intake.apply(block, produced=True, record_state=False)
+        return block
+
+    def _broadcast(self, block: Block) -> None:
+        if not self.peers:
+            return
+        encoded = block.encode()
+
+        async def push(peer: PeerLink) -> None:
+            try:
+                await peer.send_block(encoded)
+            except PeerError as exc:
+                view = self.peer_views[peer.url]
+                refused = isinstance(exc, PeerRefused)     # it answered: reachable, but said no
+                if view.reachable or refused:              # one line per outage, every refusal
+                    self.log.warning("sending block %d to %s failed: %s", block.height, peer.url, exc)
+                view.reachable = refused
+
+        for peer in self.peers:
+            self._spawn(push(peer))

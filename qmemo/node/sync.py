@@ -1,0 +1,120 @@
+"""Sync: poll the peers' tips and fetch, validate and apply what this node lacks.
+
+Every `sync_interval_s` (and at once when a pushed block did not connect) each peer is
+asked for its tip; from the ones ahead of us, or on another branch at our height, the
+blocks above our chain are fetched in pages of `sync_batch_blocks` and handed to block
+intake, which switches branches by the fork-choice rule (qmemo.node.chain). A peer
+whose chain forks below our final height is never followed.
+
+Never imports aiohttp or knows about HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+
+from qmemo.core.block import Block
+from qmemo.errors import DecodeError, InvalidBlock, PeerError, QmemoError
+from qmemo.node.chain import FINALITY_DEPTH
+from qmemo.node.intake import BlockIntake
+from qmemo.node.metrics import NodeMetrics
+from qmemo.node.peers import PeerLink, PeerView
+
+
+class Sync:
+    """Keeps `intake`'s chain level with the best of `peers`."""
+
+    def __init__(self, intake: BlockIntake, peers: Sequence[PeerLink], peer_views: dict[str, PeerView],
+                 metrics: NodeMetrics, log: logging.LoggerAdapter, *, interval_s: float, batch_blocks: int) -> None:
+        self.intake = intake
+        self.peers = list(peers)
+        self.peer_views = peer_views
+        self.metrics = metrics
+        self.log = log
+        self.interval_s = interval_s
+        self.batch_blocks = batch_blocks
+        self.synced = asyncio.Event()        # set after the first round: the producer may start
+        self.stopping = False
+        self._lock = asyncio.Lock()
+        if not self.peers:
+            self.synced.set()
+
+    async def run(self) -> None:
+        """Sync rounds until cancelled: every `interval_s`, or at once when intake asks."""
+        wanted = self.intake.sync_wanted
+        while True:
+            try:
+                await self.round()
+            except Exception:   # a bug: keep syncing, keep the traceback
+                self.log.exception("sync round failed")
+            self.synced.set()
+            wanted.clear()
+            try:
+                await asyncio.wait_for(wanted.wait(), self.interval_s)
+            except asyncio.TimeoutError:
+                pass
+
+    async def round(self) -> None:
+        """Ask every peer for its tip; fetch from the one that is ahead (or on another branch)."""
+        if not self.peers:
+            return
+        tips = await asyncio.gather(*(peer.tip() for peer in self.peers), return_exceptions=True)
+        chain = self.intake.chain
+        candidates = []
+        for peer, tip in zip(self.peers, tips):
+            view = self.peer_views[peer.url]
+            if isinstance(tip, BaseException):
+                if not isinstance(tip, (PeerError, QmemoError)):
+                    self.log.error("tip of %s: %r", peer.url, tip)
+                if view.reachable:
+                    self.log.warning("peer %s is unreachable: %s", peer.url, tip)
+                view.reachable, view.error = False, str(tip)
+                continue
+            if not view.reachable:
+                self.log.info("peer %s is reachable, at height %d", peer.url, tip.height)
+            view.height, view.tip_hash, view.reachable, view.error = tip.height, tip.tip_hash, True, None
+            view.last_seen_monotonic = time.monotonic()
+            if tip.height > chain.height or (tip.height == chain.height and tip.tip_hash != chain.tip_hash):
+                candidates.append((tip.height, peer))
+        for _, peer in sorted(candidates, key=lambda c: -c[0]):
+            try:
+                await self._sync_from(peer)
+            except (PeerError, DecodeError) as exc:
+                self.log.warning("sync from %s failed: %s", peer.url, exc)
+            except InvalidBlock as exc:
+                self.metrics.blocks_rejected[exc.code] += 1
+                self.log.warning("sync from %s: invalid block: %s: %s", peer.url, exc.code, exc.detail)
+
+    async def _sync_from(self, peer: PeerLink) -> None:
+        """Fetch and apply the peer's blocks above ours (or its better branch) until level."""
+        async with self._lock:
+            chain = self.intake.chain
+            batch = self.batch_blocks
+            while not self.stopping:
+                start = chain.height + 1
+                blocks = await self._fetch(peer, start, batch)
+                if blocks and blocks[0].header.previous_hash != chain.tip_hash:
+                    blocks = await self._fetch(peer, chain.final_height + 1, batch + FINALITY_DEPTH)
+                if not blocks:
+                    view = self.peer_views[peer.url]
+                    if view.height == chain.height and view.tip_hash not in (None, chain.tip_hash):
+                        # Same height, another tip: compare the branches from our final block.
+                        blocks = await self._fetch(peer, chain.final_height + 1, batch + FINALITY_DEPTH)
+                    if not blocks:
+                        return
+                if blocks[0].header.previous_hash != chain.hash_at(blocks[0].height - 1):
+                    self.log.error("peer %s's chain forks below our final height %d: not switching",
+                                   peer.url, chain.final_height)
+                    return
+                branch = [b for b in blocks if chain.hash_at(b.height) != b.hash]
+                if not branch:
+                    return
+                outcome = await self.intake.validate_and_apply(branch)
+                if outcome != "accepted" or len(blocks) < batch:
+                    return
+
+    async def _fetch(self, peer: PeerLink, from_height: int, limit: int) -> list[Block]:
+        return [self.intake.decode_timed(data) for data in await peer.block_encodings(from_height, limit)]
