@@ -130,7 +130,7 @@ def headroom_section(results: Results, plot_dir: Path, devnet: Sequence[DevnetRu
 
 def hardware_section(results: Results, plot_dir: Path) -> Section:
     single = results.baseline.single_core.get(FALCON)
-    tsc_hz = results.system.get("tsc_hz")
+    tsc_hz = results.system.tsc_hz if results.system else None
     if single is None or not tsc_hz:
         return Section("Hardware sensitivity (projections)",
                        "No TSC ticks per verification in this run: nothing to project from.")
@@ -153,7 +153,7 @@ def hardware_section(results: Results, plot_dir: Path) -> Section:
         f"**These rows are projections, not measurements.** Projected rate = clock / cycles per verification, "
         f"taking the measured median of **{ticks:,.0f} TSC ticks per {FALCON} verification** as cycles. That "
         "assumes the same microarchitecture and liboqs code path ("
-        + ("AVX2" if results.system.get("avx2") else "portable")
+        + ("AVX2" if results.system and results.system.avx2 else "portable")
         + "), a compute-bound verification, and a core that ran at the TSC rate while measured. "
         f"Consistency only: {tsc_hz / 1e9:.3f} GHz / {ticks:,.0f} ticks = {implied:,.0f} verifications/s against "
         f"the measured median {single.ops_per_s:,.0f}/s ({implied / single.ops_per_s - 1:+.1%}). An invariant TSC "

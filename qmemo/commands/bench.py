@@ -12,7 +12,7 @@ import importlib
 
 # (suite, module, one-line help)
 SUITES: list[tuple[str, str, str]] = [
-    ("c", "qmemo.bench.c_suite", "build and run the C micro-benchmarks (bench_c/): the baseline"),
+    ("c", "qmemo.commands.bench_c", "build and run the C micro-benchmarks (bench_c/): the baseline"),
     ("node", "qmemo.bench.node_bench", "one node's admission rate per CPU-second against the C verify rate"),
     ("core", "qmemo.bench.core_bench", "per-transaction cost of the chain core next to signature verification"),
 ]
