@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     import orjson
     from rich.console import Console
 
-    from qmemo.commands.genesis import ACCOUNTS_FILE, GENESIS_FILE
+    from qmemo.devnet.files import ACCOUNTS_FILE, GENESIS_FILE
     from qmemo.commands.monitor import node_urls
     from qmemo.errors import ConfigError
     from qmemo.load.run import GenConfig, run_load, run_sweep, summary_document
