@@ -18,6 +18,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from qmemo.analysis.devnet import load_devnet_run
 from tests.conftest import REPO_ROOT, VENV_BIN, run_command
 
 pytestmark = pytest.mark.slow
@@ -124,7 +125,7 @@ def test_latencies_are_ordered_for_every_transaction(devnet_run):
 def test_summary_has_every_documented_field(devnet_run):
     summary = orjson.loads((devnet_run["run"] / "gen" / "summary.json").read_bytes())
     for key in ("schema", "target_tps", "committed_tps", "counts", "latency_ms", "schedule_lag_ms",
-                "generator_fell_behind", "warmup_s", "measured_s"):
+                "generator_fell_behind", "warmup_s", "measured_s", "saturated", "why"):
         assert key in summary
     for name in ("intended_to_committed", "sent_to_committed", "sent_to_accepted"):
         percentiles = summary["latency_ms"][name]["percentiles_ms"]
@@ -133,6 +134,9 @@ def test_summary_has_every_documented_field(devnet_run):
     assert (ordered["intended_to_committed"]["percentiles_ms"]["p50"]
             >= ordered["sent_to_committed"]["percentiles_ms"]["p50"]
             >= ordered["sent_to_accepted"]["percentiles_ms"]["p50"])
+    # The report reads the run with the writer's own schema, verdict included.
+    run = load_devnet_run(devnet_run["run"] / "gen")
+    assert (run.committed_tps, run.run_saturated) == (summary["committed_tps"], summary["saturated"])
     manifest = orjson.loads((devnet_run["run"] / "gen" / "manifest.json").read_bytes())
     assert manifest["genesis_hash"] and manifest["machine"]["cpu_model"]
     sender = manifest["sender"]
