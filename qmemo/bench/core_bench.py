@@ -160,8 +160,6 @@ class _TimedVerifier:
     """A SignatureVerifier that adds up the time spent in the verifier it wraps."""
 
     def __init__(self, inner: Any) -> None:
-        import time
-
         self._inner = inner
         self._clock = time.perf_counter_ns
         self.elapsed_ns = 0
