@@ -16,6 +16,7 @@ from typing import Any
 from qmemo.analysis import plots
 from qmemo.analysis.markdown import MISSING, Section, image, num, percent, source_note, table, times
 from qmemo.analysis.results import FALCON, Results
+from qmemo.bench.c_validate import read_validation
 
 JB_CRITICAL_5PCT = 5.991  # chi-squared(2) at 5%: Jarque-Bera's null distribution (bench_c/src/stats.h)
 # Two figures of the same quantity further apart than this are called out as disagreeing
@@ -141,7 +142,8 @@ def _validation(results: Results) -> list[str]:
              "rounds"),
             [(k, num(v.ours_median_us_per_op, 2), num(v.speed_sig_median_us_per_op, 2), num(v.ratio, 3),
               "yes" if v.within_tolerance else "**no**", v.rounds) for k, v in validate.ratios.items()])]
-        method = (results.doc("validate") or {}).get("method")
+        validation_file = results.file("validate")
+        method = read_validation(validation_file).method if validation_file.exists() else None
         if method:
             blocks.append(f"Method: {method}. A ratio above 1 means our harness measured slower verifications "
                           "than `speed_sig` did in the same session.")

@@ -18,6 +18,7 @@ from qmemo.bench.c_summary import (
     MulticoreRow, Pool, PoolMode, SchemeRow, SignatureSizes, SingleCoreEntry, SinglePass, StatisticalVerify,
     StepRecord, System, ValidateRatio, ValidateSummary, ValidationRun, read_json,
 )
+from qmemo.bench.c_validate import Validation, read_validation
 from qmemo.records import from_json
 
 # Every benchmark file a full run writes, by step name (the runner's STEPS, in order).
@@ -131,15 +132,13 @@ def _inspect(out: Path) -> Inspect | None:
                    tuple(t for s in res.get("schemes", []) for t in s.get("notes", [])), "inspect.json")
 
 
-def _validate(validation: dict[str, Any]) -> ValidateSummary:
-    ratios = {k: ValidateRatio(v["ratio"], v["ours_median_us_per_op"], v["speed_sig_median_us_per_op"],
-                               v["within_tolerance"], v["ring_effect"], v["ratio_of_minimums"],
-                               v["ours_ring_median_us_per_op"], len(v["rounds"]))
-              for k, v in validation["ratios"].items()}
-    kat = validation["kat"]
-    return ValidateSummary(validation["ok"], validation["tolerance"], validation["ratios_within_tolerance"], ratios,
-                           KatSummary(kat["verdict"], len(kat["schemes"]),
-                                      tuple(r["scheme"] for r in kat["schemes"] if not r["match"])),
+def _validate(validation: Validation) -> ValidateSummary:
+    ratios = {k: ValidateRatio(v.ratio, v.ours_median_us_per_op, v.speed_sig_median_us_per_op, v.within_tolerance,
+                               v.ring_effect, v.ratio_of_minimums, v.ours_ring_median_us_per_op, len(v.rounds))
+              for k, v in validation.ratios.items()}
+    kat = validation.kat
+    return ValidateSummary(validation.ok, validation.tolerance, validation.ratios_within_tolerance, ratios,
+                           KatSummary(kat.verdict, len(kat.schemes), tuple(r.scheme for r in kat.schemes if not r.match)),
                            "validate.json")
 
 
@@ -185,7 +184,7 @@ def build_summary(out: Path, *, run_id: str, created: str, profile: str, steps: 
         files["inspect"] = "inspect.json"
     validate = None
     if validate_path.exists():
-        validate = _validate(read_json(validate_path))
+        validate = _validate(read_validation(validate_path))
         files["validate"] = "validate.json"
 
     complete = set(only) == set(all_steps)

@@ -26,6 +26,7 @@ from qmemo.bench.c_summary import CSummary, StepRecord, write_json, write_summar
 from qmemo.bench.c_validate import validate
 from qmemo.errors import BenchmarkError, ConfigError, QmemoError, SetupError
 from qmemo.paths import BENCH_C_DIR, LIBOQS_DIR, REPO_ROOT, RESULTS_DIR
+from qmemo.records import to_json
 
 BINARY = BENCH_C_DIR / "build" / "qmemo-bench"
 PROFILES = ("full", "quick", "smoke")
@@ -176,12 +177,12 @@ def _validate(folder: Path, profile: str, log: IO[str]) -> StepRecord:
     started = time.monotonic()
     try:
         result = validate(BINARY, rounds=VALIDATE_ROUNDS[profile], log=log)
-        ok, error = bool(result["ok"]), None
+        ok, error = result.ok, None
     except (QmemoError, OSError, ValueError, KeyError) as exc:  # recorded; the run reports failure
         result, ok, error = None, False, f"{type(exc).__name__}: {exc}"
         log.write(f"validate failed: {error}\n")
     if result is not None:
-        write_json(folder / "validate.json", result)
+        write_json(folder / "validate.json", to_json(result))
     return step_record(ok, 0 if ok else 1, time.monotonic() - started, "validate.json", error=error,
                        validation=True)
 

@@ -18,11 +18,13 @@ import statistics
 import subprocess
 import tempfile
 from pathlib import Path
+from dataclasses import dataclass
 from typing import IO, Any
 
 from qmemo.bench.c_summary import read_json
-from qmemo.errors import BenchmarkError
+from qmemo.errors import BenchmarkError, DecodeError
 from qmemo.paths import LIBOQS_DIR, REPO_ROOT
+from qmemo.records import from_json
 
 VALIDATE_SCHEMA = "qmemo-c-validate/1"
 # The two schemes validated against speed_sig, and the message length speed_sig
@@ -32,6 +34,71 @@ SPEED_SIG_MSG_BYTES = 50
 # The issue's acceptance bound on |our median / speed_sig's median - 1|.
 VALIDATE_TOLERANCE = 0.10
 
+
+# --- validate.json: its schema, for the validator that writes it and c_collect that reads it ---
+
+@dataclass(frozen=True, slots=True)
+class Round:
+    """One round's three measurements, in microseconds per verification."""
+
+    round: int
+    ours_iterations: int                 # as many as speed_sig did in the previous round
+    speed_sig_us_per_op: float
+    speed_sig_iterations: float
+    speed_sig_stdev_us: float
+    ours_same_signature_us_per_op: float  # --ring 1: speed_sig's workload
+    ours_ring_us_per_op: float            # bench_c's default ring
+
+
+@dataclass(frozen=True, slots=True)
+class SchemeCheck:
+    speed_sig_median_us_per_op: float
+    ours_median_us_per_op: float
+    ratio: float                          # ours (--ring 1) / speed_sig's, medians over rounds
+    within_tolerance: bool
+    ours_ring_median_us_per_op: float
+    ring_ratio: float
+    ring_effect: float                    # ours on the ring / ours on one signature
+    ratio_of_minimums: float              # the fastest round of each side: a load-robust estimate
+    rounds: tuple[Round, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class KatRow:
+    scheme: str
+    expected: str | None                  # kats.json's digest (None: the scheme has none there)
+    got: str
+    match: bool
+
+
+@dataclass(frozen=True, slots=True)
+class KatCheck:
+    verdict: str                          # "pass" or "fail"
+    method: str
+    kats_json: str
+    schemes: tuple[KatRow, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Validation:
+    schema: str
+    ok: bool                              # the KAT verdict
+    ratios_within_tolerance: bool
+    method: str
+    tolerance: float
+    speed_sig: str
+    ratios: dict[str, SchemeCheck]
+    kat: KatCheck
+
+
+def read_validation(path: Path) -> Validation:
+    data = read_json(path)
+    if not isinstance(data, dict) or data.get("schema") != VALIDATE_SCHEMA:
+        raise DecodeError(f"{path} is not a {VALIDATE_SCHEMA} file")
+    return from_json(Validation, data, str(path))
+
+
+# --- running the checks ---------------------------------------------------------------------
 
 def parse_speed_sig(text: str) -> dict[str, dict[str, float]]:
     """speed_sig's table rows as {operation: {iterations, total_s, mean_us, stdev_us, ...}}.
@@ -58,7 +125,7 @@ def kat_digest(output: bytes) -> str:
     return hashlib.sha256(output.replace(b"\r\n", b"\n")).hexdigest()
 
 
-def validate(binary: Path, *, rounds: int, log: IO[str]) -> dict[str, Any]:
+def validate(binary: Path, *, rounds: int, log: IO[str]) -> Validation:
     """Run speed_sig and our verify interleaved, then kat_sig for every built scheme."""
     speed_sig, kat_sig = LIBOQS_DIR / "bin" / "speed_sig", LIBOQS_DIR / "bin" / "kat_sig"
     kats_path = LIBOQS_DIR / "share" / "liboqs" / "kats.json"
@@ -117,27 +184,27 @@ def validate(binary: Path, *, rounds: int, log: IO[str]) -> dict[str, Any]:
                         sample["ours_ring_us_per_op"] = ours(scheme, None, iterations)
                 per_scheme[scheme].append(sample)
 
-    ratios: dict[str, dict[str, Any]] = {}
+    ratios: dict[str, SchemeCheck] = {}
     for scheme, samples in per_scheme.items():
         def median(key: str) -> float:
             return statistics.median(s[key] for s in samples)
 
         theirs, same, ring = median("speed_sig_us_per_op"), median("ours_same_signature_us_per_op"), \
             median("ours_ring_us_per_op")
-        ratios[scheme] = {
-            "speed_sig_median_us_per_op": theirs,
-            "ours_median_us_per_op": same,
-            "ratio": same / theirs,
-            "within_tolerance": abs(same / theirs - 1) <= VALIDATE_TOLERANCE,
-            "ours_ring_median_us_per_op": ring,
-            "ring_ratio": ring / theirs,
-            "ring_effect": ring / same,
+        ratios[scheme] = SchemeCheck(
+            speed_sig_median_us_per_op=theirs,
+            ours_median_us_per_op=same,
+            ratio=same / theirs,
+            within_tolerance=abs(same / theirs - 1) <= VALIDATE_TOLERANCE,
+            ours_ring_median_us_per_op=ring,
+            ring_ratio=ring / theirs,
+            ring_effect=ring / same,
             # Noise on a shared machine only ever adds time: the fastest round of each
             # side is a second, load-robust estimate of the same ratio.
-            "ratio_of_minimums": min(x["ours_same_signature_us_per_op"] for x in samples)
+            ratio_of_minimums=min(x["ours_same_signature_us_per_op"] for x in samples)
             / min(x["speed_sig_us_per_op"] for x in samples),
-            "rounds": samples,
-        }
+            rounds=tuple(from_json(Round, sample, f"round {sample['round']}") for sample in samples),
+        )
 
     kats = read_json(kats_path)
     listing = call([str(binary), "list", "--alg", "pq"]).stdout.decode()
@@ -146,30 +213,30 @@ def validate(binary: Path, *, rounds: int, log: IO[str]) -> dict[str, Any]:
     for scheme in built:
         got = kat_digest(call([str(kat_sig), scheme]).stdout)
         expected = kats.get(scheme, {}).get("single")
-        kat_rows.append({"scheme": scheme, "expected": expected, "got": got, "match": got == expected})
-    kat_ok = bool(kat_rows) and all(r["match"] for r in kat_rows)
+        kat_rows.append(KatRow(scheme, expected, got, got == expected))
+    kat_ok = bool(kat_rows) and all(r.match for r in kat_rows)
 
     # The KAT decides "ok": a library whose output differs from liboqs's known answers
     # is not the library we mean to measure. A ratio outside the tolerance is reported
     # (and shown in red) but does not fail the run: on a machine shared with other work
     # it says the session was noisy, not that the measurement is wrong.
-    return {
-        "schema": VALIDATE_SCHEMA,
-        "ok": kat_ok,
-        "ratios_within_tolerance": all(r["within_tolerance"] for r in ratios.values()),
-        "method": (f"{rounds} round(s); in each, liboqs speed_sig --duration 1 <scheme>, our verify benchmark "
+    return Validation(
+        schema=VALIDATE_SCHEMA,
+        ok=kat_ok,
+        ratios_within_tolerance=all(r.within_tolerance for r in ratios.values()),
+        method=(f"{rounds} round(s); in each, liboqs speed_sig --duration 1 <scheme>, our verify benchmark "
                    "on one signature repeated (--ring 1, speed_sig's workload) and on the default ring of "
                    f"{default_ring[0]} distinct signatures, all with {SPEED_SIG_MSG_BYTES}-byte messages as speed_sig "
                    "signs, run back to back in rotating order. ratio = median over rounds of our us/op (--ring 1) "
-                   "/ median of speed_sig's mean us/op; ring_effect = ours on the ring / ours on one signature"),
-        "tolerance": VALIDATE_TOLERANCE,
-        "speed_sig": str(speed_sig),
-        "ratios": ratios,
-        "kat": {
-            "verdict": "pass" if kat_ok else "fail",
-            "method": "sha256 of `kat_sig <scheme>` output (\\r\\n -> \\n) == kats.json[scheme]['single'], "
-                      "as liboqs tests/test_kat.py",
-            "kats_json": str(kats_path),
-            "schemes": kat_rows,
-        },
-    }
+                "/ median of speed_sig's mean us/op; ring_effect = ours on the ring / ours on one signature"),
+        tolerance=VALIDATE_TOLERANCE,
+        speed_sig=str(speed_sig),
+        ratios=ratios,
+        kat=KatCheck(
+            verdict="pass" if kat_ok else "fail",
+            method="sha256 of `kat_sig <scheme>` output (\\r\\n -> \\n) == kats.json[scheme]['single'], "
+                   "as liboqs tests/test_kat.py",
+            kats_json=str(kats_path),
+            schemes=tuple(kat_rows),
+        ),
+    )

@@ -75,3 +75,12 @@ def test_a_summary_that_is_not_the_schema_is_refused_with_where(stored, mutate, 
 
 def test_the_summary_dataclass_has_every_top_level_key(stored):
     assert [f for f in CSummary.__dataclass_fields__] == list(stored)
+
+
+def test_the_fixture_validation_file_is_the_validators_schema():
+    from qmemo.bench.c_validate import read_validation
+
+    validation = read_validation(FIXTURE / "validate.json")
+    assert to_json(validation) == json.loads((FIXTURE / "validate.json").read_text())
+    falcon = validation.ratios["Falcon-512"]
+    assert falcon.ring_effect == pytest.approx(falcon.ours_ring_median_us_per_op / falcon.ours_median_us_per_op)
