@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from qmemo.bench.c_runner import STEP_NAMES   # light: no liboqs, no benchmark runs on import
+
+if TYPE_CHECKING:
+    from qmemo.bench.c_summary import CSummary
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -58,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_summary(console: Any, summary: Any, out: Path) -> None:
+def print_summary(console: Any, summary: CSummary, out: Path) -> None:
     """The per-scheme table and the headline lines of a CSummary."""
     from rich.table import Table
 
