@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 import signal
 import socket
 import subprocess
@@ -26,8 +27,14 @@ NODES = 3
 
 
 def free_base_port(count: int = NODES) -> int:
-    """A base port whose `count` consecutive ports are all free now."""
-    for base in range(21000, 60000, 97):
+    """A base port whose `count` consecutive ports are all free now.
+
+    The search starts at an offset taken from this process's id: test suites of several
+    checkouts running at once on one machine would otherwise all probe 21000, 21097, ...
+    in the same order, and two of them could pick the same ports between this probe and
+    devnet.sh binding them (its nodes then fail while the other suite's nodes answer)."""
+    start = 21000 + (os.getpid() % 200) * 97
+    for base in [*range(start, 60000, 97), *range(21000, start, 97)]:
         sockets = []
         try:
             for port in range(base, base + count):
