@@ -137,7 +137,13 @@ static int run_row(const qb_opts *o, qb_workload *wl, bool sign, uint64_t thread
 	row->threads = threads;
 	row->ops = 0;
 	for (size_t t = 0; t < created; t++) {
-		pthread_join(tids[t], NULL);
+		int rc = pthread_join(tids[t], NULL);
+		if (rc != 0) {
+			/* An unjoined thread's counters may still be changing: the row is void. */
+			fprintf(stderr, "error: pthread_join failed at thread %zu: %s\n", t, strerror(rc));
+			failed = 1;
+			continue;
+		}
 		failed |= ws[t].failed;
 		row->ops += ws[t].ops;
 		row->thread_ops[t] = ws[t].ops;

@@ -221,8 +221,19 @@ cleanup:
 	p.shutdown = true;
 	pthread_cond_broadcast(&p.work);
 	pthread_mutex_unlock(&p.mu);
+	bool joined = true;
 	for (size_t t = 0; t < started; t++) {
-		pthread_join(tids[t], NULL);
+		int rc = pthread_join(tids[t], NULL);
+		if (rc != 0) {
+			fprintf(stderr, "error: pthread_join failed at worker %zu: %s\n", t, strerror(rc));
+			joined = false;
+			ret = QB_EXIT_FAIL;
+		}
+	}
+	if (!joined) {
+		/* A worker that may still run could touch the queue, the times or the
+		 * workload: leak them (the process exits next) rather than free them under it. */
+		return ret;
 	}
 	free(tids);
 	free(p.queue);

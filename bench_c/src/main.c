@@ -70,11 +70,12 @@ static void usage(FILE *f) {
 	           "  --duration S       seconds per measurement (per row in multicore)\n"
 	           "  --warmup S         untimed warm-up before each measurement (default 0.1)\n"
 	           "  --msg-bytes N      message length (default 256)\n"
-	           "  --ring N           distinct signed messages per workload (default 64)\n"
+	           "  --ring N           distinct signed messages per workload (default %d)\n"
 	           "  --op verify|sign   operation for multicore (default verify)\n"
 	           "  --seed N           seed for messages and mutations (default 1)\n"
 	           "  --json FILE        write the results as JSON\n"
-	           "  --corrupt-signature  test hook: inspect corrupts each signature (must fail)\n");
+	           "  --corrupt-signature  test hook: inspect corrupts each signature (must fail)\n",
+	        QB_RING_DEFAULT);
 }
 
 /* Counts above this are typos, and capping them keeps every size product (count x count
@@ -282,9 +283,14 @@ int main(int argc, char **argv) {
 	qb_json_end(&j);
 cleanup:
 	qb_schemes_cleanup();
-	if (jf != NULL && fclose(jf) != 0) {
-		fprintf(stderr, "error: writing %s failed\n", o.json_path);
-		ret = QB_EXIT_FAIL;
+	if (jf != NULL) {
+		/* fclose reports only its own final flush; a write that failed earlier (disk
+		 * full mid-file) leaves only the stream's error flag behind. */
+		bool write_failed = ferror(jf) != 0;
+		if (fclose(jf) != 0 || write_failed) {
+			fprintf(stderr, "error: writing %s failed\n", o.json_path);
+			ret = QB_EXIT_FAIL;
+		}
 	}
 	return ret;
 }

@@ -1,9 +1,10 @@
 """Read the C baseline: the `summary.json` that `qmemo bench c` writes.
 
-The devnet dashboard, `qmemo headroom` and the reports compare their figures with what
-the C suite measured on the same machine; this module is the one place that knows the
-file's layout ("qmemo-c-baseline/1", documented in docs/benchmarks.md). It only reads:
-it never runs a benchmark and never fills in a figure the file does not hold.
+The devnet dashboard, `qmemo headroom`, `qmemo bench node` and the reports compare their
+figures with what the C suite measured on the same machine. The file's format is
+defined once, in qmemo.bench.c_summary, which the writer uses too; this module adds the
+questions readers ask of it (a scheme by id or name, "the" single-core verify rate).
+It only reads: it never runs a benchmark and never fills in a figure the file lacks.
 
     baseline = load_c_baseline()            # results/latest/summary.json, or None
     baseline.verify_ops_per_s("Falcon-512") # single-core verifications per second
@@ -11,76 +12,66 @@ it never runs a benchmark and never fills in a figure the file does not hold.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
-from typing import Any
 
-from qmemo.errors import DecodeError, UnknownScheme
+from qmemo.bench.c_summary import (
+    CSummary, MulticoreRow, SchemeRow, StatisticalVerify, System, read_summary,
+)
+from qmemo.errors import UnknownScheme
+from qmemo.paths import RESULTS_DIR
 
-SCHEMA = "qmemo-c-baseline/1"
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_PATH = REPO_ROOT / "results" / "latest" / "summary.json"
-
-
-@dataclass(frozen=True, slots=True)
-class SchemeRates:
-    """One row of the per-scheme table: sizes and single-core rates."""
-
-    scheme: str                      # unique id: "Falcon-512", "ECDSA-secp256k1/libsecp256k1"
-    name: str                        # "Falcon-512", "ECDSA-secp256k1"
-    library: str
-    implementation: str
-    post_quantum: bool
-    nist_level: int | None           # None for the classical schemes
-    public_key_bytes: int
-    secret_key_bytes: int
-    signature_bytes_max: int
-    signature_bytes_mean: float | None
-    keygen_per_s: float | None
-    sign_per_s: float | None
-    verify_per_s: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class MulticoreRow:
-    threads: int
-    ops_per_s: float
-    speedup: float
-    efficiency: float
-
-
-@dataclass(frozen=True, slots=True)
-class SingleCoreVerify:
-    """The careful single-core verify figure (the `statistical` benchmark)."""
-
-    scheme: str
-    ops_per_s: float                 # median over trials
-    median_us_per_op: float
-    p99_us_per_op: float             # P99 of the per-trial mean latency
-    tsc_ticks_per_op: float          # TSC ticks (a fixed reference rate), not core cycles
-    recommendation: str              # "median_iqr" or "mean_stdev"
+DEFAULT_PATH = RESULTS_DIR / "latest" / "summary.json"
 
 
 @dataclass(frozen=True, slots=True)
 class CBaseline:
-    path: Path
-    run_id: str
-    created: str
-    quick: bool
-    system: Mapping[str, Any]
-    schemes: Mapping[str, SchemeRates]
-    single_core: Mapping[str, SingleCoreVerify]
-    multicore_verify: tuple[MulticoreRow, ...]
-    multicore_sign: tuple[MulticoreRow, ...]
-    multicore_scheme: str | None
-    validate_ratios: Mapping[str, float]   # our verify median / speed_sig's, per scheme
-    kat_verdict: str | None                # "pass", "fail", or None when not run
-    raw: Mapping[str, Any]                 # the whole file, for fields not modelled here
+    """One C baseline file and the figures readers take from it."""
 
-    def scheme(self, name: str) -> SchemeRates:
+    path: Path
+    summary: CSummary
+
+    @property
+    def run_id(self) -> str:
+        return self.summary.run_id
+
+    @property
+    def created(self) -> str:
+        return self.summary.created
+
+    @property
+    def quick(self) -> bool:
+        return self.summary.quick
+
+    @property
+    def system(self) -> System | None:
+        return self.summary.system
+
+    @property
+    def schemes(self) -> dict[str, SchemeRow]:
+        return self.summary.schemes
+
+    @property
+    def single_core(self) -> dict[str, StatisticalVerify]:
+        """The careful single-core verify figures (`statistical`), by scheme."""
+        return {k: e.statistical for k, e in self.summary.single_core_verify.items() if e.statistical}
+
+    @property
+    def multicore_scheme(self) -> str | None:
+        section = self.summary.multicore.get("verify") or self.summary.multicore.get("sign")
+        return section.scheme if section else None
+
+    @property
+    def validate_ratios(self) -> dict[str, float]:
+        """Our verify median / speed_sig's, per scheme ({} when validation did not run)."""
+        return {k: r.ratio for k, r in self.summary.validate.ratios.items()} if self.summary.validate else {}
+
+    @property
+    def kat_verdict(self) -> str | None:
+        """"pass", "fail", or None when validation did not run."""
+        return self.summary.validate.kat.verdict if self.summary.validate else None
+
+    def scheme(self, name: str) -> SchemeRow:
         """The row for an id ("Ed25519/OpenSSL") or a name ("Ed25519").
 
         A bare name picks the first implementation in the file, which is the one chains
@@ -97,21 +88,17 @@ class CBaseline:
         """Single-core verifications per second: the `statistical` median when the run
         measured this scheme there (Falcon-512 by default), else the `all` table's rate."""
         row = self.scheme(scheme)
-        if row.scheme in self.single_core:
-            return self.single_core[row.scheme].ops_per_s
+        single = self.single_core
+        if row.scheme in single:
+            return single[row.scheme].ops_per_s
         if row.verify_per_s is None:
             raise UnknownScheme(f"the C baseline {self.path} has no verify rate for {scheme}")
         return row.verify_per_s
 
-    def sign_ops_per_s(self, scheme: str) -> float:
-        rate = self.scheme(scheme).sign_per_s
-        if rate is None:
-            raise UnknownScheme(f"the C baseline {self.path} has no sign rate for {scheme}")
-        return rate
-
     def multicore(self, op: str = "verify") -> tuple[MulticoreRow, ...]:
         """Rows (threads, ops/s, speedup, efficiency) for "verify" or "sign"."""
-        return self.multicore_verify if op == "verify" else self.multicore_sign
+        section = self.summary.multicore.get(op)
+        return section.rows if section else ()
 
 
 def load_c_baseline(path: Path | None = None) -> CBaseline | None:
@@ -121,54 +108,7 @@ def load_c_baseline(path: Path | None = None) -> CBaseline | None:
     if path.is_dir():
         path = path / "summary.json"
     try:
-        text = path.read_text()
+        summary = read_summary(path)
     except FileNotFoundError:
         return None
-    try:
-        data = json.loads(text)
-        if data.get("schema") != SCHEMA:
-            raise DecodeError(f"{path} is not a C baseline (schema {data.get('schema')!r}, expected {SCHEMA!r})")
-        return _parse(path, data)
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise DecodeError(f"{path} is not a readable C baseline: {exc}") from exc
-
-
-def _parse(path: Path, data: dict[str, Any]) -> CBaseline:
-    schemes = {
-        key: SchemeRates(
-            scheme=row["scheme"], name=row["name"], library=row["library"],
-            implementation=row["implementation"], post_quantum=bool(row["post_quantum"]),
-            nist_level=row.get("nist_level"), public_key_bytes=row["public_key_bytes"],
-            secret_key_bytes=row["secret_key_bytes"], signature_bytes_max=row["signature_bytes_max"],
-            signature_bytes_mean=row.get("signature_bytes_mean"), keygen_per_s=row.get("keygen_per_s"),
-            sign_per_s=row.get("sign_per_s"), verify_per_s=row.get("verify_per_s"),
-        )
-        for key, row in data["schemes"].items()
-    }
-    single = {
-        key: SingleCoreVerify(key, row["ops_per_s"], row["median_us_per_op"], row["p99_us_per_op"],
-                              row["tsc_ticks_per_op"], row["recommendation"])
-        for key, row in data.get("single_core_verify", {}).items() if "ops_per_s" in row
-    }
-    multicore = data.get("multicore") or {}
-
-    def rows(op: str) -> tuple[MulticoreRow, ...]:
-        return tuple(MulticoreRow(r["threads"], r["ops_per_s"], r["speedup"], r["efficiency"])
-                     for r in (multicore.get(op) or {}).get("rows", []))
-
-    validate = data.get("validate") or {}
-    return CBaseline(
-        path=path,
-        run_id=data["run_id"],
-        created=data["created"],
-        quick=bool(data["quick"]),
-        system=MappingProxyType(dict(data.get("system") or {})),
-        schemes=MappingProxyType(schemes),
-        single_core=MappingProxyType(single),
-        multicore_verify=rows("verify"),
-        multicore_sign=rows("sign"),
-        multicore_scheme=(multicore.get("verify") or multicore.get("sign") or {}).get("scheme"),
-        validate_ratios=MappingProxyType({k: v["ratio"] for k, v in (validate.get("ratios") or {}).items()}),
-        kat_verdict=(validate.get("kat") or {}).get("verdict"),
-        raw=MappingProxyType(data),
-    )
+    return CBaseline(path, summary)

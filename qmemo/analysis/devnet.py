@@ -1,46 +1,29 @@
 """Reading a devnet run folder (`qmemo gen` / devnet.sh) for the report's end-to-end section.
 
-The devnet writes its run folder independently of the report (issue 6), so this reader
-is tolerant: it takes the fields below from `summary.json` where it finds them, under a
-few spellings, and leaves out what is missing instead of failing. Only the two TPS
-figures are required. Expected layout (documented in docs/methodology.md):
+The generator writes its run folder in one schema, qmemo.load.summary, and this module
+reads it with the same dataclasses: no second spellings, no figure re-derived. In
+particular whether a run saturated the chain is the writer's verdict, read from the file.
+Two layouts (docs/devnet.md):
 
-    <run>/summary.json
-      run_id                     str    (default: the folder's name)
-      scheme, nodes, duration_s         optional context
-      target_tps                 number the schedule's rate   (also tps.target, config.tps)
-      committed_tps              number committed transactions / s    (also tps.committed)
-      counts                     {planned, sent, accepted, rejected, committed, lost}
-                                  (rejected may be a per-reason mapping: it is summed)
-      latency_ms                 {intended_to_committed | sent_to_committed | sent_to_accepted:
-                                  {p50, p90, p95, p99, p99_9, max}}  (latency_s is converted)
-                                 or the kinds at the top level as {percentiles_ms: {p50, ..,
-                                  "p99.9"}, max_ms} (the shape of qmemo.load.latency.RunSummary)
-      verify_ops_per_s_per_core  number node-side verifications per busy core (/metrics)
-      schedule_lag_ms            {p99, max} (or schedule_lag in the shape above);
-                                 generator_fell_behind: bool
-      sweep                      [{target_tps, committed_tps, latency_ms: {intended_to_committed: {p50, p99}}}]
-    <run>/sweep.json             the same list of sweep points, if not inside summary.json
+    <run>/summary.json           one run ("qmemo-load-summary/2")
+    <run>/sweep.json             a sweep ("qmemo-sweep/2"), one stage folder per row,
+    <run>/stage-<rate>tps/...    each with its own summary.json
 
 Pure parsing apart from `load_devnet_run`, which reads the files.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
-from qmemo.errors import ConfigError
+from qmemo.errors import ConfigError, DecodeError
+from qmemo.load.summary import Latency, LoadSummary, Sweep, read_summary, read_sweep
 
 LATENCY_KINDS = ("intended_to_committed", "sent_to_committed", "sent_to_accepted")
-PERCENTILES = ("p50", "p90", "p95", "p99", "p99_9", "max")
-# A run that committed less than this share of what it offered ran the chain at its limit.
-SATURATION_SHARE = 0.9
-# Other spellings of a percentile key we accept: "p99.9" and "p999" are both common.
-_PERCENTILE_ALIASES = {"p99_9": ("p99_9", "p99.9", "p999"), "p50": ("p50", "median")}
+# The report's percentile names, from the file's ("p99.9" reads badly as a key).
+_PERCENTILES = {"p50": "p50", "p90": "p90", "p95": "p95", "p99": "p99", "p99_9": "p99.9"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,24 +32,23 @@ class SweepPoint:
     committed_tps: float
     p50_ms: float | None
     p99_ms: float | None
+    saturated: bool
 
 
 @dataclass(frozen=True, slots=True)
 class DevnetRun:
     source: Path                                  # the summary.json read
     run_id: str
-    scheme: str | None
-    nodes: int | None
-    duration_s: float | None
+    measured_s: float
     target_tps: float
     committed_tps: float
-    counts: Mapping[str, int]
-    latency_ms: Mapping[str, Mapping[str, float]]  # kind -> percentile -> ms
-    verify_rate_per_core: float | None
-    generator_fell_behind: bool | None
+    counts: Mapping[str, int]                     # planned, sent, ..., rejected (the total)
+    latency_ms: Mapping[str, Mapping[str, float]]  # kind -> percentile (p50 .. p99_9, max) -> ms
+    generator_fell_behind: bool
     schedule_lag_ms: Mapping[str, float]
-    sweep: tuple[SweepPoint, ...]
-    sweep_source: Path | None = None              # sweep.json when the sweep was not in summary.json
+    run_saturated: bool                           # the writer's verdict on this run
+    sweep: tuple[SweepPoint, ...] = ()
+    sweep_source: Path | None = None              # sweep.json, for a sweep folder
 
     @property
     def committed_share(self) -> float:
@@ -74,11 +56,10 @@ class DevnetRun:
 
     @property
     def saturated(self) -> bool:
-        """Whether the chain fell short of the offered load somewhere in this run (committed
-        below SATURATION_SHARE of target): only then is the committed rate a capacity, not a
+        """Whether the chain fell short of the offered load somewhere in this run or its
+        sweep (the writer's verdict): only then is the committed rate a capacity, not a
         lower bound of one."""
-        points = [(self.target_tps, self.committed_tps), *((p.target_tps, p.committed_tps) for p in self.sweep)]
-        return any(committed < SATURATION_SHARE * target for target, committed in points)
+        return self.run_saturated or any(p.saturated for p in self.sweep)
 
     @property
     def max_committed_tps(self) -> float:
@@ -86,130 +67,48 @@ class DevnetRun:
         return max([self.committed_tps, *(p.committed_tps for p in self.sweep)])
 
 
-def _get(data: Mapping[str, Any], *paths: str) -> Any:
-    """The value at the first dotted path present in `data`, else None (a key that itself
-    contains a dot, like "p99.9", is matched whole first)."""
-    for path in paths:
-        if path in data:
-            return data[path]
-        node: Any = data
-        for key in path.split("."):
-            if not isinstance(node, Mapping) or key not in node:
-                break
-            node = node[key]
-        else:
-            return node
-    return None
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def parse_percentiles(data: Any, scale: float = 1.0) -> dict[str, float]:
-    """{p50: .., p99: ..} from a mapping, under the accepted spellings, times `scale`.
-    Also takes the generator's own shape: {percentiles_ms: {p50: ..}, max_ms: ..}."""
-    if not isinstance(data, Mapping):
-        return {}
-    if isinstance(data.get("percentiles_ms"), Mapping):
-        return {**parse_percentiles(data["percentiles_ms"]),
-                **({"max": float(data["max_ms"])} if _number(data.get("max_ms")) is not None else {})}
-    out = {}
-    for name in PERCENTILES:
-        value = _number(_get(data, *_PERCENTILE_ALIASES.get(name, (name,))))
-        if value is not None:
-            out[name] = value * scale
+def _percentiles(latency: Latency) -> dict[str, float]:
+    """The measured percentiles and max (a kind with no samples has none)."""
+    out = {name: value for name, key in _PERCENTILES.items()
+           if (value := latency.percentiles_ms.get(key)) is not None}
+    if latency.max_ms is not None:
+        out["max"] = latency.max_ms
     return out
 
 
-def parse_latencies(data: Mapping[str, Any]) -> dict[str, dict[str, float]]:
-    """Latency percentiles in ms per kind, from latency_ms (or latency_s, converted), or
-    from the kinds at the top level in the generator's {percentiles_ms, max_ms} shape."""
-    for key, scale in (("latency_ms", 1.0), ("latency_s", 1e3)):
-        block = data.get(key)
-        if isinstance(block, Mapping):
-            return {kind: p for kind in LATENCY_KINDS if (p := parse_percentiles(block.get(kind), scale))}
-    return {kind: p for kind in LATENCY_KINDS if (p := parse_percentiles(data.get(kind)))}
-
-
-def _count(value: Any) -> int | None:
-    """A count, or the total of a per-reason breakdown ({"bad_signature": 3, ...})."""
-    if isinstance(value, Mapping):
-        return sum(int(v) for v in value.values() if _number(v) is not None)
-    number = _number(value)
-    return int(number) if number is not None else None
-
-
-def parse_sweep(points: Any) -> tuple[SweepPoint, ...]:
-    if isinstance(points, Mapping):
-        points = points.get("points", points.get("rows"))   # rows: `qmemo gen --sweep`'s sweep.json
-    if not isinstance(points, list):
-        return ()
-    out = []
-    for point in points:
-        if not isinstance(point, Mapping):
-            continue
-        target = _number(_get(point, "target_tps", "tps.target"))
-        committed = _number(_get(point, "committed_tps", "tps.committed"))
-        if target is None or committed is None:
-            continue
-        latency = parse_latencies(point).get("intended_to_committed", {})
-        p50 = latency.get("p50", _number(point.get("p50_ms")))
-        p99 = latency.get("p99", _number(point.get("p99_ms")))
-        out.append(SweepPoint(target, committed, p50, p99))
-    return tuple(sorted(out, key=lambda p: p.target_tps))
-
-
-def parse_devnet_summary(data: Mapping[str, Any], source: Path, sweep: Any = None,
-                         sweep_source: Path | None = None) -> DevnetRun:
-    """A DevnetRun from a parsed summary.json; ConfigError when the TPS figures are missing."""
-    target = _number(_get(data, "target_tps", "tps.target", "config.target_tps", "config.tps"))
-    committed = _number(_get(data, "committed_tps", "tps.committed"))
-    if target is None or committed is None:
-        raise ConfigError(f"{source} has no target_tps/committed_tps: is it a devnet run's summary.json?")
-    counts = _get(data, "counts")
-    nodes = _number(_get(data, "nodes", "config.nodes"))
-    behind = _get(data, "generator_fell_behind", "schedule_lag.behind")
+def devnet_run(summary: LoadSummary, source: Path, run_id: str) -> DevnetRun:
+    """The report's view of one run's summary."""
+    counts = summary.counts
     return DevnetRun(
-        source=source,
-        run_id=str(_get(data, "run_id") or source.parent.name),
-        scheme=_get(data, "scheme", "config.scheme"),
-        nodes=int(nodes) if nodes is not None else None,
-        duration_s=_number(_get(data, "duration_s", "config.duration_s")),
-        target_tps=target,
-        committed_tps=committed,
-        counts={k: c for k, v in counts.items() if (c := _count(v)) is not None} if isinstance(counts, Mapping) else {},
-        latency_ms=parse_latencies(data),
-        verify_rate_per_core=_number(_get(data, "verify_ops_per_s_per_core", "verify.ops_per_s_per_core")),
-        generator_fell_behind=behind if isinstance(behind, bool) else None,
-        schedule_lag_ms=parse_percentiles(_get(data, "schedule_lag_ms", "schedule_lag")),
-        sweep=parse_sweep(sweep if sweep is not None else data.get("sweep")),
-        sweep_source=sweep_source if sweep is not None else source,
+        source=source, run_id=run_id, measured_s=summary.measured_s, target_tps=summary.target_tps,
+        committed_tps=summary.committed_tps,
+        counts={"planned": counts.planned, "sent": counts.sent, "accepted": counts.accepted,
+                "committed": counts.committed, "rejected": counts.rejected_total, "lost": counts.lost,
+                "failed": counts.failed, "unsent": counts.unsent},
+        latency_ms={kind: p for kind in LATENCY_KINDS if (p := _percentiles(getattr(summary.latency_ms, kind)))},
+        generator_fell_behind=summary.generator_fell_behind,
+        schedule_lag_ms=_percentiles(summary.schedule_lag_ms),
+        run_saturated=summary.saturated,
     )
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read {path}: {exc}") from exc
+def sweep_points(sweep: Sweep) -> tuple[SweepPoint, ...]:
+    return tuple(sorted((SweepPoint(r.target_tps, r.committed_tps, r.p50_ms, r.p99_ms, r.saturated)
+                         for r in sweep.rows), key=lambda p: p.target_tps))
 
 
 def load_devnet_run(run_dir: str | Path) -> DevnetRun:
-    """Read `<run_dir>/summary.json` (and `sweep.json` when present)."""
+    """Read `<run_dir>/summary.json`, or a sweep folder's sweep.json and its best stage."""
     run_dir = Path(run_dir)
-    summary = run_dir / "summary.json"
-    sweep_file = run_dir / "sweep.json"
-    if not summary.is_file() and sweep_file.is_file():
-        return _load_sweep_run(run_dir, sweep_file)
-    if not summary.is_file():
-        raise ConfigError(f"{run_dir} is not a devnet run folder: it has no summary.json")
-    data = _read_json(summary)
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{summary} is not a JSON object")
-    if sweep_file.is_file() and "sweep" not in data:
-        return parse_devnet_summary(data, summary, _read_json(sweep_file), sweep_file)
-    return parse_devnet_summary(data, summary)
+    summary, sweep_file = run_dir / "summary.json", run_dir / "sweep.json"
+    try:
+        if summary.is_file():
+            return devnet_run(read_summary(summary), summary, run_dir.name)
+        if sweep_file.is_file():
+            return _load_sweep_run(run_dir, sweep_file)
+    except (OSError, DecodeError) as exc:
+        raise ConfigError(f"cannot read the devnet run {run_dir}: {exc}") from exc
+    raise ConfigError(f"{run_dir} is not a devnet run folder: it has no summary.json or sweep.json")
 
 
 def _load_sweep_run(run_dir: Path, sweep_file: Path) -> DevnetRun:
@@ -218,17 +117,15 @@ def _load_sweep_run(run_dir: Path, sweep_file: Path) -> DevnetRun:
     Each row of sweep.json names its stage's folder ("run"); the stage that committed the
     most without saturating stands for the run's summary (or the highest if all saturated).
     """
-    sweep = _read_json(sweep_file)
-    rows = sweep.get("rows") if isinstance(sweep, Mapping) else None
-    stages = [r for r in rows or [] if isinstance(r, Mapping) and isinstance(r.get("run"), str)]
-    if not stages:
+    sweep = read_sweep(sweep_file)
+    if not sweep.rows:
         raise ConfigError(f"{sweep_file} names no stage folders")
-    calm = [r for r in stages if not r.get("saturated")] or stages
-    best = max(calm, key=lambda r: _number(r.get("committed_tps")) or 0.0)
-    stage_summary = Path(best["run"]) / "summary.json"
+    calm = [r for r in sweep.rows if not r.saturated] or list(sweep.rows)
+    best = max(calm, key=lambda r: r.committed_tps)
+    # The folder may have moved since the sweep ran (a fixture, a copy): then the stage
+    # is looked for beside sweep.json under its own name.
+    stage_summary = Path(best.run) / "summary.json"
     if not stage_summary.is_absolute() or not stage_summary.is_file():
-        stage_summary = run_dir / Path(best["run"]).name / "summary.json"
-    data = _read_json(stage_summary)
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{stage_summary} is not a JSON object")
-    return replace(parse_devnet_summary(data, stage_summary, sweep, sweep_file), run_id=run_dir.name)
+        stage_summary = run_dir / Path(best.run).name / "summary.json"
+    run = devnet_run(read_summary(stage_summary), stage_summary, run_dir.name)
+    return replace(run, sweep=sweep_points(sweep), sweep_source=sweep_file)

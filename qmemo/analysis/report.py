@@ -18,12 +18,12 @@ from pathlib import Path
 
 from qmemo.errors import ConfigError
 from qmemo.analysis import report_c, report_memo
-from qmemo.analysis.c_baseline import REPO_ROOT
+from qmemo.paths import DOCS_RESULTS_DIR
 from qmemo.analysis.devnet import DevnetRun, load_devnet_run
 from qmemo.analysis.markdown import Section
 from qmemo.analysis.results import Results, display_path, load_results
 
-DEFAULT_OUT_ROOT = REPO_ROOT / "docs" / "results"
+DEFAULT_OUT_ROOT = DOCS_RESULTS_DIR
 
 
 @dataclass(frozen=True, slots=True)

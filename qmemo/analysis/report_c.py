@@ -16,6 +16,7 @@ from typing import Any
 from qmemo.analysis import plots
 from qmemo.analysis.markdown import MISSING, Section, image, num, percent, source_note, table, times
 from qmemo.analysis.results import FALCON, Results
+from qmemo.bench.c_validate import read_validation
 
 JB_CRITICAL_5PCT = 5.991  # chi-squared(2) at 5%: Jarque-Bera's null distribution (bench_c/src/stats.h)
 # Two figures of the same quantity further apart than this are called out as disagreeing
@@ -40,24 +41,25 @@ def _apart(a: float, b: float) -> float:
 
 def environment(results: Results, plot_dir: Path) -> Section:
     s, b = results.system, results.baseline
-    load = s.get("loadavg_at_start") or []
-    tsc_hz = s.get("tsc_hz")
+    if s is None:
+        return Section("Environment", "This run has no description of its machine (no benchmark finished).")
+    tsc_hz = s.tsc_hz
     rows = [
         ("run id", f"`{b.run_id}`" + (" (quick profile: short measurements, indicative only)" if b.quick else "")),
         ("date (UTC)", b.created),
-        ("command", f"`{b.raw.get('command', 'qmemo bench c')}`"),
-        ("machine", f"{s.get('cpu_model', MISSING)}, {s.get('cores', MISSING)} cores online, {s.get('kernel', MISSING)}"),
-        ("CPU flags used", s.get("cpu_flags") or MISSING),
-        ("frequency governor", s.get("governor") or "not readable (VM or container)"),
-        ("liboqs", f"{s.get('liboqs_version', MISSING)}, code path: "
-                   + ("**AVX2**" if s.get("avx2") else "**portable** (no AVX2)")),
-        ("compiler and flags", f"{s.get('compiler', MISSING)} (`__VERSION__`); `{s.get('cflags', MISSING)}`"),
-        ("classical libraries", f"libsecp256k1 {s.get('libsecp256k1_version', MISSING)}, "
-                                f"libsodium {s.get('libsodium_version', MISSING)}, {s.get('openssl_version', MISSING)}"),
-        ("tick counter", f"{s.get('tsc_source', MISSING)} at {num(tsc_hz / 1e9 if tsc_hz else None, 3)} GHz"
-                         + (", invariant" if s.get("tsc_invariant") else ", NOT invariant")
+        ("command", f"`{b.summary.command}`"),
+        ("machine", f"{s.cpu_model}, {s.cores} cores online, {s.kernel}"),
+        ("CPU flags used", s.cpu_flags or MISSING),
+        ("frequency governor", s.governor or "not readable (VM or container)"),
+        ("liboqs", f"{s.liboqs_version}, code path: "
+                   + ("**AVX2**" if s.avx2 else "**portable** (no AVX2)")),
+        ("compiler and flags", f"{s.compiler} (`__VERSION__`); `{s.cflags}`"),
+        ("classical libraries", f"libsecp256k1 {s.libsecp256k1_version or MISSING}, "
+                                f"libsodium {s.libsodium_version or MISSING}, {s.openssl_version or MISSING}"),
+        ("tick counter", f"{s.tsc_source} at {num(tsc_hz / 1e9 if tsc_hz else None, 3)} GHz"
+                         + (", invariant" if s.tsc_invariant else ", NOT invariant")
                          + " (TSC ticks, not core cycles)"),
-        ("load average at start (1/5/15 min)", ", ".join(num(x, 2) for x in load) or MISSING),
+        ("load average at start (1/5/15 min)", ", ".join(num(x, 2) for x in s.loadavg_at_start) or MISSING),
     ]
     return Section("Environment", "\n\n".join([
         table(("property", "value"), rows, "ll"),
@@ -131,36 +133,38 @@ def verification(results: Results, plot_dir: Path) -> Section:
 
 
 def _validation(results: Results) -> list[str]:
-    validate = results.raw("validate")
+    summary = results.baseline.summary
+    validate = summary.validate
     blocks = []
     if validate:
         blocks += ["### Agreement with liboqs `speed_sig`", table(
-            ("scheme", "ours us/verify", "speed_sig us/verify", "ours / speed_sig", f"within +/-{validate['tolerance']:.0%}",
+            ("scheme", "ours us/verify", "speed_sig us/verify", "ours / speed_sig", f"within +/-{validate.tolerance:.0%}",
              "rounds"),
-            [(k, num(v["ours_median_us_per_op"], 2), num(v["speed_sig_median_us_per_op"], 2), num(v["ratio"], 3),
-              "yes" if v["within_tolerance"] else "**no**", v["rounds"]) for k, v in validate["ratios"].items()])]
-        method = (results.doc("validate") or {}).get("method")
+            [(k, num(v.ours_median_us_per_op, 2), num(v.speed_sig_median_us_per_op, 2), num(v.ratio, 3),
+              "yes" if v.within_tolerance else "**no**", v.rounds) for k, v in validate.ratios.items()])]
+        validation_file = results.file("validate")
+        method = read_validation(validation_file).method if validation_file.exists() else None
         if method:
             blocks.append(f"Method: {method}. A ratio above 1 means our harness measured slower verifications "
                           "than `speed_sig` did in the same session.")
-        kat = validate["kat"]
-        failed = ", ".join(kat["failed"]) or "none"
-        blocks.append(f"**Known-answer tests:** {kat['verdict'].upper()} for {kat['schemes']} schemes "
+        kat = validate.kat
+        failed = ", ".join(kat.failed) or "none"
+        blocks.append(f"**Known-answer tests:** {kat.verdict.upper()} for {kat.schemes} schemes "
                       f"(`kat_sig` output hashed against liboqs's `kats.json`; failed: {failed}).")
-    inspect = results.raw("inspect")
+    inspect = summary.inspect
     if inspect:
-        notes = "".join(f"\n- {n}" for n in inspect.get("note_list", []))
-        blocks.append(f"**Correctness checks (`inspect`):** {'passed' if inspect['ok'] else 'FAILED'}, "
-                      f"{inspect['surprises']} surprise(s), {inspect['notes']} note(s).{notes}")
+        notes = "".join(f"\n- {n}" for n in inspect.note_list)
+        blocks.append(f"**Correctness checks (`inspect`):** {'passed' if inspect.ok else 'FAILED'}, "
+                      f"{inspect.surprises} surprise(s), {inspect.notes} note(s).{notes}")
     if validate or inspect:
         blocks.append(source_note(*([results.source("validate")] if validate else []),
                                   *([results.source("inspect")] if inspect else [])))
-    invalid = results.raw("invalid")
+    invalid = summary.invalid
     if invalid:
         cases = list(next(iter(invalid.values())))
         blocks += ["### Cost of invalid signatures (what a flood of bad transactions costs a node)", table(
             ("scheme", *(f"{c} /s" for c in cases)),
-            [(scheme, *(f"{num(row[c]['ops_per_s'])} ({times(row[c]['cost_relative_to_valid'], 2)} cost)"
+            [(scheme, *(f"{num(row[c].ops_per_s)} ({times(row[c].cost_relative_to_valid, 2)} cost)"
                         if c in row else MISSING for c in cases)) for scheme, row in invalid.items()]),
             "Cost relative to verifying a valid signature; below 1x the check is cheaper than a valid one.",
             source_note(results.source("invalid"))]
@@ -177,7 +181,6 @@ def schemes(results: Results, plot_dir: Path) -> Section:
     rows = list(results.baseline.schemes.values())
     falcon = results.baseline.schemes.get(FALCON)
     ref = falcon or rows[0]
-    raw_rows = results.raw("schemes") or {}
     body = [
         f"Single-core rates per scheme, each with its ratio to {ref.scheme} (above 1x: faster than {ref.scheme}). "
         "Rates come from the `all` table (one method for every scheme); the classical rows from the `classical` "
@@ -189,7 +192,7 @@ def schemes(results: Results, plot_dir: Path) -> Section:
                 num(r.signature_bytes_mean, 1), num(r.keygen_per_s), num(r.sign_per_s), num(r.verify_per_s),
                 times(_ratio(r.keygen_per_s, ref.keygen_per_s), 2), times(_ratio(r.sign_per_s, ref.sign_per_s), 2),
                 times(_ratio(r.verify_per_s, ref.verify_per_s), 2),
-                raw_rows.get(r.scheme, {}).get("rates_from", MISSING)) for r in rows],
+                r.rates_from or MISSING) for r in rows],
               "l" + "l" + "r" * 12 + "l"),
         source_note(results.summary_source, results.source("all"), results.source("classical")),
     ]
@@ -209,12 +212,11 @@ def _classical(results: Results, ref: Any) -> list[str]:
              if fair in schemes and other in schemes]
     if not pairs:
         return []
-    raw = results.raw("schemes") or {}
     rows = []
     for _, fair, other in pairs:
         for row, label in ((fair, "**fair**: what chains run"), (other, "generic code (the old reports' baseline)")):
             rows.append((row.scheme, label, num(row.keygen_per_s), num(row.sign_per_s), num(row.verify_per_s),
-                         num(raw.get(row.scheme, {}).get("verify_preparsed_per_s")), num(row.signature_bytes_mean, 1),
+                         num(row.verify_preparsed_per_s), num(row.signature_bytes_mean, 1),
                          times(_ratio(ref.verify_per_s, row.verify_per_s), 2)))
     sentences = []
     for name, fair, other in pairs:
@@ -236,7 +238,7 @@ def _classical(results: Results, ref: Any) -> list[str]:
 def multicore(results: Results, plot_dir: Path) -> Section:
     b = results.baseline
     body, series = [], {}
-    cores = results.system.get("cores")
+    cores = results.system.cores if results.system else MISSING
     for op in ("verify", "sign"):
         rows = b.multicore(op)
         if not rows:
@@ -275,35 +277,35 @@ def multicore(results: Results, plot_dir: Path) -> Section:
 def _pool(results: Results) -> list[str]:
     from qmemo.analysis.memo import BLOCK_INTERVAL_S
 
-    pool = results.raw("pool")
+    pool = results.baseline.summary.pool
     if not pool:
         return []
-    rows = [(mode, pool[mode]["workers"], num(pool[mode]["ops_per_s"]), num(pool[mode]["block_ms_median"], 1),
-             percent(pool[mode]["block_ms_median"] / 1e3 / BLOCK_INTERVAL_S),
-             num(pool[mode]["latency_us_p50"] / 1e3, 2), num(pool[mode]["latency_us_p99"] / 1e3, 2))
-            for mode in ("sequential", "pool")]
+    rows = [(name, mode.workers, num(mode.ops_per_s), num(mode.block_ms_median, 1),
+             percent(mode.block_ms_median / 1e3 / BLOCK_INTERVAL_S),
+             num(mode.latency_us_p50 / 1e3, 2), num(mode.latency_us_p99 / 1e3, 2))
+            for name, mode in (("sequential", pool.sequential), ("pool", pool.pool))]
     return ["### Thread pool vs sequential", table(
         ("mode", "workers", "verify/s", "block time ms (median)", f"share of a {BLOCK_INTERVAL_S:g} s block interval",
          "task latency p50 ms", "task latency p99 ms"), rows, "lrrrrrr"),
-        f"Blocks of {pool['tasks_per_block']:,} verification tasks arrive at once ({pool['blocks']} timed blocks per "
+        f"Blocks of {pool.tasks_per_block:,} verification tasks arrive at once ({pool.blocks} timed blocks per "
         f"mode); a task's latency runs from the block's arrival to its completion, queueing included. "
-        f"Pool speedup: **{pool['speedup']:.2f}x**.",
+        f"Pool speedup: **{pool.speedup:.2f}x**.",
         source_note(results.source("pool"))]
 
 
 # --- signature sizes ------------------------------------------------------------------------
 
 def signature_sizes(results: Results, plot_dir: Path) -> Section:
-    sizes = results.raw("signature_sizes") or {}
+    sizes = results.baseline.summary.signature_sizes
     if not sizes:
         return Section("Signature sizes", "No signature-size results in this run.")
-    rows = [(scheme, num(s["signatures"]), num(s["mean"], 1), num(s["stdev"], 2), num(s["min"]), num(s["p99"]),
-             num(s["max"]), num(s["signature_bytes_max"]), percent(s["max"] / s["signature_bytes_max"]),
-             "yes" if s["fixed_length"] else "no") for scheme, s in sizes.items()]
+    rows = [(scheme, num(s.signatures), num(s.mean, 1), num(s.stdev, 2), num(s.min), num(s.p99),
+             num(s.max), num(s.signature_bytes_max), percent(s.max / s.signature_bytes_max),
+             "yes" if s.fixed_length else "no") for scheme, s in sizes.items()]
     histograms = {r["scheme"]: {int(length): int(count) for length, count in r.get("histogram", [])}
                   for r in results.scheme_results("sizes")}
     name = "signature_sizes.png"
-    plots.signature_sizes(plot_dir / name, histograms, {k: s["signature_bytes_max"] for k, s in sizes.items()},
+    plots.signature_sizes(plot_dir / name, histograms, {k: s.signature_bytes_max for k, s in sizes.items()},
                           _caption(results, results.source("sizes")))
     return Section("Signature sizes", "\n\n".join([
         "Lengths of signatures over fresh random messages, against the maximum the library declares "

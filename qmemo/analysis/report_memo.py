@@ -130,7 +130,7 @@ def headroom_section(results: Results, plot_dir: Path, devnet: Sequence[DevnetRu
 
 def hardware_section(results: Results, plot_dir: Path) -> Section:
     single = results.baseline.single_core.get(FALCON)
-    tsc_hz = results.system.get("tsc_hz")
+    tsc_hz = results.system.tsc_hz if results.system else None
     if single is None or not tsc_hz:
         return Section("Hardware sensitivity (projections)",
                        "No TSC ticks per verification in this run: nothing to project from.")
@@ -153,7 +153,7 @@ def hardware_section(results: Results, plot_dir: Path) -> Section:
         f"**These rows are projections, not measurements.** Projected rate = clock / cycles per verification, "
         f"taking the measured median of **{ticks:,.0f} TSC ticks per {FALCON} verification** as cycles. That "
         "assumes the same microarchitecture and liboqs code path ("
-        + ("AVX2" if results.system.get("avx2") else "portable")
+        + ("AVX2" if results.system and results.system.avx2 else "portable")
         + "), a compute-bound verification, and a core that ran at the TSC rate while measured. "
         f"Consistency only: {tsc_hz / 1e9:.3f} GHz / {ticks:,.0f} ticks = {implied:,.0f} verifications/s against "
         f"the measured median {single.ops_per_s:,.0f}/s ({implied / single.ops_per_s - 1:+.1%}). An invariant TSC "
@@ -233,23 +233,21 @@ def devnet_section(results: Results, plot_dir: Path, runs: Sequence[DevnetRun]) 
     if not runs:
         return Section("Devnet end to end", "No devnet run folder was given (`qmemo report --devnet RUN_DIR`); "
                        "see docs/methodology.md for the fields read from its `summary.json`.")
-    c_rate = results.baseline.verify_ops_per_s(FALCON)
     overview = []
     for run in runs:
         counts = run.counts
-        overview.append((run.run_id, run.scheme or MISSING, run.nodes or MISSING, num(run.target_tps),
-                         num(run.committed_tps, 1), percent(run.committed_share),
+        overview.append((run.run_id, num(run.target_tps), num(run.committed_tps, 1), percent(run.committed_share),
                          num(counts.get("committed")), num(counts.get("rejected")), num(counts.get("lost")),
-                         num(run.verify_rate_per_core), percent(run.verify_rate_per_core / c_rate)
-                         if run.verify_rate_per_core else MISSING,
-                         {True: "**yes**", False: "no", None: MISSING}[run.generator_fell_behind]))
+                         "**yes**" if run.saturated else "no",
+                         "**yes**" if run.generator_fell_behind else "no"))
     latency = [(run.run_id, kind.replace("_", " "), *(num(p.get(k), 1) for k in ("p50", "p90", "p95", "p99", "p99_9", "max")))
                for run in runs for kind, p in run.latency_ms.items()]
     body = [
-        table(("run", "scheme", "nodes", "target TPS", "committed TPS", "committed / target", "committed", "rejected",
-               "lost", "node verify/s per core", f"vs C 1-core median ({c_rate:,.0f}/s)", "generator fell behind"),
-              overview),
-        source_note(*(display_path(r.source) for r in runs), results.summary_source),
+        table(("run", "target TPS", "committed TPS", "committed / target", "committed", "rejected", "lost",
+               "saturated", "generator fell behind"), overview),
+        "Saturated: the generator's verdict on the run or a stage of its sweep (committed below 90% of the "
+        "offered rate, p99 intended -> committed beyond 3 block intervals, or the generator behind its schedule).",
+        source_note(*(display_path(r.source) for r in runs)),
     ]
     if any(r.generator_fell_behind for r in runs):
         body.append("**Warning:** in a run marked above, the generator fell behind its own schedule: there the "

@@ -18,12 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qmemo.analysis.c_baseline import REPO_ROOT, CBaseline, load_c_baseline
+from qmemo.analysis.c_baseline import CBaseline, load_c_baseline
+from qmemo.bench.c_summary import System
 from qmemo.analysis.footprint import SchemeSizes
 from qmemo.analysis.headroom import Capacity
 from qmemo.errors import ConfigError, UnknownScheme
+from qmemo.paths import REPO_ROOT, RESULTS_DIR
 
-DEFAULT_RESULTS = REPO_ROOT / "results" / "latest"
+DEFAULT_RESULTS = RESULTS_DIR / "latest"
 FALCON = "Falcon-512"  # the scheme every ratio and the headroom are taken against
 
 
@@ -47,13 +49,13 @@ class Results:
         return display_path(self.run_dir / "summary.json")
 
     @property
-    def system(self) -> Mapping[str, Any]:
-        return self.baseline.system or {}
+    def system(self) -> System | None:
+        return self.baseline.system
 
     def file(self, name: str) -> Path:
         """The per-benchmark file of step `name` (summary's steps say which; else <name>.json)."""
-        step = (self.baseline.raw.get("steps") or {}).get(name) or {}
-        return self.run_dir / step.get("file", f"{name}.json")
+        step = self.baseline.summary.steps.get(name)
+        return self.run_dir / (step.file if step else f"{name}.json")
 
     def source(self, name: str) -> str:
         return display_path(self.file(name))
@@ -77,15 +79,14 @@ class Results:
         results = doc.get("results") or {}
         return list(results.get("schemes") or results.get("rows") or [])
 
-    def raw(self, key: str) -> Any:
-        return self.baseline.raw.get(key)
-
     def machine_caption(self) -> str:
         """One line naming the machine and build, for plot captions."""
         s = self.system
-        path = "AVX2" if s.get("avx2") else "portable"
-        return (f"{s.get('cpu_model', '?')}, {s.get('cores', '?')} cores, {s.get('kernel', '')}; "
-                f"liboqs {s.get('liboqs_version', '?')} ({path}); run {self.baseline.run_id}"
+        if s is None:
+            return f"machine not described; run {self.baseline.run_id}"
+        path = "AVX2" if s.avx2 else "portable"
+        return (f"{s.cpu_model}, {s.cores} cores, {s.kernel}; "
+                f"liboqs {s.liboqs_version} ({path}); run {self.baseline.run_id}"
                 + (" (quick)" if self.baseline.quick else ""))
 
 
@@ -133,17 +134,17 @@ def capacities_from_results(path: str | Path | None, scheme: str = FALCON,
 def scheme_sizes(results: Results, schemes: list[str] | None = None) -> list[SchemeSizes]:
     """Measured on-chain sizes per scheme: the sizes benchmark's mean and maximum where it
     ran (the Falcon variants), else the mean measured while signing and the declared max."""
-    measured = results.raw("signature_sizes") or {}
+    measured = results.baseline.summary.signature_sizes
     out = []
     for key, row in results.baseline.schemes.items():
         if schemes is not None and key not in schemes:
             continue
         if key in measured:
             sizes = measured[key]
-            out.append(SchemeSizes(key, row.public_key_bytes, sizes["mean"], int(sizes["max"]),
+            out.append(SchemeSizes(key, row.public_key_bytes, sizes.mean, int(sizes.max),
                                    results.source("sizes")))
         elif row.signature_bytes_mean is not None:
-            rates_from = (results.raw("schemes") or {}).get(key, {}).get("rates_from", "all.json")
+            rates_from = row.rates_from or "all.json"
             out.append(SchemeSizes(key, row.public_key_bytes, row.signature_bytes_mean,
                                    row.signature_bytes_max, results.source(rates_from.removesuffix(".json")),
                                    max_is_declared=True))

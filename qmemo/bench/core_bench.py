@@ -16,58 +16,50 @@ Each step runs --repeat times, round-robin over the steps (so a busy neighbour s
 them alike), one pass over the whole block each time, GC off during a pass as timeit
 does. The table shows the best pass (the one least disturbed by other processes); the
 JSON, saved with the machine, versions and load average under results/ (`--out` to
-choose the file), has every pass and the medians.
+choose the file), has every pass and the medians. This module measures and returns the
+document; qmemo.commands.bench_core prints and saves it.
 """
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
+import gc
+import os
+import statistics
+import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+
+import orjson
+
+from qmemo.core.block import Block, make_block
+from qmemo.core.genesis import next_turn_ms, parse_genesis
+from qmemo.core.merkle import merkle_root
+from qmemo.core.state import ChainState, apply_block
+from qmemo.core.transaction import Transaction, derive_address
+from qmemo.core.verify_cache import VerifyCache
+from qmemo.core.hashing import Domain, blake3_512
+from qmemo.crypto.schemes import get_scheme
+from qmemo.crypto.verifier import RegistryVerifier, scheme_table
+from qmemo.errors import ConfigError
+from qmemo.sysinfo import machine_info
 
 SCHEMA = "qmemo-core-bench/1"
 PAYLOAD_BYTES = 256     # MEMO's transaction body
 
 
-def register(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--schemes", default="Falcon-512,ML-DSA-44", help="comma-separated (default: %(default)s)")
-    parser.add_argument("--transactions", type=int, default=4000, help="transactions in the block (default 4000)")
-    parser.add_argument("--accounts", type=int, default=100,
-                        help="senders the transactions are spread over (default 100)")
-    parser.add_argument("--repeat", type=int, default=5, help="timed passes per step (default 5)")
-    parser.add_argument("--out", type=Path, help="JSON file to write (default: results/core-bench-<UTC time>.json)")
-    parser.set_defaults(run=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    import os
-    import time
-
-    import orjson
-
-    from qmemo.sysinfo import machine_info
-
-    if args.transactions < 1 or args.accounts < 1 or args.repeat < 1:
-        from qmemo.errors import ConfigError
-
+def run_core_bench(schemes: list[str], transactions: int, accounts: int, repeat: int) -> dict[str, Any]:
+    """Every step for every scheme: the result document ("qmemo-core-bench/1")."""
+    if transactions < 1 or accounts < 1 or repeat < 1:
         raise ConfigError("--transactions, --accounts and --repeat must be at least 1")
-    schemes = [name.strip() for name in args.schemes.split(",") if name.strip()]
     load_before = os.getloadavg()[0]   # other processes on the machine skew every figure
-    results = {name: bench_scheme(name, args.transactions, args.accounts, args.repeat) for name in schemes}
-    document = {
+    results = {name: bench_scheme(name, transactions, accounts, repeat) for name in schemes}
+    return {
         "schema": SCHEMA,
-        "parameters": {"transactions": args.transactions, "accounts": args.accounts, "repeat": args.repeat,
+        "parameters": {"transactions": transactions, "accounts": accounts, "repeat": repeat,
                        "payload_bytes": PAYLOAD_BYTES},
         "machine": machine_info(),
         "load_average_1m": {"before": load_before, "after": os.getloadavg()[0]},
         "schemes": results,
     }
-    print_table(results, args)
-    print(f"load average (1 min): {load_before:.2f} before, {document['load_average_1m']['after']:.2f} after")
-    out = args.out or Path("results") / f"core-bench-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
-    print(f"saved {out}")
-    return 0
 
 
 # (key, label) in the order printed.
@@ -87,22 +79,6 @@ STEPS = (
 
 def bench_scheme(name: str, count: int, accounts: int, repeat: int) -> dict[str, Any]:
     """Build a signed block for `name` and time every step over it."""
-    import os
-    import statistics
-    from concurrent.futures import ThreadPoolExecutor
-
-    import orjson
-
-    from qmemo.core.block import Block, make_block
-    from qmemo.core.genesis import next_turn_ms, parse_genesis
-    from qmemo.core.merkle import merkle_root
-    from qmemo.core.state import ChainState, apply_block
-    from qmemo.core.transaction import Transaction, derive_address
-    from qmemo.core.verify_cache import VerifyCache
-    from qmemo.core.hashing import Domain, blake3_512
-    from qmemo.crypto.schemes import get_scheme
-    from qmemo.crypto.verifier import RegistryVerifier, scheme_table
-
     scheme = get_scheme(name)
     scheme_id = scheme.info.scheme_id
     with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
@@ -184,8 +160,6 @@ class _TimedVerifier:
     """A SignatureVerifier that adds up the time spent in the verifier it wraps."""
 
     def __init__(self, inner: Any) -> None:
-        import time
-
         self._inner = inner
         self._clock = time.perf_counter_ns
         self.elapsed_ns = 0
@@ -203,9 +177,6 @@ def _time_per_item(step: Any, count: int) -> float:
     `step` is a callable, or (callable, setup) where setup() prepares its argument
     outside the timed region (a warm cache, for instance).
     """
-    import gc
-    import time
-
     function, setup = step if isinstance(step, tuple) else (step, None)
     argument = setup() if setup else None
     gc.collect()
@@ -217,22 +188,3 @@ def _time_per_item(step: Any, count: int) -> float:
     finally:
         gc.enable()
     return elapsed_ns / 1000 / count
-
-
-def print_table(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"qmemo bench core: {args.transactions} transactions, {PAYLOAD_BYTES}-byte payloads, "
-                        f"best of {args.repeat}, microseconds per transaction")
-    table.add_column("step")
-    for name in results:
-        table.add_column(name, justify="right")
-    for key, label in STEPS:
-        table.add_row(label, *(f"{r['per_transaction_us'][key]['best_us']:.2f}" for r in results.values()))
-    table.add_row("core overhead in a cold validation (median)",
-                  *(f"{r['core_overhead_cold_us']:.2f}" for r in results.values()))
-    table.add_row("[bold]share of cold validation in signature verification (median)[/]",
-                  *(f"[bold]{r['verify_share_of_cold_validation']:.1%}[/]" for r in results.values()))
-    table.add_row("transaction size (bytes)", *(str(r["transaction_bytes"]) for r in results.values()))
-    Console().print(table)

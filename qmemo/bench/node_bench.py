@@ -22,94 +22,95 @@ Method:
    one step at a time with nothing else running.
 
 The client runs on the same machine and competes for the same cores; its CPU time is
-reported too. Results are saved as JSON with the machine description.
+reported too. `run_node_bench` returns the result document ("qmemo-node-bench/1"); the
+command (qmemo.commands.bench_node) prints it and saves it. This module never prints
+and never imports the CLI: progress goes to the `progress` callback.
 """
 
 from __future__ import annotations
 
-import argparse
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import aiohttp
+import orjson
+
+from qmemo.analysis.c_baseline import load_c_baseline
+from qmemo.core.genesis import parse_genesis
+from qmemo.core.mempool import Mempool, MempoolLimits
+from qmemo.core.state import ChainState, check_transaction_form
+from qmemo.core.transaction import Transaction, derive_address
+from qmemo.core.verify_cache import VerifyCache
+from qmemo.crypto.schemes import get_scheme
+from qmemo.crypto.verifier import RegistryVerifier, scheme_table
+from qmemo.devnet.files import GENESIS_FILE, DevnetSpec, create_devnet, validator_key_file
+from qmemo.devnet.health import wait_ready
+from qmemo.errors import BenchmarkError, ConfigError, QmemoError
+from qmemo.net.wire import decode_tx_batch, dumps, encode_tx_batch, encode_tx_results
+from qmemo.node.answers import ACCEPTED, TxOutcome
+from qmemo.sysinfo import machine_info
 
 SCHEMA = "qmemo-node-bench/1"
 PAYLOAD_BYTES = 188     # a 256-byte transaction body (qmemo.load.workload: 256 - 66 fixed - 2)
 TXS_PER_ACCOUNT = 100   # below the mempool's per-sender limit
+NODE_READY_S = 30.0     # a node that is not answering /health by then has failed to start
 
 
-def register(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--txs", type=int, default=30_000, help="measured transactions per run (default 30000)")
-    parser.add_argument("--warmup", type=int, default=3_000, help="transactions before timing starts (default 3000)")
-    parser.add_argument("--batch", type=int, default=500, help="transactions per request (default 500)")
-    parser.add_argument("--concurrency", type=int, default=4, help="requests in flight (default 4)")
-    parser.add_argument("--threads", default="1,2", help="verify-thread counts to run (default 1,2)")
-    parser.add_argument("--scheme", default="Falcon-512", help="signature scheme (default Falcon-512)")
-    parser.add_argument("--gil-switch-interval-s", type=float,
-                        help="the node's sys.setswitchinterval (default: the node's, see docs/api.md)")
-    parser.add_argument("--out", type=Path, help="JSON file (default results/node-bench-<UTC time>.json)")
-    parser.set_defaults(run=run)
+@dataclass(frozen=True, slots=True)
+class NodeBenchConfig:
+    """The benchmark's parameters (the `qmemo bench node` flags)."""
+
+    txs: int = 30_000                    # measured transactions per run
+    warmup: int = 3_000                  # transactions before timing starts
+    batch: int = 500                     # transactions per request
+    concurrency: int = 4                 # requests in flight
+    threads: tuple[int, ...] = (1, 2)    # verify-thread counts, one node run each
+    scheme: str = "Falcon-512"
+    gil_switch_interval_s: float | None = None   # the node's sys.setswitchinterval (None: its default)
 
 
-def run(args: argparse.Namespace) -> int:
-    import tempfile
-    import time
-
-    import orjson
-
-    from qmemo.errors import ConfigError
-    from qmemo.sysinfo import machine_info
-
-    thread_counts = [int(t) for t in args.threads.split(",") if t.strip()]
-    if args.txs < args.batch or args.batch < 1 or args.concurrency < 1 or not thread_counts:
-        raise ConfigError("need --txs >= --batch >= 1, --concurrency >= 1 and at least one thread count")
+def run_node_bench(config: NodeBenchConfig, progress: Callable[[str], None]) -> dict[str, Any]:
+    """Run the whole benchmark and return its result document (see the module docstring)."""
+    if config.txs < config.batch or config.batch < 1 or config.concurrency < 1 or not config.threads \
+            or min(config.threads) < 1 or config.warmup < 0:
+        raise ConfigError("need --txs >= --batch >= 1, --concurrency >= 1, --warmup >= 0 and thread counts >= 1")
     with tempfile.TemporaryDirectory(prefix="qmemo-node-bench-") as tmp:
         workdir = Path(tmp)
-        devnet = _make_devnet(workdir, args)
-        print(f"signing {args.warmup + args.txs:,} {args.scheme} transactions ...", flush=True)
-        transactions = _sign(devnet, args.warmup + args.txs)
-        references = _references(args.scheme, transactions[:3000])
+        devnet = _make_devnet(workdir, config)
+        progress(f"signing {config.warmup + config.txs:,} {config.scheme} transactions ...")
+        transactions = _sign(devnet, config.warmup + config.txs)
+        references = _references(config.scheme, transactions[:3000])
         breakdown = _breakdown(devnet, transactions[:4000])
-        runs = [_run_node(workdir, devnet, transactions, threads, args) for threads in thread_counts]
-    baseline = _c_baseline(args.scheme)
-    document = _summarize(args, thread_counts, runs, references, baseline, breakdown)
+        runs = [_run_node(workdir, devnet, transactions, threads, config, progress) for threads in config.threads]
+    document = _summarize(config, runs, references, _c_baseline(config.scheme), breakdown)
     document["machine"] = machine_info()
-    _print(document)
-    out = args.out or Path("results") / f"node-bench-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
-    print(f"saved {out}")
-    return 0
+    return document
 
 
 # --- setup ----------------------------------------------------------------------------------
 
-def _make_devnet(workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
-    import contextlib
-    import io
-
-    import orjson
-
-    from qmemo.cli import main
-    from qmemo.crypto.keys import load_keys
-    from qmemo.crypto.schemes import get_scheme
-
-    accounts = -(-(args.warmup + args.txs) // TXS_PER_ACCOUNT)
-    with contextlib.redirect_stdout(io.StringIO()):
-        status = main(["genesis", "--out", str(workdir / "devnet"), "--validators", "1",
-                       "--accounts", str(accounts), "--scheme", args.scheme, "--block-interval-ms", "3600000"])
-    if status != 0:
-        raise RuntimeError("qmemo genesis failed")
-    document = orjson.loads((workdir / "devnet" / "genesis.json").read_bytes())
-    keys = load_keys(workdir / "devnet" / "accounts.keys.json")
-    return {"dir": workdir / "devnet", "chain_id": document["chain_id"], "keys": keys,
-            "scheme": get_scheme(args.scheme)}
+def _make_devnet(workdir: Path, config: NodeBenchConfig) -> dict[str, Any]:
+    """One validator whose block interval is an hour: no block during the measurement."""
+    accounts = -(-(config.warmup + config.txs) // TXS_PER_ACCOUNT)
+    devnet = create_devnet(DevnetSpec(out=workdir / "devnet", validators=1, accounts=accounts, scheme=config.scheme,
+                                      block_interval_ms=3_600_000))
+    return {"dir": devnet.dir, "chain_id": devnet.genesis.chain_id, "keys": list(devnet.accounts),
+            "scheme": get_scheme(config.scheme)}
 
 
 def _sign(devnet: dict[str, Any], count: int) -> list:
-    import os
-    from concurrent.futures import ThreadPoolExecutor
-
-    from qmemo.core.transaction import Transaction, derive_address
-
     scheme, keys = devnet["scheme"], devnet["keys"]
     scheme_id = scheme.info.scheme_id
     payload = bytes(PAYLOAD_BYTES)
@@ -127,10 +128,6 @@ def _sign(devnet: dict[str, Any], count: int) -> list:
 
 def _references(scheme_name: str, transactions: list) -> dict[str, Any]:
     """Same-run single-thread verify rates: the registry call, and the bare ctypes call."""
-    import time
-
-    from qmemo.crypto.schemes import get_scheme
-
     scheme = get_scheme(scheme_name)
     args = [(tx.public_key, tx.signing_digest, tx.signature) for tx in transactions]
     verify = scheme.verify
@@ -152,9 +149,6 @@ def _references(scheme_name: str, transactions: list) -> dict[str, Any]:
 def _two_threads(verify: Any, args: list, one_thread_per_s: float) -> dict[str, float]:
     """The same verify loop on two threads at once: how much of a second core this process
     really got (about 2x on an idle 2-core machine, 1x if another process held a core)."""
-    import threading
-    import time
-
     def loop() -> None:
         for pk, msg, sig in args:
             verify(pk, msg, sig)
@@ -179,9 +173,6 @@ def _bare_ctypes(scheme: Any):
 
 
 def _c_baseline(scheme: str) -> dict[str, Any] | None:
-    from qmemo.analysis.c_baseline import load_c_baseline
-    from qmemo.errors import QmemoError
-
     try:
         baseline = load_c_baseline()
         if baseline is None:
@@ -194,19 +185,7 @@ def _c_baseline(scheme: str) -> dict[str, Any] | None:
 
 def _breakdown(devnet: dict[str, Any], transactions: list) -> dict[str, float]:
     """Microseconds per transaction of each admission step, in this process (no HTTP)."""
-    import time
-
-    from qmemo.core.genesis import parse_genesis
-    from qmemo.core.mempool import Mempool, MempoolLimits
-    from qmemo.core.state import ChainState, check_transaction_form
-    from qmemo.core.transaction import Transaction
-    from qmemo.core.verify_cache import VerifyCache
-    from qmemo.crypto.verifier import RegistryVerifier, scheme_table
-    from qmemo.net.wire import decode_tx_batch, encode_tx_batch, encode_tx_results
-    from qmemo.node.answers import ACCEPTED, TxOutcome
-    import orjson
-
-    genesis = parse_genesis(orjson.loads((devnet["dir"] / "genesis.json").read_bytes()), scheme_table())
+    genesis = parse_genesis(orjson.loads((devnet["dir"] / GENESIS_FILE).read_bytes()), scheme_table())
     state = ChainState.from_genesis(genesis)
     body = encode_tx_batch([tx.encoded for tx in transactions])
     n = len(transactions)
@@ -240,41 +219,32 @@ def _breakdown(devnet: dict[str, Any], transactions: list) -> dict[str, float]:
 # --- one node run ------------------------------------------------------------------------------
 
 def _run_node(workdir: Path, devnet: dict[str, Any], transactions: list, threads: int,
-              args: argparse.Namespace) -> dict[str, Any]:
-    import asyncio
-    import signal
-    import socket
-    import subprocess
-    import sys
-
-    import orjson
-
-    from qmemo.net.wire import encode_tx_batch
-
+              config: NodeBenchConfig, progress: Callable[[str], None]) -> dict[str, Any]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    config = workdir / f"node-{threads}.json"
+    node_config = workdir / f"node-{threads}.json"
     settings = {"mempool_max_txs": 10 * len(transactions), "mempool_max_bytes": 1 << 34,
                 "mempool_max_per_sender": 10 * TXS_PER_ACCOUNT}
-    if args.gil_switch_interval_s is not None:
-        settings["gil_switch_interval_s"] = args.gil_switch_interval_s
-    config.write_bytes(orjson.dumps(settings))
+    if config.gil_switch_interval_s is not None:
+        settings["gil_switch_interval_s"] = config.gil_switch_interval_s
+    node_config.write_bytes(orjson.dumps(settings))
     log = (workdir / f"node-{threads}.log").open("wb")
     qmemo = Path(sys.executable).with_name("qmemo")
     process = subprocess.Popen(
-        [str(qmemo), "node", "--genesis", str(devnet["dir"] / "genesis.json"),
-         "--key", str(devnet["dir"] / "validator-0.keys.json"), "--data", str(workdir / f"data-{threads}"),
-         "--port", str(port), "--verify-threads", str(threads), "--config", str(config), "--log-level", "WARNING"],
+        [str(qmemo), "node", "--genesis", str(devnet["dir"] / GENESIS_FILE),
+         "--key", str(devnet["dir"] / validator_key_file(0)), "--data", str(workdir / f"data-{threads}"),
+         "--port", str(port), "--verify-threads", str(threads), "--config", str(node_config),
+         "--log-level", "WARNING"],
         stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    bodies = [encode_tx_batch([tx.encoded for tx in transactions[i:i + args.batch]])
-              for i in range(0, len(transactions), args.batch)]
-    warm = -(-args.warmup // args.batch)
+    bodies = [encode_tx_batch([tx.encoded for tx in transactions[i:i + config.batch]])
+              for i in range(0, len(transactions), config.batch)]
+    warm = -(-config.warmup // config.batch)
     try:
-        print(f"node with {threads} verify thread(s): admitting {len(transactions) - warm * args.batch:,} "
-              f"transactions ...", flush=True)
-        result = asyncio.run(_drive(url, process.pid, bodies[:warm], bodies[warm:], args.concurrency))
+        progress(f"node with {threads} verify thread(s): admitting {len(transactions) - warm * config.batch:,} "
+                 "transactions ...")
+        result = asyncio.run(_drive(url, process.pid, bodies[:warm], bodies[warm:], config.concurrency))
     finally:
         process.send_signal(signal.SIGTERM)
         try:
@@ -282,11 +252,11 @@ def _run_node(workdir: Path, devnet: dict[str, Any], transactions: list, threads
         except subprocess.TimeoutExpired:
             process.kill()
         log.close()
-    expected = sum(min(args.batch, len(transactions) - i) for i in range(warm * args.batch, len(transactions),
-                                                                          args.batch))
+    expected = sum(min(config.batch, len(transactions) - i)
+                   for i in range(warm * config.batch, len(transactions), config.batch))
     if result["accepted"] != expected:
         tail = (workdir / f"node-{threads}.log").read_text(errors="replace")[-2000:]
-        raise RuntimeError(f"the node accepted {result['accepted']} of {expected} transactions "
+        raise BenchmarkError(f"the node accepted {result['accepted']} of {expected} transactions "
                            f"({result['answers']}); its log ends:\n{tail}")
     result["threads"] = threads
     result["transactions"] = expected
@@ -294,16 +264,8 @@ def _run_node(workdir: Path, devnet: dict[str, Any], transactions: list, threads
 
 
 async def _drive(url: str, pid: int, warmup: list[bytes], bodies: list[bytes], concurrency: int) -> dict[str, Any]:
-    import asyncio
-    import time
-
-    import aiohttp
-    import orjson
-
-    from qmemo.commands.health import wait_ready
-
-    if not (await wait_ready([url], 30.0))[url]:
-        raise RuntimeError(f"the node at {url} did not become ready in 30 s")
+    if not (await wait_ready([url], NODE_READY_S))[url]:
+        raise BenchmarkError(f"the node at {url} did not become ready in {NODE_READY_S:g} s")
     answers: dict[str, int] = {}
     accepted = 0
 
@@ -353,8 +315,6 @@ async def _drive(url: str, pid: int, warmup: list[bytes], bodies: list[bytes], c
 def _thread_cpu_s(pid: int) -> dict[str, float]:
     """User + system CPU seconds of process `pid` by thread group (Linux /proc): the event
     loop ("loop": the main thread), the verify pool ("verify"), everything else ("other")."""
-    import os
-
     ticks = os.sysconf("SC_CLK_TCK")
     groups = {"loop": 0.0, "verify": 0.0, "other": 0.0}
     for tid in os.listdir(f"/proc/{pid}/task"):
@@ -372,7 +332,7 @@ def _thread_cpu_s(pid: int) -> dict[str, float]:
 
 # --- figures ---------------------------------------------------------------------------------------
 
-def _summarize(args: argparse.Namespace, thread_counts: list[int], runs: list[dict[str, Any]],
+def _summarize(config: NodeBenchConfig, runs: list[dict[str, Any]],
                references: dict[str, Any], baseline: dict[str, Any] | None,
                breakdown: dict[str, float]) -> dict[str, Any]:
     c_rate = baseline.get("ops_per_s") if baseline else None
@@ -396,9 +356,9 @@ def _summarize(args: argparse.Namespace, thread_counts: list[int], runs: list[di
         speedup = by_threads[2]["admitted_per_s"] / by_threads[1]["admitted_per_s"]
     return {
         "schema": SCHEMA,
-        "parameters": {"scheme": args.scheme, "txs": args.txs, "warmup": args.warmup, "batch": args.batch,
-                       "concurrency": args.concurrency, "threads": thread_counts, "payload_bytes": PAYLOAD_BYTES,
-                       "gil_switch_interval_s": args.gil_switch_interval_s},
+        "parameters": {"scheme": config.scheme, "txs": config.txs, "warmup": config.warmup, "batch": config.batch,
+                       "concurrency": config.concurrency, "threads": list(config.threads),
+                       "payload_bytes": PAYLOAD_BYTES, "gil_switch_interval_s": config.gil_switch_interval_s},
         "c_baseline": baseline or {"missing": "no results/latest/summary.json; run `qmemo bench c`"},
         "same_run_references": references,
         "admission_breakdown_us_per_tx": breakdown,
@@ -406,37 +366,3 @@ def _summarize(args: argparse.Namespace, thread_counts: list[int], runs: list[di
         "speedup_2_vs_1_threads": speedup,
         "targets": {"per_cpu_s_vs_c": 0.9, "speedup_2_vs_1": 1.8},
     }
-
-
-def _print(document: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console(width=max(Console().width, 132))     # the table's ten columns, unabridged
-    baseline = document["c_baseline"]
-    table = Table(title=f"qmemo bench node: {document['parameters']['scheme']} admission over loopback "
-                        f"(batches of {document['parameters']['batch']}, "
-                        f"{document['parameters']['concurrency']} in flight)")
-    for column in ("verify threads", "admitted tx/s", "node CPU cores", "tx per node CPU-s", "vs C 1-core",
-                   "vs ctypes loop", "CPU us/tx", "loop us/tx", "verify threads us/tx", "client CPU-s"):
-        table.add_column(column, justify="right")
-    for run in document["runs"]:
-        ratio = run["ratio_to_c_single_core"]
-        table.add_row(str(run["threads"]), f"{run['admitted_per_s']:,.0f}", f"{run['node_cores_busy']:.2f}",
-                      f"{run['admitted_per_cpu_s']:,.0f}", f"{ratio:.0%}" if ratio else "-",
-                      f"{run['ratio_to_same_run'].get('ctypes_verify', 0):.0%}",
-                      f"{run['node_cpu_us_per_tx']:.1f}", f"{run['cpu_us_per_tx_by_thread']['loop']:.1f}",
-                      f"{run['cpu_us_per_tx_by_thread']['verify']:.1f}", f"{run['client_cpu_s']:.2f}")
-    console.print(table)
-    refs = document["same_run_references"]
-    source = baseline.get("source", baseline.get("missing", baseline.get("error")))
-    c_rate = f"{baseline['ops_per_s']:,.0f}/s" if "ops_per_s" in baseline else "none"
-    console.print(f"C single-core verify: {c_rate} ({source}); same run, one Python thread: "
-                  + ", ".join(f"{k} {refs[k]['ops_per_s']:,.0f}/s" for k in ("registry_verify", "ctypes_verify")
-                              if k in refs))
-    console.print(f"two Python threads verifying at once: {refs['two_threads_verify']['speedup']:.2f}x one "
-                  "(the cores this machine really gave us; ~2x when idle)")
-    if document["speedup_2_vs_1_threads"]:
-        console.print(f"2 vs 1 verify threads: {document['speedup_2_vs_1_threads']:.2f}x")
-    console.print("admission steps in-process (us/tx): "
-                  + ", ".join(f"{k} {v:.1f}" for k, v in document["admission_breakdown_us_per_tx"].items()))

@@ -1,6 +1,7 @@
-"""`qmemo bench <suite>`: the benchmark drivers, one module each under `qmemo.bench`.
+"""`qmemo bench <suite>`: one command module per suite (commands/bench_<suite>.py).
 
-Each suite module defines `register(parser)` like a command does (see qmemo/cli.py).
+Each suite's command module defines `register(parser)` like a command does (see
+qmemo/cli.py) and calls its benchmark in `qmemo.bench`, which never imports the CLI.
 Benchmarks print their figures and save them as JSON with the machine, versions and
 build flags; they compare against a reference measured in the same run.
 """
@@ -12,9 +13,9 @@ import importlib
 
 # (suite, module, one-line help)
 SUITES: list[tuple[str, str, str]] = [
-    ("c", "qmemo.bench.c_suite", "build and run the C micro-benchmarks (bench_c/): the baseline"),
-    ("node", "qmemo.bench.node_bench", "one node's admission rate per CPU-second against the C verify rate"),
-    ("core", "qmemo.bench.core_bench", "per-transaction cost of the chain core next to signature verification"),
+    ("c", "qmemo.commands.bench_c", "build and run the C micro-benchmarks (bench_c/): the baseline"),
+    ("node", "qmemo.commands.bench_node", "one node's admission rate per CPU-second against the C verify rate"),
+    ("core", "qmemo.commands.bench_core", "per-transaction cost of the chain core next to signature verification"),
 ]
 
 

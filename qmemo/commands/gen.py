@@ -51,10 +51,11 @@ def run(args: argparse.Namespace) -> int:
     import orjson
     from rich.console import Console
 
-    from qmemo.commands.genesis import ACCOUNTS_FILE, GENESIS_FILE
+    from qmemo.devnet.files import ACCOUNTS_FILE, GENESIS_FILE
     from qmemo.commands.monitor import node_urls
     from qmemo.errors import ConfigError
-    from qmemo.load.run import GenConfig, run_load, run_sweep, summary_document
+    from qmemo.load.run import GenConfig, run_load, run_sweep
+    from qmemo.records import to_json
     from qmemo.load.schedule import sweep_rates
     from qmemo.load.sender import SendConfig
     from qmemo.load.summary_view import render_summary, render_sweep
@@ -94,12 +95,11 @@ def run(args: argparse.Namespace) -> int:
         except ValueError:
             raise ConfigError("--sweep takes START:FACTOR:MAX, e.g. 500:2:8000") from None
         rows = run_sweep(config, sweep_rates(start, factor, maximum), args.stage, quiet=args.quiet)
-        console.print(render_sweep(rows))
+        console.print(render_sweep([to_json(row) for row in rows]))
         console.print(f"sweep table: {out / 'sweep.csv'}")
         return 0
     result = run_load(config, quiet=args.quiet)
-    document = summary_document(result.summary, result.target_tps, result.interrupted)
-    console.print(render_summary(document, str(result.out)))
+    console.print(render_summary(to_json(result.file_summary), str(result.out)))
     return 0 if result.summary.counts.accounted == result.summary.counts.planned else 1
 
 

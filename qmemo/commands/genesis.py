@@ -8,22 +8,14 @@ Writes into --out:
                            account's transactions cannot be admitted out of order, so a
                            load spread over many accounts never waits on itself.
 
-Key files are in the qmemo-keys/1 format (qmemo/crypto/keys.py), mode 0600. Keys are
-generated on every core (liboqs releases the GIL): 1,000 Falcon-512 accounts take a
-few seconds.
+The work is qmemo.devnet.files.create_devnet (the node benchmark makes its devnet the
+same way); this module is the flags and the one line printed.
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-
-GENESIS_FILE = "genesis.json"
-ACCOUNTS_FILE = "accounts.keys.json"
-
-
-def validator_key_file(index: int) -> str:
-    return f"validator-{index}.keys.json"
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -48,59 +40,21 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import os
     import time
-    from concurrent.futures import ThreadPoolExecutor
 
-    import orjson
-
-    from qmemo.core.genesis import GENESIS_FORMAT, parse_genesis
-    from qmemo.core.transaction import derive_address
-    from qmemo.crypto.keys import NamedKey, save_keys
-    from qmemo.crypto.schemes import canonical_name, get_scheme
-    from qmemo.crypto.verifier import scheme_table
-    from qmemo.errors import ConfigError
-
-    if args.validators < 1 or args.accounts < 0:
-        raise ConfigError("--validators must be at least 1 and --accounts at least 0")
-    out: Path = args.out
-    if (out / GENESIS_FILE).exists() and not args.force:
-        raise ConfigError(f"{out / GENESIS_FILE} exists; pass --force to replace the devnet")
-    account_scheme = canonical_name(args.scheme)
-    validator_scheme = canonical_name(args.validator_scheme or account_scheme)
-    tx_schemes = [canonical_name(name.strip()) for name in (args.tx_schemes or account_scheme).split(",")]
-    if account_scheme not in tx_schemes:
-        raise ConfigError(f"the accounts' scheme {account_scheme} must be one of --tx-schemes")
+    from qmemo.devnet.files import DevnetSpec, create_devnet
 
     started = time.perf_counter()
-    jobs = [(f"validator-{i}", validator_scheme) for i in range(args.validators)]
-    jobs += [(f"account-{i:05d}", account_scheme) for i in range(args.accounts)]
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        keys = list(pool.map(lambda job: NamedKey.from_keypair(job[0], get_scheme(job[1]).keypair()), jobs))
-    validators, accounts = keys[:args.validators], keys[args.validators:]
-
-    document = {
-        "format": GENESIS_FORMAT,
-        "chain_id": args.chain_id,
-        "genesis_time_ms": args.genesis_time_ms if args.genesis_time_ms is not None else time.time_ns() // 1_000_000,
-        "block_interval_ms": args.block_interval_ms,
-        "producer_timeout_ms": args.producer_timeout_ms or args.block_interval_ms,
-        "max_clock_drift_ms": args.max_clock_drift_ms,
-        "max_block_transactions": args.max_block_transactions,
-        "tx_schemes": tx_schemes,
-        "validators": [{"name": key.name, "scheme": key.scheme, "public_key": key.public_key.hex()}
-                       for key in validators],
-        "accounts": [{"address": derive_address(get_scheme(key.scheme).info.scheme_id, key.public_key).hex(),
-                      "balance": args.balance} for key in accounts],
-    }
-    genesis = parse_genesis(document, scheme_table())   # the same checks a node runs on it
-
-    out.mkdir(parents=True, exist_ok=True)
-    for index, key in enumerate(validators):
-        save_keys(out / validator_key_file(index), [key])
-    save_keys(out / ACCOUNTS_FILE, accounts)
-    (out / GENESIS_FILE).write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
-    print(f"devnet in {out}: chain {genesis.chain_id}, genesis {genesis.hash.hex()[:16]}.., "
-          f"{len(validators)} {validator_scheme} validators, {len(accounts)} {account_scheme} accounts "
+    tx_schemes = tuple(name.strip() for name in args.tx_schemes.split(",")) if args.tx_schemes else None
+    devnet = create_devnet(DevnetSpec(
+        out=args.out, validators=args.validators, accounts=args.accounts, scheme=args.scheme,
+        validator_scheme=args.validator_scheme, tx_schemes=tx_schemes, chain_id=args.chain_id,
+        balance=args.balance, block_interval_ms=args.block_interval_ms, producer_timeout_ms=args.producer_timeout_ms,
+        max_clock_drift_ms=args.max_clock_drift_ms, max_block_transactions=args.max_block_transactions,
+        genesis_time_ms=args.genesis_time_ms, force=args.force))
+    validator_scheme = devnet.validators[0].scheme
+    account_scheme = devnet.accounts[0].scheme if devnet.accounts else validator_scheme
+    print(f"devnet in {devnet.dir}: chain {devnet.genesis.chain_id}, genesis {devnet.genesis.hash.hex()[:16]}.., "
+          f"{len(devnet.validators)} {validator_scheme} validators, {len(devnet.accounts)} {account_scheme} accounts "
           f"({time.perf_counter() - started:.1f} s)")
     return 0

@@ -19,6 +19,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
+    from qmemo.devnet.health import wait_ready
     from qmemo.errors import ConfigError
 
     bad = [u for u in args.urls if not u.startswith(("http://", "https://"))]
@@ -29,23 +30,3 @@ def run(args: argparse.Namespace) -> int:
         print(f"{url}: {'ready' if ok else 'NOT ready'}")
     return 0 if all(ready.values()) else 1
 
-
-async def wait_ready(urls: list[str], deadline_s: float, poll_s: float = 0.2) -> dict[str, bool]:
-    import asyncio
-    import time
-
-    import aiohttp
-
-    ready = {url: False for url in urls}
-    end = time.monotonic() + deadline_s
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
-        while True:
-            for url in [u for u, ok in ready.items() if not ok]:
-                try:
-                    async with session.get(f"{url}/health") as response:
-                        ready[url] = response.status == 200
-                except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
-                    pass
-            if all(ready.values()) or time.monotonic() >= end:
-                return ready
-            await asyncio.sleep(poll_s)

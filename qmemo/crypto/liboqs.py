@@ -26,7 +26,7 @@ from types import ModuleType
 
 from qmemo.errors import LiboqsNotFound
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from qmemo.paths import REPO_ROOT  # the checkout's root, defined once
 DEFAULT_PREFIX = REPO_ROOT / ".deps" / "liboqs"
 SETUP_COMMAND = "scripts/setup.sh"
 

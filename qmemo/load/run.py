@@ -26,10 +26,12 @@ import aiohttp
 import orjson
 
 from qmemo.errors import ConfigError
+from qmemo.records import to_json
 from qmemo.load import schedule as sched
 from qmemo.load.follower import FollowState, current_height, follow_blocks
 from qmemo.load.latency import ACCEPTED, DUPLICATE, STATUS_NAMES, RunSummary, Timings, summarize
 from qmemo.load.sender import SendConfig, SendProgress, send_batches
+from qmemo.load.summary import SWEEP_SCHEMA, LoadSummary, Sweep, SweepRow, load_summary, sweep_row, write
 from qmemo.load.workload import PlanShape, Workload, build, funded_accounts
 from qmemo.core.genesis import Genesis
 from qmemo.node.store import load_genesis
@@ -67,6 +69,7 @@ class RunResult:
     target_tps: float
     out: Path
     interrupted: bool
+    file_summary: LoadSummary     # what summary.json holds, the saturation verdict included
 
 
 # --- prepare ---------------------------------------------------------------------------
@@ -249,9 +252,10 @@ def run_load(config: GenConfig, *, quiet: bool = False, genesis: Genesis | None 
     # A warm-up longer than half the run would leave nothing to measure: it is halved.
     summary = summarize(timings, warmup_s=min(config.warmup_s, config.duration_s / 2),
                         window_end_s=min(config.duration_s, interrupted_at or math.inf))
+    file_summary = load_summary(summary, target_tps=target_tps, interrupted=interrupted,
+                                block_interval_s=genesis.block_interval_ms / 1e3)
     config.out.mkdir(parents=True, exist_ok=True)
-    (config.out / "summary.json").write_bytes(orjson.dumps(
-        summary_document(summary, target_tps, interrupted), option=orjson.OPT_INDENT_2))
+    write(config.out / "summary.json", file_summary)
     write_transactions_csv(config.out / "transactions.csv", timings, workload.ids)
     (config.out / "manifest.json").write_bytes(orjson.dumps({
         "config": _config_document(config), "genesis_hash": genesis.hash.hex(), "chain_id": genesis.chain_id,
@@ -261,33 +265,12 @@ def run_load(config: GenConfig, *, quiet: bool = False, genesis: Genesis | None 
         "commit_time_note": "committed = first seen by the block follower (up to one poll interval late)",
         "machine": machine_info(),
     }, option=orjson.OPT_INDENT_2))
-    return RunResult(summary, target_tps, config.out, interrupted)
+    return RunResult(summary, target_tps, config.out, interrupted, file_summary)
 
 
 def _config_document(config: GenConfig) -> dict[str, Any]:
     document = asdict(config)
     return {key: str(value) if isinstance(value, Path) else value for key, value in document.items()}
-
-
-def summary_document(summary: RunSummary, target_tps: float, interrupted: bool) -> dict[str, Any]:
-    """The run's summary.json (fields documented in docs/devnet.md)."""
-    counts = summary.counts
-    return {
-        "schema": "qmemo-load-summary/1",
-        "target_tps": target_tps,
-        "committed_tps": summary.committed_tps,
-        "measured_s": summary.measured_s,
-        "warmup_s": summary.warmup_s,
-        "interrupted": interrupted,
-        "counts": {**asdict(counts), "rejected_total": counts.rejected_total, "accounted": counts.accounted},
-        "latency_ms": {
-            "intended_to_committed": asdict(summary.intended_to_committed),
-            "sent_to_committed": asdict(summary.sent_to_committed),
-            "sent_to_accepted": asdict(summary.sent_to_accepted),
-        },
-        "schedule_lag_ms": asdict(summary.schedule_lag),
-        "generator_fell_behind": summary.generator_fell_behind,
-    }
 
 
 def write_transactions_csv(path: Path, timings: Timings, ids: list[bytes]) -> None:
@@ -306,46 +289,21 @@ def _cell(value: float) -> str:
 
 # --- sweep -------------------------------------------------------------------------------
 
-SATURATION_SHARE = 0.9          # committed below 90% of the target: the chain cannot keep up
-SATURATION_P99_INTERVALS = 3    # or p99 intended->committed beyond 3 block intervals
-
-
-def sweep_row(result: RunResult, block_interval_s: float) -> dict[str, Any]:
-    summary = result.summary
-    p99 = summary.intended_to_committed.percentiles_ms["p99"]
-    reasons = []
-    if summary.committed_tps < SATURATION_SHARE * result.target_tps:
-        reasons.append("committed < 90% of target")
-    if not p99 <= SATURATION_P99_INTERVALS * block_interval_s * 1e3:  # also true for NaN
-        reasons.append("p99 > 3 block intervals")
-    if summary.generator_fell_behind:
-        reasons.append("generator fell behind")
-    return {
-        "target_tps": result.target_tps, "committed_tps": summary.committed_tps,
-        "p50_ms": summary.intended_to_committed.percentiles_ms["p50"], "p99_ms": p99,
-        "lost": summary.counts.lost, "rejected": summary.counts.rejected_total,
-        "failed": summary.counts.failed, "saturated": bool(reasons), "why": "; ".join(reasons),
-        "run": str(result.out),
-    }
-
-
-def run_sweep(config: GenConfig, rates: list[float], stage_s: float, *, quiet: bool = False) -> list[dict[str, Any]]:
+def run_sweep(config: GenConfig, rates: list[float], stage_s: float, *, quiet: bool = False) -> list[SweepRow]:
     """Constant-rate stages at each rate until one saturates; writes sweep.json and sweep.csv."""
     genesis = load_genesis(config.genesis)
-    block_interval_s = genesis.block_interval_ms / 1e3
-    rows: list[dict[str, Any]] = []
+    rows: list[SweepRow] = []
     for rate in rates:
         stage = replace(config, tps=rate, duration_s=stage_s, schedule=None, poisson=False,
                         out=config.out / f"stage-{rate:g}tps")
         result = run_load(stage, quiet=quiet, genesis=genesis)
-        rows.append(sweep_row(result, block_interval_s))
-        if rows[-1]["saturated"] or result.interrupted:
+        rows.append(sweep_row(result.file_summary, result.out))
+        if rows[-1].saturated or result.interrupted:
             break
     config.out.mkdir(parents=True, exist_ok=True)
-    (config.out / "sweep.json").write_bytes(orjson.dumps({"schema": "qmemo-sweep/1", "rows": rows},
-                                                         option=orjson.OPT_INDENT_2))
+    write(config.out / "sweep.json", Sweep(SWEEP_SCHEMA, tuple(rows)))
     with (config.out / "sweep.csv").open("w", newline="") as out:
-        writer = csv.DictWriter(out, fieldnames=list(rows[0]))
+        writer = csv.DictWriter(out, fieldnames=list(SweepRow.__dataclass_fields__))
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows(to_json(row) for row in rows)
     return rows

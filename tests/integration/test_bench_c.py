@@ -24,7 +24,9 @@ from typing import Any
 
 import pytest
 
-from qmemo.bench.c_suite import BENCH_DIR, BINARY, REPO_ROOT, kat_digest, parse_speed_sig
+from qmemo.bench.c_runner import BINARY
+from qmemo.bench.c_validate import kat_digest, parse_speed_sig
+from qmemo.paths import BENCH_C_DIR as BENCH_DIR, REPO_ROOT
 from tests.conftest import VENV_BIN
 
 pytestmark = pytest.mark.slow

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 import signal
 import socket
 import subprocess
@@ -18,6 +19,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from qmemo.analysis.devnet import load_devnet_run
 from tests.conftest import REPO_ROOT, VENV_BIN, run_command
 
 pytestmark = pytest.mark.slow
@@ -25,8 +27,14 @@ NODES = 3
 
 
 def free_base_port(count: int = NODES) -> int:
-    """A base port whose `count` consecutive ports are all free now."""
-    for base in range(21000, 60000, 97):
+    """A base port whose `count` consecutive ports are all free now.
+
+    The search starts at an offset taken from this process's id: test suites of several
+    checkouts running at once on one machine would otherwise all probe 21000, 21097, ...
+    in the same order, and two of them could pick the same ports between this probe and
+    devnet.sh binding them (its nodes then fail while the other suite's nodes answer)."""
+    start = 21000 + (os.getpid() % 200) * 97
+    for base in [*range(start, 60000, 97), *range(21000, start, 97)]:
         sockets = []
         try:
             for port in range(base, base + count):
@@ -124,7 +132,7 @@ def test_latencies_are_ordered_for_every_transaction(devnet_run):
 def test_summary_has_every_documented_field(devnet_run):
     summary = orjson.loads((devnet_run["run"] / "gen" / "summary.json").read_bytes())
     for key in ("schema", "target_tps", "committed_tps", "counts", "latency_ms", "schedule_lag_ms",
-                "generator_fell_behind", "warmup_s", "measured_s"):
+                "generator_fell_behind", "warmup_s", "measured_s", "saturated", "why"):
         assert key in summary
     for name in ("intended_to_committed", "sent_to_committed", "sent_to_accepted"):
         percentiles = summary["latency_ms"][name]["percentiles_ms"]
@@ -133,6 +141,9 @@ def test_summary_has_every_documented_field(devnet_run):
     assert (ordered["intended_to_committed"]["percentiles_ms"]["p50"]
             >= ordered["sent_to_committed"]["percentiles_ms"]["p50"]
             >= ordered["sent_to_accepted"]["percentiles_ms"]["p50"])
+    # The report reads the run with the writer's own schema, verdict included.
+    run = load_devnet_run(devnet_run["run"] / "gen")
+    assert (run.committed_tps, run.run_saturated) == (summary["committed_tps"], summary["saturated"])
     manifest = orjson.loads((devnet_run["run"] / "gen" / "manifest.json").read_bytes())
     assert manifest["genesis_hash"] and manifest["machine"]["cpu_model"]
     sender = manifest["sender"]

@@ -2,9 +2,11 @@
 
 tests/fixtures/c-baseline-quick/ is a real `qmemo bench c --quick` results folder from
 this project's 2-core machine (its run.log dropped for size). tests/fixtures/devnet-run/
-is a hand-written devnet summary (round numbers, marked synthetic) for the devnet reader.
-To refresh the C fixture after bench_c's format changes: `.venv/bin/qmemo bench c --quick`,
-copy `results/<run-id>/` over tests/fixtures/c-baseline-quick/ and delete its run.log.
+is the summary.json of a real short devnet.sh run, and tests/fixtures/devnet-sweep/ a real
+`qmemo gen --sweep` folder (sweep.json and each stage's summary.json), both written by the
+current generator (qmemo.load.summary; see tests/fixtures/README.md to re-record them).
+To refresh the C fixture after bench_c's format changes: `.venv/bin/qmemo bench c --quick
+--out <new folder>` and copy its JSON files over tests/fixtures/c-baseline-quick/.
 The report is generated once through the real CLI; the tests then check that every
 section and plot is there, that every table names its source, and that the figures in
 the tables are the fixture's figures (or the model's arithmetic on them).
@@ -18,11 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from qmemo.analysis.devnet import parse_devnet_summary
+from qmemo.analysis.devnet import load_devnet_run
+from qmemo.errors import ConfigError
 from tests.conftest import REPO_ROOT, VENV_BIN, run_command
 
 FIXTURE = REPO_ROOT / "tests" / "fixtures" / "c-baseline-quick"
 DEVNET = REPO_ROOT / "tests" / "fixtures" / "devnet-run"
+SWEEP = REPO_ROOT / "tests" / "fixtures" / "devnet-sweep"
 SECTIONS = ("Environment", "Verification results", "Scheme comparison", "Multicore scaling", "Signature sizes",
             "Headroom against MEMO", "Hardware sensitivity (projections)", "On-chain footprint", "Devnet end to end")
 PLOTS = ("verify_distribution_Falcon-512.png", "scheme_rates.png", "multicore.png", "signature_sizes.png",
@@ -39,7 +43,7 @@ def summary() -> dict:
 def report(tmp_path_factory) -> tuple[Path, str]:
     out = tmp_path_factory.mktemp("report")
     done = run_command([str(VENV_BIN / "qmemo"), "report", "--results", str(FIXTURE), "--devnet", str(DEVNET),
-                        "--out", str(out)])
+                        "--devnet", str(SWEEP), "--out", str(out)])
     assert done.returncode == 0, done.stderr
     return out, (out / "REPORT.md").read_text()
 
@@ -158,9 +162,13 @@ def test_headroom_is_the_fixture_median_over_memos_requirement(report, summary):
     target = row(md, "needed/s per shard", "target, 20% cross-shard")
     assert target["needed/s per shard"] == "237.7"
     assert target["single core"] == f"{x(median / 237.65625)} meets"
-    # the synthetic devnet's best committed rate (1,400 TPS in its sweep) against 3,000/s
-    devnet = [k for k in conservative if k.startswith("devnet devnet-synthetic")]
-    assert devnet and conservative[devnet[0]] == f"{x(1400 / 3000)} short"
+    # the recorded sweep's best committed rate against 3,000/s; it saturated, so it is a capacity
+    best = max(r["committed_tps"] for r in json.loads((SWEEP / "sweep.json").read_text())["rows"])
+    assert conservative["devnet devnet-sweep, node end to end"] == f"{x(best / 3000)} short"
+    # the single run kept up with its load: its rate is only a lower bound of the capacity
+    run = json.loads((DEVNET / "summary.json").read_text())
+    assert not run["saturated"]
+    assert conservative["devnet devnet-run, node end to end (lower bound)"].startswith(x(run["committed_tps"] / 3000))
 
 
 def test_hardware_projection_is_clock_over_ticks(report, summary):
@@ -189,9 +197,14 @@ def test_footprint_uses_measured_sizes(report, summary):
 
 def test_devnet_section_reads_the_run_summary(report):
     _, md = report
-    cells = row(md, "committed / target", "devnet-synthetic")
-    assert (cells["committed TPS"], cells["committed / target"], cells["rejected"]) == ("950.0", "95.0%", "1,000")
-    assert row(md, "p99.9", "devnet-synthetic")["p99.9"] == "5,000.0"
+    data = json.loads((DEVNET / "summary.json").read_text())
+    cells = row(md, "committed / target", "devnet-run")
+    assert cells["committed TPS"] == f"{data['committed_tps']:,.1f}"
+    assert cells["committed / target"] == f"{data['committed_tps'] / data['target_tps']:.1%}"
+    assert cells["rejected"] == f"{data['counts']['rejected_total']:,}"
+    assert cells["saturated"] == ("**yes**" if data["saturated"] else "no")
+    p999 = data["latency_ms"]["intended_to_committed"]["percentiles_ms"]["p99.9"]
+    assert row(md, "p99.9", "devnet-run")["p99.9"] == f"{p999:,.1f}"
 
 
 def test_report_without_results_is_one_clear_error(tmp_path):
@@ -214,38 +227,33 @@ def test_headroom_command_refuses_cross_shard_traffic_on_one_shard():
     assert done.returncode == 1 and "single shard" in done.stderr
 
 
-def test_devnet_reader_takes_the_generators_own_summary_shape():
-    # The shape of qmemo.load.latency.RunSummary serialised as it is: latency kinds at the
-    # top level with percentiles_ms/max_ms, rejections per reason, the rate under config.
-    data = {"config": {"tps": 200}, "committed_tps": 180.0,
-            "counts": {"planned": 10, "committed": 7, "rejected": {"bad_signature": 2, "nonce": 1}},
-            "intended_to_committed": {"count": 7, "percentiles_ms": {"p50": 10.0, "p99": 30.0, "p99.9": 35.0},
-                                      "max_ms": 40.0, "mean_ms": 12.0},
-            "schedule_lag": {"percentiles_ms": {"p99": 1.0}, "max_ms": 2.0}}
-    run = parse_devnet_summary(data, Path("runs/r1/summary.json"))
-    assert (run.run_id, run.target_tps, run.committed_tps) == ("r1", 200, 180)
-    assert run.counts["rejected"] == 3
-    assert run.latency_ms["intended_to_committed"] == {"p50": 10.0, "p99": 30.0, "p99_9": 35.0, "max": 40.0}
-    assert run.schedule_lag_ms == {"p99": 1.0, "max": 2.0}
-    assert not run.saturated   # 180 of 200 is 90%: not short of the offered load
+def test_devnet_reader_reads_the_generators_summary_and_its_verdict():
+    data = json.loads((DEVNET / "summary.json").read_text())
+    run = load_devnet_run(DEVNET)
+    assert (run.run_id, run.target_tps, run.committed_tps) == ("devnet-run", data["target_tps"], data["committed_tps"])
+    assert run.counts["rejected"] == data["counts"]["rejected_total"]
+    assert run.latency_ms["intended_to_committed"]["p99_9"] == \
+        data["latency_ms"]["intended_to_committed"]["percentiles_ms"]["p99.9"]
+    assert run.saturated is data["saturated"]     # the writer's verdict, not re-derived
 
 
-def test_devnet_reader_converts_seconds_and_refuses_a_summary_without_rates():
-    from qmemo.errors import ConfigError
-
-    run = parse_devnet_summary({"target_tps": 10, "committed_tps": 5,
-                                "latency_s": {"sent_to_accepted": {"p50": 0.002}}}, Path("x/summary.json"))
-    assert run.latency_ms["sent_to_accepted"]["p50"] == pytest.approx(2.0)
-    assert run.saturated       # 5 of 10 offered: the chain was at its limit
+@pytest.mark.parametrize("mutate", [
+    lambda d: d.update(schema="qmemo-load-summary/1"),        # the old format: no verdict in it
+    lambda d: d.pop("saturated"),
+    lambda d: d.update(tps={"target": 10}),                   # a second spelling is not accepted
+    lambda d: d["counts"].update(committed="7"),
+])
+def test_devnet_reader_refuses_a_summary_that_is_not_the_generators(tmp_path, mutate):
+    data = json.loads((DEVNET / "summary.json").read_text())
+    mutate(data)
+    (tmp_path / "summary.json").write_text(json.dumps(data))
     with pytest.raises(ConfigError):
-        parse_devnet_summary({"committed_tps": 5}, Path("x/summary.json"))
+        load_devnet_run(tmp_path)
 
 
 def test_a_generator_sweep_folder_is_a_devnet_run():
     """`qmemo gen --sweep` writes sweep.json and one folder per stage (a recorded real sweep)."""
-    from qmemo.analysis.devnet import load_devnet_run
-
-    folder = Path(__file__).parents[1] / "fixtures" / "devnet-sweep"
+    folder = SWEEP
     run = load_devnet_run(folder)
     rows = json.loads((folder / "sweep.json").read_text())["rows"]
     assert run.run_id == "devnet-sweep"

@@ -1,0 +1,98 @@
+"""`qmemo bench c`: build and run the C micro-benchmarks (bench_c/), the baseline.
+
+The flags and the console; the run itself is qmemo.bench.c_runner, the file format
+qmemo.bench.c_summary (see docs/benchmarks.md). Top level stays light (argparse only).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from qmemo.bench.c_runner import STEP_NAMES   # light: no liboqs, no benchmark runs on import
+
+if TYPE_CHECKING:
+    from qmemo.bench.c_summary import CSummary
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true",
+                      help="shorter measurements: the whole run in well under a minute")
+    size.add_argument("--smoke", action="store_true",
+                      help="tiny sizes for the test suite; the figures mean nothing")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="results folder (default: results/<run-id>; results/latest then points to it)")
+    parser.add_argument("--only", default=None, metavar="STEPS", help="comma-separated subset of: " + ",".join(STEP_NAMES))
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from qmemo.bench.c_runner import new_run_folder, parse_only, run_suite
+    from qmemo.bench.c_summary import StepRecord
+
+    profile = "smoke" if args.smoke else "quick" if args.quick else "full"
+    only = parse_only(args.only)
+    console = Console(highlight=False)
+    if not console.is_terminal:  # a log or a pipe: do not wrap the tables at 80 columns
+        console = Console(highlight=False, width=160)
+    folder = new_run_folder(profile, args.out)
+    console.print(f"qmemo bench c: profile [bold]{profile}[/], results in {folder.path}")
+
+    def on_step(name: str, record: StepRecord) -> None:
+        if name == "build":
+            console.print("  build        ok")
+            return
+        if name == "validate":
+            mark = "[green]ok[/]" if record.ok else "[red]FAILED[/]"
+        else:
+            mark = "[green]ok[/]" if record.ok else f"[red]exit {record.exit_code}[/]"
+        console.print(f"  {name:<18} {mark}  {record.wall_s:6.1f} s")
+
+    result = run_suite(profile, folder, only, on_step)
+    print_summary(console, result.summary, result.out)
+    if result.failed:
+        console.print(f"[bold red]failed:[/] {', '.join(result.failed)} (see {result.log_path})")
+        return 1
+    console.print(f"done in {result.wall_s:.0f} s")
+    return 0
+
+
+def print_summary(console: Any, summary: CSummary, out: Path) -> None:
+    """The per-scheme table and the headline lines of a CSummary."""
+    from rich.table import Table
+
+    table = Table(title=f"C baseline {summary.run_id} ({summary.profile})")
+    for column in ("scheme", "impl", "NIST", "sig B (max)", "keygen/s", "sign/s", "verify/s"):
+        table.add_column(column, justify="left" if column in ("scheme", "impl") else "right")
+
+    def fmt(v: float | None) -> str:
+        return "-" if v is None else f"{v:,.0f}"
+
+    for row in summary.schemes.values():
+        table.add_row(row.scheme, row.implementation or "", f"L{row.nist_level}" if row.nist_level else "-",
+                      fmt(row.signature_bytes_max), fmt(row.keygen_per_s), fmt(row.sign_per_s),
+                      fmt(row.verify_per_s))
+    console.print(table)
+    falcon = summary.single_core_verify.get("Falcon-512")
+    if falcon and falcon.statistical:
+        s = falcon.statistical
+        console.print(f"Falcon-512 verify, single core: median {s.ops_per_s:,.0f} ops/s, "
+                      f"{s.median_us_per_op:.2f} us/op (P99 of trials {s.p99_us_per_op:.2f} us), "
+                      f"{s.tsc_ticks_per_op:,.0f} TSC ticks/op")
+    v = summary.validate
+    if v:
+        ratios = ", ".join(f"{k} {r.ratio:.3f}" + ("" if r.within_tolerance else " [red](outside "
+                           f"±{v.tolerance:.0%})[/]") + f" (fastest rounds: {r.ratio_of_minimums:.3f})"
+                           for k, r in v.ratios.items())
+        console.print(f"validate: ours/speed_sig verify medians (same workload): {ratios}; KAT "
+                      f"{v.kat.verdict} ({v.kat.schemes} schemes)")
+        effects = ", ".join(f"{k} {r.ring_effect:.3f}" for k, r in v.ratios.items())
+        console.print(f"          cost of the default ring of distinct signatures vs one repeated: {effects}")
+    insp = summary.inspect
+    if insp:
+        console.print(f"inspect: {'ok' if insp.ok else '[red]SURPRISES[/]'}, {insp.notes} note(s)")
+    console.print(f"summary: {out / 'summary.json'}")

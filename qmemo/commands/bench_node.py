@@ -1,0 +1,81 @@
+"""`qmemo bench node`: one node's admission rate per CPU-second against the C verify rate.
+
+The flags, the table and the JSON file; the method and the measuring are in
+qmemo.bench.node_bench. Top level stays light (argparse only).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--txs", type=int, default=30_000, help="measured transactions per run (default 30000)")
+    parser.add_argument("--warmup", type=int, default=3_000, help="transactions before timing starts (default 3000)")
+    parser.add_argument("--batch", type=int, default=500, help="transactions per request (default 500)")
+    parser.add_argument("--concurrency", type=int, default=4, help="requests in flight (default 4)")
+    parser.add_argument("--threads", default="1,2", help="verify-thread counts to run (default 1,2)")
+    parser.add_argument("--scheme", default="Falcon-512", help="signature scheme (default Falcon-512)")
+    parser.add_argument("--gil-switch-interval-s", type=float,
+                        help="the node's sys.setswitchinterval (default: the node's, see docs/api.md)")
+    parser.add_argument("--out", type=Path, help="JSON file (default results/node-bench-<UTC time>.json)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import time
+
+    import orjson
+
+    from qmemo.bench.node_bench import NodeBenchConfig, run_node_bench
+    from qmemo.errors import ConfigError
+
+    try:
+        threads = tuple(int(t) for t in args.threads.split(",") if t.strip())
+    except ValueError as exc:
+        raise ConfigError(f"--threads: {exc}") from exc
+    config = NodeBenchConfig(txs=args.txs, warmup=args.warmup, batch=args.batch, concurrency=args.concurrency,
+                             threads=threads, scheme=args.scheme, gil_switch_interval_s=args.gil_switch_interval_s)
+    document = run_node_bench(config, lambda line: print(line, flush=True))
+    _print(document)
+    out = args.out or Path("results") / f"node-bench-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
+    print(f"saved {out}")
+    return 0
+
+
+def _print(document: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=max(Console().width, 132))     # the table's ten columns, unabridged
+    baseline = document["c_baseline"]
+    table = Table(title=f"qmemo bench node: {document['parameters']['scheme']} admission over loopback "
+                        f"(batches of {document['parameters']['batch']}, "
+                        f"{document['parameters']['concurrency']} in flight)")
+    for column in ("verify threads", "admitted tx/s", "node CPU cores", "tx per node CPU-s", "vs C 1-core",
+                   "vs ctypes loop", "CPU us/tx", "loop us/tx", "verify threads us/tx", "client CPU-s"):
+        table.add_column(column, justify="right")
+    for run in document["runs"]:
+        ratio = run["ratio_to_c_single_core"]
+        table.add_row(str(run["threads"]), f"{run['admitted_per_s']:,.0f}", f"{run['node_cores_busy']:.2f}",
+                      f"{run['admitted_per_cpu_s']:,.0f}", f"{ratio:.0%}" if ratio else "-",
+                      f"{run['ratio_to_same_run'].get('ctypes_verify', 0):.0%}",
+                      f"{run['node_cpu_us_per_tx']:.1f}", f"{run['cpu_us_per_tx_by_thread']['loop']:.1f}",
+                      f"{run['cpu_us_per_tx_by_thread']['verify']:.1f}", f"{run['client_cpu_s']:.2f}")
+    console.print(table)
+    refs = document["same_run_references"]
+    source = baseline.get("source", baseline.get("missing", baseline.get("error")))
+    c_rate = f"{baseline['ops_per_s']:,.0f}/s" if "ops_per_s" in baseline else "none"
+    console.print(f"C single-core verify: {c_rate} ({source}); same run, one Python thread: "
+                  + ", ".join(f"{k} {refs[k]['ops_per_s']:,.0f}/s" for k in ("registry_verify", "ctypes_verify")
+                              if k in refs))
+    console.print(f"two Python threads verifying at once: {refs['two_threads_verify']['speedup']:.2f}x one "
+                  "(the cores this machine really gave us; ~2x when idle)")
+    if document["speedup_2_vs_1_threads"]:
+        console.print(f"2 vs 1 verify threads: {document['speedup_2_vs_1_threads']:.2f}x")
+    console.print("admission steps in-process (us/tx): "
+                  + ", ".join(f"{k} {v:.1f}" for k, v in document["admission_breakdown_us_per_tx"].items()))

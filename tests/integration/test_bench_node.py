@@ -1,0 +1,73 @@
+"""`qmemo bench node`: a real, short run (one node, one verify thread, a few batches).
+
+Checks the result file's structure and that its numbers are positive and consistent
+with each other and with the flags; nothing here asserts a speed.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import VENV_BIN, run_command
+
+pytestmark = pytest.mark.slow
+
+TXS, WARMUP, BATCH = 1000, 250, 250
+
+
+@pytest.fixture(scope="module")
+def document(tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("node-bench") / "node.json"
+    done = run_command([str(VENV_BIN / "qmemo"), "bench", "node", "--txs", str(TXS), "--warmup", str(WARMUP),
+                        "--batch", str(BATCH), "--concurrency", "2", "--threads", "1", "--out", str(out)],
+                       timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"saved {out}" in done.stdout
+    return json.loads(out.read_text())
+
+
+def test_the_document_names_its_schema_parameters_and_machine(document):
+    assert document["schema"] == "qmemo-node-bench/1"
+    assert document["parameters"] == {"scheme": "Falcon-512", "txs": TXS, "warmup": WARMUP, "batch": BATCH,
+                                      "concurrency": 2, "threads": [1], "payload_bytes": 188,
+                                      "gil_switch_interval_s": None}
+    assert document["machine"]
+    assert document["speedup_2_vs_1_threads"] is None      # only one thread count ran
+    baseline = document["c_baseline"]
+    assert ("ops_per_s" in baseline and baseline["ops_per_s"] > 0) or "missing" in baseline or "error" in baseline
+
+
+def test_every_offered_transaction_is_admitted_once(document):
+    [run] = document["runs"]
+    assert run["threads"] == 1
+    assert run["accepted"] == run["transactions"] == TXS    # admitted <= offered, and here all of them
+    # `answers` counts every request's HTTP status, the warm-up's included; `accepted` only the timed ones.
+    assert run["answers"] == {"200": (WARMUP + TXS) // BATCH}
+
+
+def test_rates_and_cpu_figures_are_positive_and_agree(document):
+    [run] = document["runs"]
+    assert run["wall_s"] > 0 and run["node_cpu_s"] > 0 and run["client_cpu_s"] >= 0
+    assert run["admitted_per_s"] == pytest.approx(run["transactions"] / run["wall_s"])
+    assert run["admitted_per_cpu_s"] == pytest.approx(run["transactions"] / run["node_cpu_s"])
+    assert run["node_cores_busy"] == pytest.approx(run["node_cpu_s"] / run["wall_s"])
+    assert sum(run["node_cpu_s_by_thread"].values()) == pytest.approx(run["node_cpu_s"])
+    assert sum(run["cpu_us_per_tx_by_thread"].values()) == pytest.approx(run["node_cpu_us_per_tx"])
+    assert run["verify_calls"] > 0 and run["verify_s"] > 0
+    if document["c_baseline"].get("ops_per_s"):
+        assert run["ratio_to_c_single_core"] == pytest.approx(
+            run["admitted_per_cpu_s"] / document["c_baseline"]["ops_per_s"])
+
+
+def test_same_run_references_and_breakdown_are_measured(document):
+    refs = document["same_run_references"]
+    for label in ("registry_verify", "ctypes_verify"):
+        assert refs[label]["ops_per_s"] > 0
+        assert refs[label]["ops_per_s"] * refs[label]["us_per_op"] == pytest.approx(1e6)
+    assert refs["two_threads_verify"]["ops_per_s"] > 0
+    steps = document["admission_breakdown_us_per_tx"]
+    assert set(steps) == {"unframe", "decode (ids, digests, address)", "form rules",
+                          "signature (cache + registry verify)", "mempool check + add", "JSON answer"}
+    assert all(value > 0 for value in steps.values())

@@ -1,0 +1,96 @@
+"""The generator's summary.json and sweep.json: one schema (qmemo.load.summary) for writer and reader.
+
+The saturation verdict is the writer's, made once in `load_summary`; these tests pin
+its rule (the reader only reads it: tests/integration/test_report.py).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from qmemo.errors import DecodeError
+from qmemo.load.latency import LatencySummary, RunCounts, RunSummary
+from qmemo.load.summary import (
+    SUMMARY_SCHEMA, SWEEP_SCHEMA, LoadSummary, Sweep, load_summary, read_summary, read_sweep, sweep_row, write,
+)
+from qmemo.records import to_json
+
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+BLOCK_S = 2.0
+
+
+def latency(p50_ms: float, p99_ms: float) -> LatencySummary:
+    return LatencySummary(10, {"p50": p50_ms, "p90": p99_ms, "p95": p99_ms, "p99": p99_ms, "p99.9": p99_ms},
+                          p99_ms, p50_ms)
+
+
+def run(committed_tps: float, *, p99_ms: float = 2500.0, behind: bool = False) -> RunSummary:
+    counts = RunCounts(planned=100, sent=100, accepted=97, duplicate=0, committed=95,
+                       rejected={"bad_nonce": 2, "mempool_full": 1}, lost=2, failed=0, unsent=0)
+    return RunSummary(counts, latency(1200.0, p99_ms), latency(1100.0, p99_ms), latency(5.0, 40.0),
+                      latency(0.1, 1.0), warmup_s=2.0, measured_s=10.0, committed_tps=committed_tps,
+                      generator_fell_behind=behind)
+
+
+def summary(committed_tps: float, target_tps: float = 200.0, **kw) -> LoadSummary:
+    return load_summary(run(committed_tps, **kw), target_tps=target_tps, interrupted=False, block_interval_s=BLOCK_S)
+
+
+def test_a_run_that_kept_up_is_not_saturated():
+    s = summary(180.0)                       # 90% of the target: keeping up
+    assert (s.saturated, s.why) == (False, "")
+
+
+@pytest.mark.parametrize("kw, why", [
+    ({"committed_tps": 5.0, "target_tps": 10.0}, "committed < 90% of target"),
+    ({"committed_tps": 200.0, "p99_ms": 3 * BLOCK_S * 1e3 + 1}, "p99 > 3 block intervals"),
+    ({"committed_tps": 200.0, "p99_ms": math.nan}, "p99 > 3 block intervals"),   # nothing committed at all
+    ({"committed_tps": 200.0, "behind": True}, "generator fell behind"),
+])
+def test_each_saturation_reason_is_named(kw, why):
+    s = summary(**kw)
+    assert s.saturated and s.why == why
+
+
+def test_unmeasured_latencies_are_null_not_nan():
+    s = summary(200.0, p99_ms=math.nan)
+    assert s.latency_ms.intended_to_committed.percentiles_ms["p99"] is None
+    assert s.latency_ms.intended_to_committed.max_ms is None
+
+
+def test_counts_carry_the_totals():
+    counts = summary(180.0).counts
+    assert (counts.rejected_total, counts.accounted) == (3, 95 + 3 + 2)
+
+
+def test_summary_and_sweep_read_back_what_was_written(tmp_path):
+    s = summary(150.0)
+    write(tmp_path / "summary.json", s)
+    assert read_summary(tmp_path / "summary.json") == s
+    sweep = Sweep(SWEEP_SCHEMA, (sweep_row(summary(180.0), tmp_path / "a"), sweep_row(s, tmp_path / "b")))
+    write(tmp_path / "sweep.json", sweep)
+    assert read_sweep(tmp_path / "sweep.json") == sweep
+    assert to_json(sweep.rows[1])["saturated"] is True and sweep.rows[1].run == str(tmp_path / "b")
+
+
+def test_the_recorded_fixtures_are_in_the_current_schema():
+    assert read_summary(FIXTURES / "devnet-run" / "summary.json").schema == SUMMARY_SCHEMA
+    sweep = read_sweep(FIXTURES / "devnet-sweep" / "sweep.json")
+    for row in sweep.rows:
+        stage = read_summary(FIXTURES / "devnet-sweep" / Path(row.run).name / "summary.json")
+        assert (stage.saturated, stage.why, stage.committed_tps) == (row.saturated, row.why, row.committed_tps)
+
+
+def test_an_older_or_other_file_is_refused(tmp_path):
+    (tmp_path / "summary.json").write_text('{"schema": "qmemo-load-summary/1"}')
+    with pytest.raises(DecodeError):
+        read_summary(tmp_path / "summary.json")
+    data = to_json(summary(150.0))
+    data["extra"] = 1
+    (tmp_path / "summary.json").write_text(json.dumps(data))
+    with pytest.raises(DecodeError):
+        read_summary(tmp_path / "summary.json")
