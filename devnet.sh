@@ -152,7 +152,9 @@ cleanup() {
   exit "$status"
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+# The shell's convention, 128 + the signal's number: 130 for Ctrl-C, 143 for SIGTERM.
+trap 'exit 130' INT
+trap 'exit 143' TERM
 trap 'echo "devnet.sh: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
 
 # --- nodes --------------------------------------------------------------------------------
