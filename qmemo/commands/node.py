@@ -22,6 +22,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--verify-threads", type=int, help="signature verification threads (default: CPU cores)")
     parser.add_argument("--log-level", help="DEBUG, INFO (default), WARNING")
     parser.add_argument("--config", type=Path, help="settings file (TOML or JSON); flags override it")
+    parser.add_argument("--print-config", action="store_true",
+                        help="print every setting at its default, as a TOML file to start from, and exit")
     parser.set_defaults(run=run)
 
 
@@ -29,8 +31,11 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
 
     from qmemo.net.server import serve
-    from qmemo.node.config import load_config
+    from qmemo.node.config import load_config, render_defaults
 
+    if args.print_config:
+        print(render_defaults(), end="")
+        return 0
     config = load_config(args.config, {
         "genesis": args.genesis, "key": args.key, "data": args.data, "port": args.port, "host": args.host,
         "peers": args.peers, "name": args.name, "verify_threads": args.verify_threads,
