@@ -101,6 +101,8 @@ class NodeConfig:
     gil_switch_interval_s: float = setting(0.0005, "Python's GIL switch interval, seconds", low=0, above=True)
 
     log_level: str = setting("INFO", "log level", choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"))
+    log_format: str = setting("text", "log lines: text, or json (one JSON object per line, docs/api.md)",
+                              choices=("text", "json"))
 
     @property
     def url(self) -> str:
@@ -167,9 +169,10 @@ def _checked(name: str, value: Any, field_: dataclasses.Field, where: str) -> An
             raise refuse(_expected(rule, "a number"))
         value = float(value)
     elif kind == "str":
-        if not isinstance(value, str) or (rule.choices and value.upper() not in rule.choices):
+        spelled = {choice.upper(): choice for choice in rule.choices}   # case-insensitive, as documented
+        if not isinstance(value, str) or (spelled and value.upper() not in spelled):
             raise refuse(_expected(rule, "a string"))
-        value = value.upper() if rule.choices else value
+        value = spelled.get(value.upper(), value)
     elif kind == "Path":
         if not isinstance(value, str | os.PathLike) or not str(value):
             raise refuse("a file or folder path (a string)")

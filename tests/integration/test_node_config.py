@@ -69,6 +69,7 @@ FILE_HEAD = 'genesis = "g.json"\nkey = "k.json"\ndata = "d"\n'
     ("relay_flush_s = -0.1", "relay_flush_s must be a number >= 0, got -0.1"),
     ("finality_depth = -1", "finality_depth must be a whole number >= 0, got -1"),
     ('log_level = "LOUD"', 'log_level must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL, got "LOUD" (a string)'),
+    ('log_format = "xml"', 'log_format must be one of text, json, got "xml" (a string)'),
     ("host = 127", "host must be a string, got 127"),
     ("peers = 5", "peers must be a list of strings (or one comma-separated string), got 5"),
     ('peers = ["http://127.0.0.1:8001", 2]',
@@ -96,10 +97,12 @@ def test_a_flag_overriding_a_bad_file_value_is_not_refused(tmp_path: Path):
 def test_values_are_converted_to_the_field_type(tmp_path: Path):
     file = tmp_path / "node.json"
     file.write_text('{"genesis": "g.json", "key": "k.json", "data": "d", "peer_timeout_s": 3, '
-                    '"peers": ["http://a:1/"], "log_level": "debug", "name": null}')
+                    '"peers": ["http://a:1/"], "log_level": "debug", "name": null, '
+                    '"log_format": "JSON"}')
     config = load_config(file, {})
     assert config.peer_timeout_s == 3.0 and isinstance(config.peer_timeout_s, float)
     assert config.peers == ("http://a:1",) and config.log_level == "DEBUG" and config.name is None
+    assert config.log_format == "json"  # choices are case-insensitive, kept in their documented spelling
     assert isinstance(config.genesis, Path)
 
 
