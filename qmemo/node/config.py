@@ -4,6 +4,13 @@
 names below; flags given on the command line override the file. Every limit a client
 can run into is here, with its unit in its name, and documented in docs/api.md.
 
+Every setting a file may hold is a field made by `setting()`: its type annotation and
+its `Setting` (range, choices, a help line) are the one schema that `load_config` checks
+values against (a wrong type, an unknown key or a value out of range is one ConfigError
+naming the key, the value and what is expected; never a TypeError later) and that
+`render_defaults` (`qmemo node --print-config`) prints. A field made without `setting()`
+is never read from a file: a program passes it in.
+
 Chain parameters (block interval, producer timeout, transactions per block) are not
 here: they are consensus rules and come from the genesis, the same for every node.
 """
