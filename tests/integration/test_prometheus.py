@@ -182,6 +182,9 @@ def scraped(tmp_path_factory) -> Iterator[tuple[Network, Prometheus]]:
         network.start()
         prometheus = Prometheus(root, [node.url.removeprefix("http://") for node in network.nodes])
         try:
+            # Until its storage is open the server answers 503 and its API no JSON.
+            prometheus.wait_until(lambda: http("GET", f"http://127.0.0.1:{prometheus.port}/-/ready").status == 200,
+                                  "prometheus ready")
             wallet = Wallet(devnet)
             assert network.nodes[0].post_txs(wallet.transfers(6)).status == 200
             forged = wallet.transfer(0, 1, signer=1)          # signed with another account's key
@@ -196,7 +199,8 @@ def test_prometheus_scrapes_every_node_and_serves_qmemo_series(scraped):
     network, prometheus = scraped
 
     def all_targets_up() -> bool:
-        targets = prometheus.api("targets")["data"]["activeTargets"]
+        answer = prometheus.api("targets")
+        targets = answer["data"]["activeTargets"] if answer["status"] == "success" else []
         return len(targets) == len(network.nodes) and all(t["health"] == "up" for t in targets)
 
     prometheus.wait_until(all_targets_up, "every node's target up")
