@@ -34,7 +34,8 @@ def run(args: argparse.Namespace) -> int:
 
     from qmemo.net.server import serve
     from qmemo.node.config import load_config, render_defaults
-    from qmemo.node.log import use_log_format
+    from qmemo.errors import QmemoError
+    from qmemo.node.log import log_refusal, use_log_format
 
     if args.print_config:
         print(render_defaults(), end="")
@@ -45,5 +46,11 @@ def run(args: argparse.Namespace) -> int:
         "log_level": args.log_level, "log_format": args.log_format,
     })
     use_log_format(config.log_format)
-    asyncio.run(serve(config))
+    try:
+        asyncio.run(serve(config))
+    except QmemoError as error:
+        if config.log_format != "json":
+            raise  # the CLI's one red line
+        log_refusal(error, error.code)  # a JSON log stays all JSON
+        return 1
     return 0

@@ -90,3 +90,15 @@ def json_event(component: str, message: str, *, level: str = "INFO", stream: Tex
     line = _json_line({"ts": _timestamp(datetime.datetime.now().timestamp()), "level": level,
                        "component": component, "message": message, **fields})
     print(line, file=stream or sys.stdout, flush=True)
+
+
+def log_refusal(error: Exception, code: str) -> None:
+    """A node's fatal error as an ERROR log line, for a JSON log that must stay all JSON.
+
+    Through the node's handler when one is installed (it stamps the node's name); before
+    that (the genesis or key file unreadable) as an event of the same shape on stderr.
+    """
+    if any(isinstance(f, _NodeName) for handler in logging.getLogger().handlers for f in handler.filters):
+        logging.getLogger("qmemo.node").error("%s", error, extra={"error": code})
+    else:
+        json_event("qmemo.node", str(error), level="ERROR", stream=sys.stderr, error=code)

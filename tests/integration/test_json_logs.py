@@ -6,6 +6,7 @@ log must carry the node's name.
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,21 @@ def test_node_and_generator_write_json_lines(tmp_path: Path):
         messages = [line["message"] for line in lines]
         assert any(message.startswith("ready") for message in messages)
         assert any(message.startswith("stopped at height") for message in messages)
+
+
+def test_a_node_that_cannot_start_says_why_in_json_too(tmp_path: Path):
+    devnet = make_devnet(tmp_path / "devnet", validators=1, accounts=1)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        result = run_command([str(VENV_BIN / "qmemo"), "node", "--genesis", str(devnet.genesis),
+                              "--key", str(devnet.validator_key(0)), "--data", str(tmp_path / "data"),
+                              "--port", str(busy.getsockname()[1]), "--name", "node-x", "--log-format", "json"],
+                             timeout=60)
+    assert result.returncode == 1
+    lines = json_lines(result.stdout + result.stderr)
+    assert lines[-1]["level"] == "ERROR" and lines[-1]["error"] == "config" and lines[-1]["node"] == "node-x"
+    assert lines[-1]["message"].startswith("cannot listen on 127.0.0.1:")
 
 
 def test_devnet_sh_passes_the_log_format_to_nodes_and_generator(tmp_path: Path):
