@@ -23,6 +23,7 @@ BATCH=50
 LOAD=1
 MONITOR=1
 RESET=0
+LOG_FORMAT=text
 DEVNET_DIR="$ROOT/devnet"
 RUNS_DIR="$ROOT/runs"
 
@@ -45,6 +46,8 @@ target rate, and shows the live dashboard. Ctrl-C stops everything it started.
   --no-load          start the nodes (and dashboard) without the generator
   --no-monitor       no dashboard: headless, for scripts and CI
   --reset            throw away the existing devnet (chain data, keys) and make a new one
+  --log-format F     text (default) or json: the nodes' and the generator's logs (in the
+                     run folder's logs/) as one JSON object per line
   --dir DIR          devnet folder (default ./devnet)
   --runs DIR         where run folders go (default ./runs)
   -h, --help         this help
@@ -67,6 +70,7 @@ while [ $# -gt 0 ]; do
     --no-load) LOAD=0; shift ;;
     --no-monitor) MONITOR=0; shift ;;
     --reset) RESET=1; shift ;;
+    --log-format) need_value "$@"; [[ "$2" =~ ^(text|json)$ ]] || { echo "devnet.sh: --log-format must be text or json" >&2; exit 2; }; LOG_FORMAT=$2; shift 2 ;;
     --dir) need_value "$@"; DEVNET_DIR=$(realpath -m "$2"); shift 2 ;;
     --runs) need_value "$@"; RUNS_DIR=$(realpath -m "$2"); shift 2 ;;
     -h|--help) usage; exit 0 ;;
@@ -152,7 +156,9 @@ cleanup() {
   exit "$status"
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+# The shell's convention, 128 + the signal's number: 130 for Ctrl-C, 143 for SIGTERM.
+trap 'exit 130' INT
+trap 'exit 143' TERM
 trap 'echo "devnet.sh: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
 
 # --- nodes --------------------------------------------------------------------------------
@@ -162,7 +168,7 @@ for ((i = 0; i < NODES; i++)); do
     if [ "$j" != "$i" ]; then peers+="${URLS[$j]},"; fi
   done
   "$QMEMO" node --genesis "$DEVNET_DIR/genesis.json" --key "$DEVNET_DIR/validator-$i.keys.json" \
-    --port $((BASE_PORT + i)) --peers "${peers%,}" --data "$DEVNET_DIR/data/node-$i" \
+    --port $((BASE_PORT + i)) --peers "${peers%,}" --data "$DEVNET_DIR/data/node-$i" --log-format "$LOG_FORMAT" \
     >"$RUN/logs/node-$i.log" 2>&1 &
   NODE_PIDS+=($!)
 done
@@ -188,7 +194,7 @@ if [ "$LOAD" = 1 ]; then
   # Sign the workload first, in the foreground with a progress bar (cached for next time),
   # so the run itself starts at once and the dashboard has the terminal to itself.
   "$QMEMO" gen "${GEN_ARGS[@]}" --prepare-only
-  "$QMEMO" gen "${GEN_ARGS[@]}" --quiet >"$RUN/logs/gen.log" 2>&1 &
+  "$QMEMO" gen "${GEN_ARGS[@]}" --quiet --log-format "$LOG_FORMAT" >"$RUN/logs/gen.log" 2>&1 &
   GEN_PID=$!
   echo "devnet.sh: generator started: $TPS TPS for $DURATION s"
 fi

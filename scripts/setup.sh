@@ -8,7 +8,9 @@
 #
 # Steps, in order:
 #   1. apt      Debian packages: compilers, cmake/ninja, OpenSSL, libsodium and
-#               libsecp256k1 headers (the C benchmarks' classical baselines).
+#               libsecp256k1 headers (the C benchmarks' classical baselines), the
+#               Prometheus server (a test scrapes a live devnet with it), and cargo
+#               when liboqs is still to be fetched and no cargo is on PATH.
 #   2. liboqs   liboqs 0.13.0 from the crates.io crate oqs-sys 0.11.0+liboqs-0.13.0,
 #               fetched with cargo (the only registry that ships liboqs source we can
 #               reach), built with cmake in Release as a shared library, installed in
@@ -55,6 +57,9 @@ OQS_CMAKE_FLAGS=(
 )
 APT_PACKAGES=(build-essential cmake ninja-build pkg-config git
               libssl-dev libsodium-dev libsecp256k1-dev python3-venv)
+# The Prometheus server and promtool: tests/integration/test_prometheus.py runs a real
+# server against a live devnet and checks deploy/prometheus.yml and the node's exposition.
+APT_PACKAGES+=(prometheus)
 
 say() { [ "${QMEMO_SETUP_QUIET:-0}" = 1 ] || echo "setup: $*"; }
 die() { echo "setup: ERROR: $*" >&2; exit 1; }
@@ -88,7 +93,12 @@ step_apt() {
   for p in "${APT_PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
   done
+  # cargo only fetches the liboqs source (step 2): needed when liboqs is still to be
+  # built, and any cargo on PATH (rustup's too) will do; Debian's is enough.
+  if ! command -v cargo >/dev/null && liboqs_to_build; then missing+=(cargo); fi
   [ ${#missing[@]} -eq 0 ] && return 0
+  command -v apt-get >/dev/null ||
+    die "missing packages (${missing[*]}) and no apt-get (the setup expects Debian 12): install them, then re-run"
   say "installing Debian packages: ${missing[*]}"
   local sudo=()
   if [ "$(id -u)" != 0 ]; then
@@ -136,6 +146,12 @@ EOF
   echo "$src"
 }
 
+# liboqs_to_build: will step 2 build liboqs (no QMEMO_LIBOQS_PREFIX, no matching build)?
+liboqs_to_build() {
+  [ -z "${QMEMO_LIBOQS_PREFIX:-}" ] || return 1
+  [ "$(cat "$LIBOQS_PREFIX/.qmemo-stamp" 2>/dev/null)" != "$(liboqs_stamp)" ]
+}
+
 step_liboqs() {
   if [ -n "${QMEMO_LIBOQS_PREFIX:-}" ]; then
     local lib
@@ -151,11 +167,9 @@ step_liboqs() {
     fi
     return 0
   fi
+  liboqs_to_build || return 0
   local want
   want=$(liboqs_stamp)
-  if [ -f "$LIBOQS_PREFIX/.qmemo-stamp" ] && [ "$(cat "$LIBOQS_PREFIX/.qmemo-stamp")" = "$want" ]; then
-    return 0
-  fi
   [ -L "$LIBOQS_PREFIX" ] && rm -f "$LIBOQS_PREFIX"
   say "building liboqs $OQS_VERSION (first run only; a few minutes on 2 cores; log: $LOGS/liboqs-build.log)"
   local started=$SECONDS src build="$DEPS/build/liboqs"

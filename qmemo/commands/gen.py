@@ -42,6 +42,9 @@ def register(parser: argparse.ArgumentParser) -> None:
                      help="sign and cache the workload, then exit (the next run with the same plan starts at once)")
     out.add_argument("--seed", type=int, default=1)
     out.add_argument("--quiet", action="store_true", help="no progress bar")
+    out.add_argument("--log-format", choices=("text", "json"), default="text",
+                     help="text (default), or json: events (start, workload, result) as one JSON object per line, "
+                          "no progress bar")
     parser.set_defaults(run=run)
 
 
@@ -75,13 +78,23 @@ def run(args: argparse.Namespace) -> int:
     console = Console()
     if not console.is_terminal:
         console = Console(width=120)  # a log file: wide enough for the latency table
+    json_log = args.log_format == "json"
+    quiet = args.quiet or json_log  # a progress bar is not a JSON line
+    if json_log:
+        from qmemo.node.log import json_event
+
+        json_event("gen", "started", nodes=config.nodes, out=str(out), tps=args.tps, duration_s=args.duration,
+                   schedule=args.schedule, sweep=args.sweep, prepare_only=args.prepare_only)
     if args.prepare_only:
         from qmemo.load.run import offsets_for, prepare
         from qmemo.node.store import load_genesis
 
         if config.cache_dir is None:
             raise ConfigError("--prepare-only needs the workload cache (drop --no-cache)")
-        workload = prepare(config, offsets_for(config)[0], load_genesis(config.genesis), quiet=args.quiet)
+        workload = prepare(config, offsets_for(config)[0], load_genesis(config.genesis), quiet=quiet)
+        if json_log:
+            json_event("gen", "workload ready", transactions=len(workload.ids), from_cache=workload.from_cache)
+            return 0
         console.print(f"workload ready: {len(workload.ids):,} signed transactions"
                       f"{' (from the cache)' if workload.from_cache else ''}")
         return 0
@@ -94,12 +107,20 @@ def run(args: argparse.Namespace) -> int:
             start, factor, maximum = (float(x) for x in args.sweep.split(":"))
         except ValueError:
             raise ConfigError("--sweep takes START:FACTOR:MAX, e.g. 500:2:8000") from None
-        rows = run_sweep(config, sweep_rates(start, factor, maximum), args.stage, quiet=args.quiet)
-        console.print(render_sweep([to_json(row) for row in rows]))
+        rows = run_sweep(config, sweep_rates(start, factor, maximum), args.stage, quiet=quiet)
+        row_documents = [to_json(row) for row in rows]
+        if json_log:
+            json_event("gen", "sweep finished", rows=row_documents, table=str(out / "sweep.csv"))
+            return 0
+        console.print(render_sweep(row_documents))
         console.print(f"sweep table: {out / 'sweep.csv'}")
         return 0
-    result = run_load(config, quiet=args.quiet)
-    console.print(render_summary(to_json(result.file_summary), str(result.out)))
+    result = run_load(config, quiet=quiet)
+    document = to_json(result.file_summary)
+    if json_log:
+        json_event("gen", "run finished", out=str(result.out), **document)
+    else:
+        console.print(render_summary(document, str(result.out)))
     return 0 if result.summary.counts.accounted == result.summary.counts.planned else 1
 
 

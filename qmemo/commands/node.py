@@ -21,7 +21,11 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", help="node name in logs and metrics (default node-<validator index>)")
     parser.add_argument("--verify-threads", type=int, help="signature verification threads (default: CPU cores)")
     parser.add_argument("--log-level", help="DEBUG, INFO (default), WARNING")
+    parser.add_argument("--log-format", choices=("text", "json"),
+                        help="text (default), or json: one JSON object per line, the node's name on each")
     parser.add_argument("--config", type=Path, help="settings file (TOML or JSON); flags override it")
+    parser.add_argument("--print-config", action="store_true",
+                        help="print every setting at its default, as a TOML file to start from, and exit")
     parser.set_defaults(run=run)
 
 
@@ -29,12 +33,24 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
 
     from qmemo.net.server import serve
-    from qmemo.node.config import load_config
+    from qmemo.node.config import load_config, render_defaults
+    from qmemo.errors import QmemoError
+    from qmemo.node.log import log_refusal, use_log_format
 
+    if args.print_config:
+        print(render_defaults(), end="")
+        return 0
     config = load_config(args.config, {
         "genesis": args.genesis, "key": args.key, "data": args.data, "port": args.port, "host": args.host,
         "peers": args.peers, "name": args.name, "verify_threads": args.verify_threads,
-        "log_level": args.log_level,
+        "log_level": args.log_level, "log_format": args.log_format,
     })
-    asyncio.run(serve(config))
+    use_log_format(config.log_format)
+    try:
+        asyncio.run(serve(config))
+    except QmemoError as error:
+        if config.log_format != "json":
+            raise  # the CLI's one red line
+        log_refusal(error, error.code)  # a JSON log stays all JSON
+        return 1
     return 0

@@ -1,16 +1,64 @@
-"""Node logging: every line names the node that wrote it.
+"""Log lines for nodes and the generator: every line names who wrote it, as text or as JSON.
 
 `node_logger(name)` returns an adapter that stamps its records with the node's name, and
 installs (once per process) a stderr handler whose format prints it; records from
 libraries (aiohttp, asyncio) get the process's first node name, so no line is anonymous.
+
+`--log-format json` (`use_log_format("json")` before the first `node_logger`) makes each
+line one JSON object - `ts` (UTC, ISO 8601), `level`, `node`, `component` (the logger),
+`message`, and any extra fields of the record - for log shippers (Loki, Elasticsearch,
+`jq`). `json_event` writes the same shape for programs that report events rather than
+log (the generator). This module must not print anything but log lines.
 """
 
 from __future__ import annotations
 
+import datetime
 import logging
 import sys
+from typing import Any, TextIO
+
+import orjson
 
 LOG_FORMAT = "%(asctime)s %(node)s %(levelname)s %(name)s: %(message)s"
+LOG_FORMATS = ("text", "json")
+
+_format = "text"
+
+# Attributes every LogRecord has: anything else on a record is an extra field worth keeping.
+_RECORD_ATTRIBUTES = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime", "node"}
+
+
+def use_log_format(log_format: str) -> None:
+    """Choose the format of the handler `node_logger` installs (call it before the first one)."""
+    global _format
+    if log_format not in LOG_FORMATS:
+        raise ValueError(f"log format {log_format!r} is not one of {', '.join(LOG_FORMATS)}")
+    _format = log_format
+
+
+def _timestamp(created: float) -> str:
+    return datetime.datetime.fromtimestamp(created, datetime.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _json_line(document: dict[str, Any]) -> str:
+    # default=str: an extra field of any type (a Path, an exception) still makes a line.
+    return orjson.dumps(document, default=str).decode()
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record, on one line (a traceback goes in `exc`, escaped)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        document: dict[str, Any] = {
+            "ts": _timestamp(record.created), "level": record.levelname, "node": getattr(record, "node", None),
+            "component": record.name, "message": record.getMessage(),
+        }
+        document.update({key: value for key, value in vars(record).items()
+                         if key not in _RECORD_ATTRIBUTES and key not in document})
+        if record.exc_info:
+            document["exc"] = self.formatException(record.exc_info)
+        return _json_line(document)
 
 
 class _NodeName(logging.Filter):
@@ -29,8 +77,28 @@ def node_logger(name: str, level: str = "INFO") -> logging.LoggerAdapter:
     if not any(isinstance(f, _NodeName) for handler in root.handlers for f in handler.filters):
         handler = logging.StreamHandler(sys.stderr)
         handler.addFilter(_NodeName(name))
-        handler.setFormatter(logging.Formatter(LOG_FORMAT))
+        handler.setFormatter(JsonFormatter() if _format == "json" else logging.Formatter(LOG_FORMAT))
         root.addHandler(handler)
         root.setLevel(level.upper())
         logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
     return logging.LoggerAdapter(logging.getLogger("qmemo.node"), {"node": name})
+
+
+def json_event(component: str, message: str, *, level: str = "INFO", stream: TextIO | None = None,
+               **fields: Any) -> None:
+    """Write one event as a JSON log line (the shape JsonFormatter writes, `component` naming the writer)."""
+    line = _json_line({"ts": _timestamp(datetime.datetime.now().timestamp()), "level": level,
+                       "component": component, "message": message, **fields})
+    print(line, file=stream or sys.stdout, flush=True)
+
+
+def log_refusal(error: Exception, code: str) -> None:
+    """A node's fatal error as an ERROR log line, for a JSON log that must stay all JSON.
+
+    Through the node's handler when one is installed (it stamps the node's name); before
+    that (the genesis or key file unreadable) as an event of the same shape on stderr.
+    """
+    if any(isinstance(f, _NodeName) for handler in logging.getLogger().handlers for f in handler.filters):
+        logging.getLogger("qmemo.node").error("%s", error, extra={"error": code})
+    else:
+        json_event("qmemo.node", str(error), level="ERROR", stream=sys.stderr, error=code)

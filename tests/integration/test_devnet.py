@@ -95,6 +95,34 @@ def attach_logs(run: Path | None) -> str:
     return "\n".join(f"--- {log.name}\n{log.read_text()[-3000:]}" for log in sorted((run / "logs").glob("*.log")))
 
 
+def start_nodes_only_devnet(tmp: Path, base: int) -> subprocess.Popen[str]:
+    """devnet.sh without load for up to 300 s, returned once all its nodes are healthy."""
+    devnet = subprocess.Popen(devnet_command(tmp, base, "--no-load", "--duration", "300"),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    urls = [f"http://127.0.0.1:{base + i}" for i in range(NODES)]
+    ready = run_command([str(VENV_BIN / "qmemo"), "health", *urls, "--wait", "60"], timeout=90)
+    if ready.returncode != 0:
+        output = stop_devnet(devnet, signal.SIGINT)
+        raise AssertionError(f"the devnet's nodes did not become healthy:\n{ready.stdout}\n{output}")
+    return devnet
+
+
+def stop_devnet(devnet: subprocess.Popen[str], sig: signal.Signals) -> str:
+    """Send `sig` to devnet.sh and wait for it to end: its output."""
+    devnet.send_signal(sig)
+    output, _ = devnet.communicate(timeout=60)
+    return output
+
+
+def assert_stopped_everything(output: str, tmp: Path) -> None:
+    """devnet.sh said so, and no process it started (they all mention `tmp`) is left."""
+    assert "stopped everything" in output
+    deadline = time.monotonic() + 10
+    while processes_mentioning(str(tmp)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert processes_mentioning(str(tmp)) == []
+
+
 def test_headless_devnet_ends_by_itself_and_commits(devnet_run):
     result = devnet_run["result"]
     assert result.returncode == 0, result.stdout + result.stderr + attach_logs(devnet_run["run"])
@@ -155,12 +183,8 @@ def test_dashboard_snapshot_of_live_nodes_then_ctrl_c_stops_everything(tmp_path)
     """Nodes without load; `qmemo monitor --once` shows all three up; SIGINT (Ctrl-C) to
     devnet.sh stops every process it started, long before its duration ends."""
     base = free_base_port()
-    devnet = subprocess.Popen(devnet_command(tmp_path, base, "--no-load", "--duration", "300"),
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    devnet = start_nodes_only_devnet(tmp_path, base)
     try:
-        urls = [f"http://127.0.0.1:{base + i}" for i in range(NODES)]
-        ready = run_command([str(VENV_BIN / "qmemo"), "health", *urls, "--wait", "60"], timeout=90)
-        assert ready.returncode == 0, ready.stdout
         shot = run_command([str(VENV_BIN / "qmemo"), "monitor", "--count", str(NODES), "--base-port", str(base),
                             "--interval", "1", "--once"], env={"COLUMNS": "200"}, timeout=60)
         assert shot.returncode == 0, shot.stdout + shot.stderr
@@ -169,14 +193,9 @@ def test_dashboard_snapshot_of_live_nodes_then_ctrl_c_stops_everything(tmp_path)
         assert shot.stdout.count(" up ") >= NODES and "DOWN" not in shot.stdout
         assert "against the C baseline" in shot.stdout
     finally:
-        devnet.send_signal(signal.SIGINT)
-        output, _ = devnet.communicate(timeout=60)
+        output = stop_devnet(devnet, signal.SIGINT)
     assert devnet.returncode == 130, output
-    assert "stopped everything" in output
-    deadline = time.monotonic() + 10
-    while processes_mentioning(str(tmp_path)) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert processes_mentioning(str(tmp_path)) == []
+    assert_stopped_everything(output, tmp_path)
 
 
 def test_nodes_only_run_ends_by_itself_and_stops_its_nodes(tmp_path):
