@@ -10,7 +10,8 @@
  * Besides memory safety, each run checks the invariants the Python binding relies on
  * and aborts on a violation: frames contiguous and covering the body, decoded records'
  * lengths adding up, offsets inside their record, verdicts consistent with chain id and
- * table. Then the second phase (qmemo_admit_verify) runs on records whose offsets were
+ * table, and every sender equal to a fresh hash of its key (the table, and with it the
+ * kernel's address cache, lives across runs, so cached and colliding keys are hit). Then the second phase (qmemo_admit_verify) runs on records whose offsets were
  * overwritten from the input: it must refuse them without reading outside the body.
  *
  * Build and run: tests/native/fuzz_admit.sh [seconds] [workdir].
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blake3.h"
 #include "qmemo_admit.h"
 
 #define CHECK(cond) do { if (!(cond)) abort(); } while (0)
@@ -47,6 +49,15 @@ static qmemo_admit_table *table(void) {
 	return shared;
 }
 
+/* H(ADDRESS, scheme_id || key)[:32], computed here without the kernel's cache. */
+static void fresh_address(uint8_t scheme_id, const uint8_t *key, size_t length, uint8_t out[QMEMO_ADDRESS_BYTES]) {
+	blake3_hasher hasher;
+	blake3_hasher_init_derive_key(&hasher, "qMEMO v1 account address");
+	blake3_hasher_update(&hasher, &scheme_id, 1);
+	blake3_hasher_update(&hasher, key, length);
+	blake3_hasher_finalize(&hasher, out, QMEMO_ADDRESS_BYTES);
+}
+
 static void check_records(const uint8_t *body, size_t body_length, uint32_t chain_id, int verify,
                           const qmemo_admit_record *records, size_t count) {
 	size_t expected_offset = QMEMO_FRAME_PREFIX_BYTES;
@@ -64,6 +75,9 @@ static void check_records(const uint8_t *body, size_t body_length, uint32_t chai
 		      r->record_length);
 		CHECK(r->public_key_offset == r->record_offset + QMEMO_TX_FIXED_BYTES);
 		CHECK(r->signature_offset + r->signature_length == r->record_offset + r->record_length);
+		uint8_t address[QMEMO_ADDRESS_BYTES];
+		fresh_address(r->scheme_id, body + r->public_key_offset, r->public_key_length, address);
+		CHECK(memcmp(address, r->sender, QMEMO_ADDRESS_BYTES) == 0);
 		uint8_t want;
 		if (r->chain_id != chain_id) {
 			want = QMEMO_ADMIT_WRONG_CHAIN_ID;

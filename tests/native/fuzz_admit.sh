@@ -21,6 +21,7 @@ CC="${CLANG:-clang}"
 command -v "$CC" >/dev/null || { echo "fuzz_admit: $CC not found (apt-get install clang)" >&2; exit 2; }
 [ -f "$BLAKE3/blake3.h" ] || { echo "fuzz_admit: no BLAKE3 sources at $BLAKE3; run scripts/setup.sh" >&2; exit 2; }
 mkdir -p "$WORK/corpus" "$WORK/seeds"
+WORK="$(cd "$WORK" && pwd)"   # absolute: the fuzzer runs from inside it
 
 "$CC" -g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -DBLAKE3_NO_SSE2 -DBLAKE3_NO_SSE41 -DBLAKE3_NO_AVX2 -DBLAKE3_NO_AVX512 -DBLAKE3_USE_NEON=0 \

@@ -14,7 +14,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from qmemo.core.transaction import Transaction
+from qmemo.core.transaction import Transaction, derive_address
 from qmemo.crypto.admit_kernel import RECORD, AdmitKernel, AdmitResults, Verdict, blake3_c_version
 from qmemo.crypto.verifier import RegistryVerifier
 from qmemo.errors import DecodeError, UnknownScheme
@@ -179,3 +179,19 @@ def test_any_buffer_type_is_admitted_as_its_bytes(kernel):
 
 def test_the_kernel_reports_its_blake3_c_version():
     assert blake3_c_version() == "1.8.7"
+
+
+def test_cached_senders_stay_right_for_repeated_and_colliding_keys(kernel):
+    # The kernel memoizes senders in slots chosen by the key's length and its first and
+    # last 32 bytes: these keys share a slot, so every lookup after the first is a hit
+    # or an eviction, and each must still give its own key's address.
+    base = bytes(range(256)) * 4
+    keys = [base[:500] + bytes([i]) + base[501:] for i in range(4)]
+    order = [0, 1, 0, 2, 2, 3, 1, 0, 3, 3]
+    for scheme_id in (1, 7):
+        encodings = [Transaction(CHAIN_ID, scheme_id, keys[i], n, bytes(32), 1, 1).encoded
+                     for n, i in enumerate(order)]
+        for _ in range(2):
+            results = kernel.admit(encode_frames(encodings), 100, verify=False)
+            assert [r.sender for r in results.records()] == \
+                [derive_address.__wrapped__(scheme_id, keys[i]) for i in order]

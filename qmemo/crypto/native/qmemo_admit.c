@@ -72,13 +72,37 @@ typedef struct {
 	void (*free_ctx)(void *);
 } verifier_slot;
 
+/*
+ * Sender addresses, memoized like derive_address's lru_cache in Python: a sender signs
+ * many transactions, and hashing its key (897 bytes for Falcon-512) was a third of the
+ * kernel's cost besides the signature check. Direct-mapped on a hash of the key; an
+ * entry is used only if the scheme id and the WHOLE key are equal, so a collision (even
+ * a chosen one) costs a miss, never a wrong address. Guarded by one mutex, held only to
+ * compare and copy, never while hashing.
+ */
+#define ADDRESS_CACHE_SLOTS 8192 /* as derive_address's cache: ~8 MB of Falcon-512 keys at most */
+
+typedef struct {
+	uint8_t *key;      /* scheme_id || public key, malloc'd; NULL: empty */
+	size_t key_length;
+	size_t key_capacity;
+	uint8_t address[QMEMO_ADDRESS_BYTES];
+} address_entry;
+
 struct qmemo_admit_table {
 	verifier_slot slots[256]; /* one per possible scheme_id byte */
+	pthread_mutex_t address_lock;
+	address_entry addresses[ADDRESS_CACHE_SLOTS];
 };
 
 qmemo_admit_table *qmemo_admit_table_new(void) {
 	pthread_once(&protos_once, init_protos);
-	return calloc(1, sizeof(qmemo_admit_table));
+	qmemo_admit_table *table = calloc(1, sizeof(qmemo_admit_table));
+	if (table && pthread_mutex_init(&table->address_lock, NULL) != 0) {
+		free(table);
+		return NULL;
+	}
+	return table;
 }
 
 static void clear_slot(verifier_slot *slot) {
@@ -95,6 +119,10 @@ void qmemo_admit_table_free(qmemo_admit_table *table) {
 	for (size_t i = 0; i < 256; i++) {
 		clear_slot(&table->slots[i]);
 	}
+	for (size_t i = 0; i < ADDRESS_CACHE_SLOTS; i++) {
+		free(table->addresses[i].key);
+	}
+	pthread_mutex_destroy(&table->address_lock);
 	free(table);
 }
 
@@ -108,13 +136,74 @@ int qmemo_admit_table_set(qmemo_admit_table *table, uint8_t scheme_id, qmemo_adm
 	return 0;
 }
 
+/* --- sender addresses ------------------------------------------------------------------ */
+
+/* FNV-1a over the scheme id, the length and up to 32 key bytes from each end: cheap, and
+ * a chosen collision only evicts (see address_entry). */
+static size_t address_slot(uint8_t scheme_id, const uint8_t *key, size_t length) {
+	uint64_t h = 14695981039346656037u;
+	h = (h ^ scheme_id) * 1099511628211u;
+	h = (h ^ length) * 1099511628211u;
+	size_t head = length < 32 ? length : 32;
+	for (size_t i = 0; i < head; i++) h = (h ^ key[i]) * 1099511628211u;
+	for (size_t i = length - head; i < length; i++) h = (h ^ key[i]) * 1099511628211u;
+	return (size_t) (h ^ (h >> 29)) % ADDRESS_CACHE_SLOTS;
+}
+
+static int entry_holds(const address_entry *entry, uint8_t scheme_id, const uint8_t *key, size_t length) {
+	return entry->key && entry->key_length == length + 1 && entry->key[0] == scheme_id &&
+	       memcmp(entry->key + 1, key, length) == 0;
+}
+
+/* sender = H(ADDRESS, scheme_id || public_key)[:32]; BLAKE3's output is a prefix-stable XOF. */
+static void sender_address(qmemo_admit_table *table, uint8_t scheme_id, const uint8_t *key, size_t length,
+                           uint8_t out[QMEMO_ADDRESS_BYTES]) {
+	address_entry *entry = NULL;
+	if (table) {
+		entry = &table->addresses[address_slot(scheme_id, key, length)];
+		pthread_mutex_lock(&table->address_lock);
+		int hit = entry_holds(entry, scheme_id, key, length);
+		if (hit) {
+			memcpy(out, entry->address, QMEMO_ADDRESS_BYTES);
+		}
+		pthread_mutex_unlock(&table->address_lock);
+		if (hit) {
+			return;
+		}
+	}
+	blake3_hasher hasher;
+	hasher_from(&hasher, &proto_address);
+	blake3_hasher_update(&hasher, &scheme_id, 1);
+	blake3_hasher_update(&hasher, key, length);
+	blake3_hasher_finalize(&hasher, out, QMEMO_ADDRESS_BYTES);
+	if (!entry) {
+		return;
+	}
+	pthread_mutex_lock(&table->address_lock);
+	if (entry->key_capacity < length + 1) {
+		uint8_t *grown = realloc(entry->key, length + 1);
+		if (!grown) { /* out of memory: keep the old entry, the address is right anyway */
+			pthread_mutex_unlock(&table->address_lock);
+			return;
+		}
+		entry->key = grown;
+		entry->key_capacity = length + 1;
+	}
+	entry->key[0] = scheme_id;
+	memcpy(entry->key + 1, key, length);
+	entry->key_length = length + 1;
+	memcpy(entry->address, out, QMEMO_ADDRESS_BYTES);
+	pthread_mutex_unlock(&table->address_lock);
+}
+
 /* --- one record ------------------------------------------------------------------------ */
 
 /*
  * Decode record [offset, offset + size) of `body` with Transaction.decode's checks, in
  * its order (the first failing check names the error), and compute its digests.
  */
-static void decode_record(const uint8_t *body, size_t offset, size_t size, qmemo_admit_record *out) {
+static void decode_record(qmemo_admit_table *table, const uint8_t *body, size_t offset, size_t size,
+                          qmemo_admit_record *out) {
 	const uint8_t *data = body + offset;
 	memset(out, 0, sizeof *out);
 	out->record_offset = (uint32_t) offset;
@@ -165,11 +254,7 @@ static void decode_record(const uint8_t *body, size_t offset, size_t size, qmemo
 	blake3_hasher_update(&hasher, out->signing_digest, QMEMO_DIGEST_BYTES);
 	blake3_hasher_update(&hasher, data + unsigned_end, 2 + signature_length);
 	blake3_hasher_finalize(&hasher, out->id, QMEMO_DIGEST_BYTES);
-	/* sender = H(ADDRESS, scheme_id || public_key)[:32]; BLAKE3's output is a prefix-stable XOF. */
-	hasher_from(&hasher, &proto_address);
-	blake3_hasher_update(&hasher, data + 5, 1);
-	blake3_hasher_update(&hasher, data + QMEMO_TX_FIXED_BYTES, pk_length);
-	blake3_hasher_finalize(&hasher, out->sender, QMEMO_ADDRESS_BYTES);
+	sender_address(table, out->scheme_id, data + QMEMO_TX_FIXED_BYTES, pk_length, out->sender);
 }
 
 /* Verify a decoded record whose fields are known to lie inside the body. */
@@ -219,7 +304,7 @@ static int split_frames(const uint8_t *body, size_t body_length, size_t max_coun
 	return QMEMO_ADMIT_OK;
 }
 
-int qmemo_admit_batch(const qmemo_admit_table *table, const uint8_t *body, size_t body_length, uint32_t chain_id,
+int qmemo_admit_batch(qmemo_admit_table *table, const uint8_t *body, size_t body_length, uint32_t chain_id,
                       size_t max_count, unsigned flags, qmemo_admit_record *out, size_t out_capacity,
                       size_t *count, uint64_t *detail) {
 	uint64_t ignored_detail = 0;
@@ -251,7 +336,7 @@ int qmemo_admit_batch(const qmemo_admit_table *table, const uint8_t *body, size_
 	for (size_t i = 0; i < n; i++) {
 		size_t length = le32(body + offset);
 		qmemo_admit_record *record = &out[i];
-		decode_record(body, offset + QMEMO_FRAME_PREFIX_BYTES, length, record);
+		decode_record(table, body, offset + QMEMO_FRAME_PREFIX_BYTES, length, record);
 		offset += QMEMO_FRAME_PREFIX_BYTES + length;
 		if (record->status != QMEMO_ADMIT_DECODED) {
 			continue;

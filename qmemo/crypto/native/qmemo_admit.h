@@ -14,7 +14,9 @@
  * plus hypothesis and libFuzzer runs (docs/methodology.md, "The admission kernel").
  *
  * Never reads outside `body`, whatever its bytes say; every length is checked before use
- * with arithmetic that cannot overflow. Thread-safe: a table is read-only once set up.
+ * with arithmetic that cannot overflow. Thread-safe: set a table's verifiers up before
+ * sharing it; after that the only thing a call changes in it is its cache of sender
+ * addresses, which a mutex guards.
  */
 #ifndef QMEMO_ADMIT_H
 #define QMEMO_ADMIT_H
@@ -147,11 +149,12 @@ int qmemo_admit_table_set_oqs(qmemo_admit_table *table, uint8_t scheme_id, const
  * FRAME_PAST_BODY) how many bytes the frame runs past the body.
  *
  * Then each record: decoded, hashed and (with QMEMO_ADMIT_VERIFY and a table) verified;
+ * `table` may be NULL (no verification, no address cache: every sender is hashed);
  * a record that does not decode is that record's status, never the batch's.
  * On QMEMO_ADMIT_OK, *count records are in out[0..*count). `out_capacity` records must be
  * room enough: min(max_count, body_length / 4) always is (every frame takes >= 4 bytes).
  */
-int qmemo_admit_batch(const qmemo_admit_table *table, const uint8_t *body, size_t body_length, uint32_t chain_id,
+int qmemo_admit_batch(qmemo_admit_table *table, const uint8_t *body, size_t body_length, uint32_t chain_id,
                       size_t max_count, unsigned flags, qmemo_admit_record *out, size_t out_capacity,
                       size_t *count, uint64_t *detail);
 
