@@ -216,6 +216,7 @@ class AdmitKernel:
         """
         if type(body) is not bytes:
             body = bytes(body)
+        max_count = max(max_count, 0)     # as decode_frames: no room means any record is too many
         capacity = min(max_count, len(body) // FRAME_PREFIX_BYTES)
         buffer = bytearray(RECORD.size * capacity)
         out = (ctypes.c_char * len(buffer)).from_buffer(buffer) if capacity else None

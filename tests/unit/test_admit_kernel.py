@@ -9,6 +9,7 @@ it here; test_admit_kernel_properties.py compares the two on random and mutated 
 
 from __future__ import annotations
 
+import ctypes
 from pathlib import Path
 
 import orjson
@@ -195,3 +196,30 @@ def test_cached_senders_stay_right_for_repeated_and_colliding_keys(kernel):
             results = kernel.admit(encode_frames(encodings), 100, verify=False)
             assert [r.sender for r in results.records()] == \
                 [derive_address.__wrapped__(scheme_id, keys[i]) for i in order]
+
+
+VERIFY_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint8), ctypes.c_size_t,
+                             ctypes.POINTER(ctypes.c_uint8), ctypes.c_size_t, ctypes.POINTER(ctypes.c_uint8),
+                             ctypes.c_size_t)
+
+
+def test_a_plugged_in_verifier_gets_key_signing_digest_and_signature():
+    # The slot the fast Falcon verifier takes (qmemo_admit_table_set): here a Python
+    # callback stands in for it and records what it is handed.
+    seen: list[tuple[int | None, bytes, bytes, bytes]] = []
+
+    @VERIFY_FN
+    def verify(ctx, public_key, public_key_length, message, message_length, signature, signature_length):
+        seen.append((ctx, ctypes.string_at(public_key, public_key_length), ctypes.string_at(message, message_length),
+                     ctypes.string_at(signature, signature_length)))
+        return len(seen) % 2      # valid, invalid, valid, ...
+
+    kernel = AdmitKernel(CHAIN_ID, ())
+    kernel.set_native_verifier(1, ctypes.cast(verify, ctypes.c_void_p).value, 1234, "test callback")
+    encodings = [bytes.fromhex(CORE["transactions"][0]["encoded"])] * 3
+    results = kernel.admit(encode_frames(encodings), 10)
+    tx = Transaction.decode(encodings[0])
+    assert seen == [(1234, tx.public_key, tx.signing_digest, tx.signature)] * 3
+    assert [r.verdict for r in results.records()] == [Verdict.VALID, Verdict.INVALID, Verdict.VALID]
+    assert kernel.verifiers == {1: "test callback"}
+    kernel.close()
