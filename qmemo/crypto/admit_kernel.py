@@ -216,12 +216,12 @@ class AdmitKernel:
         """
         if type(body) is not bytes:
             body = bytes(body)
-        max_count = max(max_count, 0)     # as decode_frames: no room means any record is too many
-        capacity = min(max_count, len(body) // FRAME_PREFIX_BYTES)
+        limit = max(max_count, 0)     # as decode_frames: no room means any record is too many
+        capacity = min(limit, len(body) // FRAME_PREFIX_BYTES)
         buffer = bytearray(RECORD.size * capacity)
         out = (ctypes.c_char * len(buffer)).from_buffer(buffer) if capacity else None
         count, detail = ctypes.c_size_t(0), ctypes.c_uint64(0)
-        rc = self._lib.qmemo_admit_batch(self._table, body, len(body), self.chain_id, max_count,
+        rc = self._lib.qmemo_admit_batch(self._table, body, len(body), self.chain_id, limit,
                                          VERIFY_FLAG if verify else 0, out, capacity,
                                          ctypes.byref(count), ctypes.byref(detail))
         if rc == _FRAME_TOO_MANY:
