@@ -183,13 +183,13 @@ def test_the_kernel_reports_its_blake3_c_version():
 
 
 def test_cached_senders_stay_right_for_repeated_and_colliding_keys(kernel):
-    # The kernel memoizes senders in slots chosen by the key's length and its first and
-    # last 32 bytes: these keys share a slot, so every lookup after the first is a hit
-    # or an eviction, and each must still give its own key's address.
-    base = bytes(range(256)) * 4
-    keys = [base[:500] + bytes([i]) + base[501:] for i in range(4)]
+    # The kernel memoizes senders (keys up to 2,600 bytes) in slots chosen by the key's
+    # length and its first and last 32 bytes: these keys share a slot, so every lookup
+    # after the first is a hit or an eviction, and each must still give its own address.
     order = [0, 1, 0, 2, 2, 3, 1, 0, 3, 3]
-    for scheme_id in (1, 7):
+    for scheme_id, length in ((1, 1024), (7, 1024), (1, 3000)):
+        base = bytes(range(256)) * (length // 256 + 1)
+        keys = [base[:500] + bytes([i]) + base[501:length] for i in range(4)]
         encodings = [Transaction(CHAIN_ID, scheme_id, keys[i], n, bytes(32), 1, 1).encoded
                      for n, i in enumerate(order)]
         for _ in range(2):

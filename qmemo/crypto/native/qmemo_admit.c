@@ -81,6 +81,10 @@ typedef struct {
  * compare and copy, never while hashing.
  */
 #define ADDRESS_CACHE_SLOTS 8192 /* as derive_address's cache: ~8 MB of Falcon-512 keys at most */
+/* Longer keys are hashed every time, never kept: a client sending 64 KiB keys must not
+ * make the cache hold 512 MB. 2,600 bytes covers every registered key up to ML-DSA-87's
+ * 2,592 (MAYO-2's 4,912-byte keys are hashed each time): at most ~21 MB. */
+#define ADDRESS_CACHE_MAX_KEY 2600
 
 typedef struct {
 	uint8_t *key;      /* scheme_id || public key, malloc'd; NULL: empty */
@@ -159,7 +163,7 @@ static int entry_holds(const address_entry *entry, uint8_t scheme_id, const uint
 static void sender_address(qmemo_admit_table *table, uint8_t scheme_id, const uint8_t *key, size_t length,
                            uint8_t out[QMEMO_ADDRESS_BYTES]) {
 	address_entry *entry = NULL;
-	if (table) {
+	if (table && length <= ADDRESS_CACHE_MAX_KEY) {
 		entry = &table->addresses[address_slot(scheme_id, key, length)];
 		pthread_mutex_lock(&table->address_lock);
 		int hit = entry_holds(entry, scheme_id, key, length);
