@@ -39,7 +39,6 @@ LIBRARY = REPO_ROOT / ".deps" / "native" / "libqmemo_admit.so"
 
 # qmemo_admit_record (native/qmemo_admit.h), field for field.
 RECORD = struct.Struct("<IIBBBBIQQQQIHHIHH64s64s32s")
-FRAME_PREFIX_BYTES = 4
 VERIFY_FLAG = 1               # QMEMO_ADMIT_VERIFY
 
 # Per record, `status`: index -> the DecodeError code Transaction.decode raises (0: decoded).
@@ -107,6 +106,7 @@ def _library() -> ctypes.CDLL:
         ("qmemo_admit_batch", ctypes.c_int,
          [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_uint32, ctypes.c_size_t, ctypes.c_uint,
           ctypes.c_void_p, ctypes.c_size_t, size_p, u64_p]),
+        ("qmemo_admit_count", ctypes.c_int, [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_size_t, size_p, u64_p]),
         ("qmemo_admit_verify", ctypes.c_size_t,
          [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]),
         ("qmemo_admit_record_size", ctypes.c_size_t, []),
@@ -217,13 +217,17 @@ class AdmitKernel:
         if type(body) is not bytes:
             body = bytes(body)
         limit = max(max_count, 0)     # as decode_frames: no room means any record is too many
-        capacity = min(limit, len(body) // FRAME_PREFIX_BYTES)
-        buffer = bytearray(RECORD.size * capacity)
-        out = (ctypes.c_char * len(buffer)).from_buffer(buffer) if capacity else None
-        count, detail = ctypes.c_size_t(0), ctypes.c_uint64(0)
-        rc = self._lib.qmemo_admit_batch(self._table, body, len(body), self.chain_id, limit,
-                                         VERIFY_FLAG if verify else 0, out, capacity,
-                                         ctypes.byref(count), ctypes.byref(detail))
+        lib, count, detail = self._lib, ctypes.c_size_t(0), ctypes.c_uint64(0)
+        # Framing first, to allocate exactly: zeroing room for max_count records cost more
+        # than decoding them when max_count was large.
+        rc = lib.qmemo_admit_count(body, len(body), limit, ctypes.byref(count), ctypes.byref(detail))
+        if rc == 0:
+            capacity = count.value
+            buffer = bytearray(RECORD.size * capacity)
+            out = (ctypes.c_char * len(buffer)).from_buffer(buffer) if capacity else None
+            rc = lib.qmemo_admit_batch(self._table, body, len(body), self.chain_id, limit,
+                                       VERIFY_FLAG if verify else 0, out, capacity, ctypes.byref(count),
+                                       ctypes.byref(detail))
         if rc == _FRAME_TOO_MANY:
             raise TooLarge(f"more than {max_count} transactions in one batch", code="batch_too_large")
         if rc == _FRAME_TRUNCATED_PREFIX:

@@ -106,16 +106,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 	CHECK(body);
 	memcpy(body, data + 2, body_length);
 
-	size_t capacity = body_length / QMEMO_FRAME_PREFIX_BYTES < max_count ? body_length / QMEMO_FRAME_PREFIX_BYTES
-	                                                                      : max_count;
-	qmemo_admit_record *records = malloc((capacity ? capacity : 1) * sizeof *records);
+	/* Room for exactly as many records as the framing pass counts: ASan sees any write past them. */
+	size_t capacity = 0;
+	uint64_t count_detail = 0;
+	int count_rc = qmemo_admit_count(body, body_length, max_count, &capacity, &count_detail);
+	CHECK(capacity <= body_length / QMEMO_FRAME_PREFIX_BYTES);
+	qmemo_admit_record *records = malloc((count_rc == QMEMO_ADMIT_OK && capacity ? capacity : 1) * sizeof *records);
 	CHECK(records);
 	size_t count = 0;
 	uint64_t detail = 0;
 	int rc = qmemo_admit_batch(table(), body, body_length, chain_id, max_count, verify ? QMEMO_ADMIT_VERIFY : 0,
-	                           records, capacity, &count, &detail);
+	                           records, count_rc == QMEMO_ADMIT_OK ? capacity : 0, &count, &detail);
+	CHECK(rc == count_rc && count == capacity && detail == count_detail);
 	if (rc == QMEMO_ADMIT_OK) {
-		CHECK(count <= capacity && count <= max_count);
+		CHECK(count <= max_count);
 		check_records(body, body_length, chain_id, verify, records, count);
 		/* The second phase on records whose offsets come from the input. */
 		for (size_t i = 0; i < count; i++) {

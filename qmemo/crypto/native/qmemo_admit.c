@@ -308,9 +308,8 @@ static int split_frames(const uint8_t *body, size_t body_length, size_t max_coun
 	return QMEMO_ADMIT_OK;
 }
 
-int qmemo_admit_batch(qmemo_admit_table *table, const uint8_t *body, size_t body_length, uint32_t chain_id,
-                      size_t max_count, unsigned flags, qmemo_admit_record *out, size_t out_capacity,
-                      size_t *count, uint64_t *detail) {
+/* Argument checks and the framing pass; also qmemo_admit_batch's first step. */
+int qmemo_admit_count(const uint8_t *body, size_t body_length, size_t max_count, size_t *count, uint64_t *detail) {
 	uint64_t ignored_detail = 0;
 	size_t n = 0;
 	if (!count) {
@@ -325,15 +324,26 @@ int qmemo_admit_batch(qmemo_admit_table *table, const uint8_t *body, size_t body
 	if ((!body && body_length) || body_length > UINT32_MAX) {
 		return QMEMO_ADMIT_BAD_ARGUMENT;
 	}
-	pthread_once(&protos_once, init_protos);
 	int rc = split_frames(body, body_length, max_count, &n, detail);
+	*count = n;
+	return rc;
+}
+
+int qmemo_admit_batch(qmemo_admit_table *table, const uint8_t *body, size_t body_length, uint32_t chain_id,
+                      size_t max_count, unsigned flags, qmemo_admit_record *out, size_t out_capacity,
+                      size_t *count, uint64_t *detail) {
+	size_t n = 0;
+	int rc = qmemo_admit_count(body, body_length, max_count, &n, detail);
 	if (rc != QMEMO_ADMIT_OK) {
-		*count = n;
+		if (count) {
+			*count = n; /* the failing frame's index */
+		}
 		return rc;
 	}
-	if (n > out_capacity || (n && !out)) {
+	if (!count || n > out_capacity || (n && !out)) {
 		return QMEMO_ADMIT_BAD_ARGUMENT;
 	}
+	pthread_once(&protos_once, init_protos);
 	/* The frames are valid: walk them again, now decoding into `out`. */
 	size_t offset = 0;
 	int verify = table && (flags & QMEMO_ADMIT_VERIFY);

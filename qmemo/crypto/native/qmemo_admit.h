@@ -152,11 +152,20 @@ int qmemo_admit_table_set_oqs(qmemo_admit_table *table, uint8_t scheme_id, const
  * `table` may be NULL (no verification, no address cache: every sender is hashed);
  * a record that does not decode is that record's status, never the batch's.
  * On QMEMO_ADMIT_OK, *count records are in out[0..*count). `out_capacity` records must be
- * room enough: min(max_count, body_length / 4) always is (every frame takes >= 4 bytes).
+ * room enough: qmemo_admit_count's answer is exactly enough; min(max_count,
+ * body_length / 4) always is (every frame takes >= 4 bytes).
  */
 int qmemo_admit_batch(qmemo_admit_table *table, const uint8_t *body, size_t body_length, uint32_t chain_id,
                       size_t max_count, unsigned flags, qmemo_admit_record *out, size_t out_capacity,
                       size_t *count, uint64_t *detail);
+
+/*
+ * Only the framing pass of qmemo_admit_batch: same return codes, *count and *detail.
+ * On QMEMO_ADMIT_OK, *count is how many records qmemo_admit_batch will write, so a caller
+ * can allocate exactly that (framing costs ~1 ns a record; zeroing room for max_count
+ * records cost more than decoding them when max_count was large).
+ */
+int qmemo_admit_count(const uint8_t *body, size_t body_length, size_t max_count, size_t *count, uint64_t *detail);
 
 /*
  * Verify, later, records an earlier qmemo_admit_batch over the same body left
