@@ -175,8 +175,9 @@ class AdmitResults:
 class AdmitKernel:
     """The admission kernel for one chain, with native verifiers for the schemes named.
 
-    Set verifiers up before sharing the kernel between threads; after that it is
-    read-only, and `admit`/`verify` may run concurrently (each releases the GIL).
+    Set verifiers up before sharing the kernel between threads; after that `admit` and
+    `verify` may run concurrently (each releases the GIL; the only state they change is
+    the native sender-address cache, which a mutex guards).
     """
 
     def __init__(self, chain_id: int, schemes: Iterable[str] = ("Falcon-512",)) -> None:
@@ -190,13 +191,20 @@ class AdmitKernel:
         for name in schemes:
             self.set_liboqs_verifier(name)
 
+    @property
+    def _handle(self) -> int:
+        """The native table; ValueError once closed (never a freed pointer to C)."""
+        if not self._finalizer.alive:
+            raise ValueError("this AdmitKernel is closed")
+        return self._table
+
     def set_liboqs_verifier(self, name: str) -> None:
         """Verify scheme `name` natively with liboqs, under the registry's length rules."""
         scheme = get_scheme(name)
         if not isinstance(scheme, OqsScheme):
             raise UnknownScheme(f"the admission kernel has no native verifier for {scheme.name}")
         info = scheme.info
-        if self._lib.qmemo_admit_table_set_oqs(self._table, info.scheme_id, info.name.encode(),
+        if self._lib.qmemo_admit_table_set_oqs(self._handle, info.scheme_id, info.name.encode(),
                                                int(info.fixed_signature_length)) != 0:
             raise UnknownScheme(f"liboqs could not create {info.name}")
         self.verifiers[info.scheme_id] = f"liboqs {info.name}"
@@ -204,7 +212,7 @@ class AdmitKernel:
     def set_native_verifier(self, scheme_id: int, verify_function: int, context: int | None, label: str) -> None:
         """Plug in another native verifier (the fast Falcon verifier's adapter): the address
         of a `qmemo_admit_verify_fn` and its context, which the caller keeps alive."""
-        if self._lib.qmemo_admit_table_set(self._table, scheme_id, verify_function, context, None) != 0:
+        if self._lib.qmemo_admit_table_set(self._handle, scheme_id, verify_function, context, None) != 0:
             raise ValueError("qmemo_admit_table_set refused a NULL verify function")
         self.verifiers[scheme_id] = label
 
@@ -225,7 +233,7 @@ class AdmitKernel:
             capacity = count.value
             buffer = bytearray(RECORD.size * capacity)
             out = (ctypes.c_char * len(buffer)).from_buffer(buffer) if capacity else None
-            rc = lib.qmemo_admit_batch(self._table, body, len(body), self.chain_id, limit,
+            rc = lib.qmemo_admit_batch(self._handle, body, len(body), self.chain_id, limit,
                                        VERIFY_FLAG if verify else 0, out, capacity, ctypes.byref(count),
                                        ctypes.byref(detail))
         if rc == _FRAME_TOO_MANY:
@@ -251,7 +259,7 @@ class AdmitKernel:
             raise ValueError(f"select has {len(select)} entries for {results.count} records")
         mask = None if select is None else bytes(bool(flag) for flag in select)
         records = (ctypes.c_char * len(results.buffer)).from_buffer(results.buffer)
-        return self._lib.qmemo_admit_verify(self._table, results.body, len(results.body), records,
+        return self._lib.qmemo_admit_verify(self._handle, results.body, len(results.body), records,
                                             results.count, mask)
 
     def close(self) -> None:

@@ -90,9 +90,12 @@ def timed(step: Any) -> tuple[int, int, Any]:
 
 def summarize(samples: list[tuple[int, int, int]], count: int) -> dict[str, float]:
     wall, cpu, verify_ns = (sorted(column) for column in zip(*samples))
-    return {"wall_us_per_tx_median": statistics.median(wall) / count / 1e3, "wall_us_per_tx_best": wall[0] / count / 1e3,
-            "cpu_us_per_tx_median": statistics.median(cpu) / count / 1e3, "cpu_us_per_tx_best": cpu[0] / count / 1e3,
-            "verify_us_per_tx_median": statistics.median(verify_ns) / count / 1e3}
+    def per_tx_us(ns: float) -> float:
+        return ns / count / 1e3
+
+    return {"wall_us_per_tx_median": per_tx_us(statistics.median(wall)), "wall_us_per_tx_best": per_tx_us(wall[0]),
+            "cpu_us_per_tx_median": per_tx_us(statistics.median(cpu)), "cpu_us_per_tx_best": per_tx_us(cpu[0]),
+            "verify_us_per_tx_median": per_tx_us(statistics.median(verify_ns))}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -132,11 +135,12 @@ def main(argv: list[str] | None = None) -> int:
     }
     document = {
         "schema": SCHEMA,
-        "command": " ".join([Path(sys.argv[0]).as_posix(), *(argv if argv is not None else sys.argv[1:])]),
+        "command": " ".join([Path(sys.argv[0]).as_posix(), *(sys.argv[1:] if argv is None else argv)]),
         "parameters": {"scheme": SCHEME, "transactions": args.txs, "senders": args.senders, "passes": args.passes,
                        "body_bytes": len(body), "payload_bytes": 256},
         "machine": machine_info(),
-        "versions": {"blake3_c": blake3_c_version(), "kernel_verifier": {str(k): v for k, v in kernel.verifiers.items()}},
+        "versions": {"blake3_c": blake3_c_version(),
+                     "kernel_verifiers": {str(scheme_id): label for scheme_id, label in kernel.verifiers.items()}},
         "load_average": {"before": load_before, "after": os.getloadavg()},
         "paths": results,
         "ratios": ratios,

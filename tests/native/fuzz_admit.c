@@ -11,7 +11,8 @@
  * and aborts on a violation: frames contiguous and covering the body, decoded records'
  * lengths adding up, offsets inside their record, verdicts consistent with chain id and
  * table, and every sender equal to a fresh hash of its key (the table, and with it the
- * kernel's address cache, lives across runs, so cached and colliding keys are hit). Then the second phase (qmemo_admit_verify) runs on records whose offsets were
+ * kernel's address cache, lives across runs, so cached and colliding keys are hit).
+ * Then the second phase (qmemo_admit_verify) runs on records whose offsets were
  * overwritten from the input: it must refuse them without reading outside the body.
  *
  * Build and run: tests/native/fuzz_admit.sh [seconds] [workdir].

@@ -223,3 +223,10 @@ def test_a_plugged_in_verifier_gets_key_signing_digest_and_signature():
     assert [r.verdict for r in results.records()] == [Verdict.VALID, Verdict.INVALID, Verdict.VALID]
     assert kernel.verifiers == {1: "test callback"}
     kernel.close()
+
+
+def test_a_closed_kernel_refuses_work_instead_of_using_freed_memory():
+    kernel = AdmitKernel(CHAIN_ID, ())
+    kernel.close()
+    with pytest.raises(ValueError, match="closed"):
+        kernel.admit(every_scheme_body(), 10)
