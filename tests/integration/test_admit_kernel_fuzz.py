@@ -15,12 +15,26 @@ import pytest
 from tests.conftest import REPO_ROOT, run_command
 
 FUZZ_SECONDS = 15
+PROBE = "#include <stddef.h>\n#include <stdint.h>\nint LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { return 0; }\n"
+
+
+def libfuzzer_missing(tmp_path) -> str | None:
+    """Why the fuzzer cannot be built here, or None (clang and its libFuzzer runtime present)."""
+    if shutil.which("clang") is None:
+        return "clang is not installed (apt-get install clang libclang-rt-14-dev)"
+    probe = tmp_path / "probe.c"
+    probe.write_text(PROBE)
+    built = run_command(["clang", "-fsanitize=fuzzer,address,undefined", str(probe), "-o", str(tmp_path / "probe")])
+    if built.returncode != 0:
+        return f"clang cannot link a libFuzzer target (apt-get install libclang-rt-14-dev): {built.stderr[-300:]}"
+    return None
 
 
 @pytest.mark.slow
 def test_a_short_fuzz_run_of_the_admission_kernel_finds_nothing(tmp_path):
-    if shutil.which("clang") is None:
-        pytest.skip("clang is not installed (apt-get install clang): the libFuzzer target cannot be built")
+    missing = libfuzzer_missing(tmp_path)
+    if missing:
+        pytest.skip(missing)
     if not (REPO_ROOT / ".deps" / "blake3" / "blake3.h").is_file():
         pytest.skip("no BLAKE3 sources in .deps/blake3: run scripts/setup.sh")
     result = run_command(["bash", str(REPO_ROOT / "tests" / "native" / "fuzz_admit.sh"), str(FUZZ_SECONDS),
