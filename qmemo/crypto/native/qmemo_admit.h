@@ -162,7 +162,7 @@ int qmemo_admit_batch(qmemo_admit_table *table, const uint8_t *body, size_t body
 /*
  * Only the framing pass of qmemo_admit_batch: same return codes, *count and *detail.
  * On QMEMO_ADMIT_OK, *count is how many records qmemo_admit_batch will write, so a caller
- * can allocate exactly that (framing costs ~1 ns a record; zeroing room for max_count
+ * can allocate exactly that (framing reads only the length prefixes; zeroing room for max_count
  * records cost more than decoding them when max_count was large).
  */
 int qmemo_admit_count(const uint8_t *body, size_t body_length, size_t max_count, size_t *count, uint64_t *detail);
