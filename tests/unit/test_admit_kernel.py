@@ -230,3 +230,16 @@ def test_a_closed_kernel_refuses_work_instead_of_using_freed_memory():
     kernel.close()
     with pytest.raises(ValueError, match="closed"):
         kernel.admit(every_scheme_body(), 10)
+
+
+def test_threads_sharing_a_kernel_get_the_same_results(kernel):
+    # The node will call one kernel from several verify threads (the GIL is released in
+    # the call); the sender cache they share must never hand one thread a torn entry.
+    from concurrent.futures import ThreadPoolExecutor
+
+    bodies = [every_scheme_body(), bytes.fromhex(ADMIT["batches"][2]["body"])]
+    expected = [kernel.admit(body, 100).records() for body in bodies]
+    with ThreadPoolExecutor(4) as pool:
+        runs = list(pool.map(lambda i: (i % 2, kernel.admit(bodies[i % 2], 100).records()), range(24)))
+    for which, records in runs:
+        assert [r._replace(verify_ns=0) for r in records] == [r._replace(verify_ns=0) for r in expected[which]]
