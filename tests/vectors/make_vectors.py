@@ -1,4 +1,4 @@
-"""Write tests/vectors/chain_core.json and signature_lengths.json: shared test vectors.
+"""Write tests/vectors/chain_core.json, signature_lengths.json and admit_kernel.json: shared test vectors.
 
     .venv/bin/python tests/vectors/make_vectors.py            # (re)write the vectors
     .venv/bin/python tests/vectors/make_vectors.py --check    # exit 1 if a file is stale
@@ -18,6 +18,12 @@ from what the case is (the longest signature: accept; one byte short: accept onl
 variable-length scheme; ...), not by calling the rule under test.
 tests/unit/test_signature_lengths.py holds the Python rule and the native batch
 verifier to it.
+
+admit_kernel.json (`build_admit`): framed POST /txs bodies with what decode_frames and
+Transaction.decode make of them - per record its error code, or its digests and signature
+check (valid transactions of Falcon-512, padded Falcon-512, ML-DSA-44 and Ed25519, one
+mutation per decode rule, framing errors). tests/unit/test_admit_kernel.py checks both the
+Python path and the native admission kernel against it.
 
 Deterministic inputs: the Ed25519 key is derived from a fixed seed and Ed25519 signs
 deterministically. Falcon-512 keys cannot be derived from a seed through liboqs, and
@@ -42,7 +48,9 @@ from qmemo.core.hashing import Domain, blake3_512
 from qmemo.core.merkle import EMPTY_LEAF, merkle_proof, merkle_root
 from qmemo.core.transaction import MAX_PAYLOAD_BYTES, Transaction, derive_address
 from qmemo.crypto.schemes import SchemeInfo, get_scheme, scheme_names
-from qmemo.crypto.verifier import scheme_table
+from qmemo.crypto.verifier import RegistryVerifier, scheme_table
+from qmemo.errors import DecodeError
+from qmemo.frames import decode_frames, encode_frames
 
 VECTORS = Path(__file__).with_name("chain_core.json")
 FORMAT = "qmemo-core-vectors/1"
@@ -70,8 +78,9 @@ def falcon_key(name: str) -> dict[str, str]:
 class Signer:
     """Signs as a key of the vectors, reusing a stored Falcon signature of the same message."""
 
-    def __init__(self, previous: dict[str, str]) -> None:
+    def __init__(self, previous: dict[str, str], keep: tuple[str, ...] = ("Falcon-512",)) -> None:
         self.previous = previous     # message hex -> signature hex, from the existing file
+        self.keep = keep             # the randomized schemes whose signatures are stored
         self.used: dict[str, str] = {}
 
     def __call__(self, key: dict[str, str]):
@@ -84,7 +93,7 @@ class Signer:
                 signature = bytes.fromhex(stored)
             else:
                 signature = scheme.sign(secret_key, message)
-            if scheme.name == "Falcon-512":   # randomized: keep it so reruns reproduce the file
+            if scheme.name in self.keep:   # randomized: keep it so reruns reproduce the file
                 self.used[message.hex()] = signature.hex()
             return signature
         return sign
@@ -206,17 +215,134 @@ def build_lengths() -> dict:
     }
 
 
+# --- tests/vectors/admit_kernel.json: the admission kernel's case table -------------------
+
+ADMIT_VECTORS = Path(__file__).with_name("admit_kernel.json")
+ADMIT_FORMAT = "qmemo-admit-vectors/1"
+ADMIT_CHAIN_ID = 1
+# Randomized signers whose keys and signatures the admit file stores (reruns reproduce it).
+ADMIT_SCHEMES = ("Falcon-512", "Falcon-padded-512", "ML-DSA-44")
+
+
+def admit_record(encoding: bytes) -> dict:
+    """What the Python path makes of one record: its DecodeError code, or its digests and
+    the signature check (chain id first, then the registry's verifier)."""
+    try:
+        tx = Transaction.decode(encoding)
+    except DecodeError as exc:
+        return {"error": exc.code}
+    if tx.chain_id != ADMIT_CHAIN_ID:
+        signature = "wrong_chain_id"
+    else:
+        valid = RegistryVerifier().verify(tx.scheme_id, tx.public_key, tx.signing_digest, tx.signature)
+        signature = "valid" if valid else "invalid"
+    return {"scheme_id": tx.scheme_id, "chain_id": tx.chain_id, "nonce": tx.nonce, "amount": tx.amount,
+            "fee": tx.fee, "signing_digest": tx.signing_digest.hex(), "id": tx.id.hex(),
+            "sender": tx.sender.hex(), "signature": signature}
+
+
+def admit_batch(description: str, body: bytes, max_count: int = 1000) -> dict:
+    """A framed body and what decode_frames and Transaction.decode make of it."""
+    vector: dict = {"description": description, "body": body.hex(), "max_count": max_count}
+    try:
+        records = decode_frames(body, max_count, "transaction")
+    except DecodeError as exc:
+        return {**vector, "error": {"code": exc.code, "http_status": exc.http_status, "detail": exc.detail}}
+    return {**vector, "records": [admit_record(record) for record in records]}
+
+
+def decode_mutations(tx: Transaction) -> list[tuple[str, bytes]]:
+    """One encoding per rule of Transaction.decode, each breaking only that rule."""
+    encoded = tx.encoded
+    unsigned_end = len(encoded) - 2 - len(tx.signature)
+    version = bytearray(encoded)
+    version[0] = 2
+    oversized = bytearray(encoded)
+    oversized[64:66] = (MAX_PAYLOAD_BYTES + 1).to_bytes(2, "little")
+    oversized[unsigned_end:unsigned_end] = bytes(MAX_PAYLOAD_BYTES + 1 - len(tx.payload))
+    long_key = bytearray(encoded[:unsigned_end + 1])      # the key's length runs past the record
+    long_key[62:64] = (0xFFFF).to_bytes(2, "little")
+    return [
+        ("truncated: empty record", b""),
+        ("truncated: the fixed part minus one byte", encoded[:65]),
+        ("truncated: no room for the signature length", bytes(long_key)),
+        ("truncated: signature one byte short", encoded[:-1]),
+        ("trailing_bytes: one byte after the signature", encoded + b"\x00"),
+        ("unsupported_version: version 2", bytes(version)),
+        (f"oversized: payload of {MAX_PAYLOAD_BYTES + 1} bytes", bytes(oversized)),
+    ]
+
+
+def build_admit(core: dict, previous: dict | None, new_keys: bool) -> dict:
+    keys = {k["name"]: k for k in core["keys"]}
+    stored = {k["name"]: k for k in previous["keys"]} if previous and not new_keys else {}
+    for name, scheme in (("dave", "ML-DSA-44"), ("erin", "Falcon-padded-512")):
+        keys[name] = stored.get(name) or scheme_key(name, scheme)
+    sign = Signer({} if new_keys or not previous else previous.get("signatures", {}), keep=ADMIT_SCHEMES)
+    carol = derive_address(100, bytes.fromhex(keys["carol"]["public_key"]))
+
+    def transfer(name: str, nonce: int, chain_id: int = ADMIT_CHAIN_ID, payload: bytes = bytes(range(256)),
+                 public_key: bytes | None = None) -> Transaction:
+        key = keys[name]
+        scheme_id = get_scheme(key["scheme"]).info.scheme_id
+        tx = Transaction(chain_id, scheme_id, public_key or bytes.fromhex(key["public_key"]), nonce, carol,
+                         1_000 + nonce, 10, payload)
+        return tx.signed(sign(key))
+
+    falcon, padded, mldsa = transfer("alice", 1), transfer("erin", 0), transfer("dave", 0)
+    ed25519 = transfer("carol", 0, payload=b"")
+    flipped = bytearray(falcon.encoded)
+    flipped[-1] ^= 0x01
+    bad_signature = bytes(flipped)
+    wrong_chain = transfer("alice", 2, chain_id=2).encoded
+    short_key = transfer("alice", 3, public_key=b"\x01\x02\x03").encoded  # the verifier's length rule
+    mutations = decode_mutations(ed25519)
+    frames = encode_frames
+    batches = [
+        admit_batch("valid transactions of every verifier kind (Falcon, padded Falcon, ML-DSA, Ed25519)",
+                    frames([falcon.encoded, padded.encoded, mldsa.encoded, ed25519.encoded])),
+        admit_batch("decoded, not valid: a flipped signature bit, another chain, a 3-byte key",
+                    frames([bad_signature, wrong_chain, short_key])),
+        admit_batch("one record per decode rule between valid ones: a bad record is its own rejection",
+                    frames([falcon.encoded, *(encoding for _, encoding in mutations), mldsa.encoded])),
+        *(admit_batch(f"a lone record, {description}", frames([encoding])) for description, encoding in mutations),
+        admit_batch("an empty body: no records", b""),
+        admit_batch("exactly max_count records", frames([falcon.encoded, ed25519.encoded]), max_count=2),
+        admit_batch("more than max_count records: the whole batch is refused",
+                    frames([falcon.encoded, ed25519.encoded, mldsa.encoded]), max_count=2),
+        admit_batch("a truncated length prefix after one record", frames([falcon.encoded]) + b"\x01\x00"),
+        admit_batch("a length that runs past the body", frames([falcon.encoded, ed25519.encoded])[:-3]),
+        admit_batch("a length of 2^32 - 1", frames([ed25519.encoded]) + b"\xff\xff\xff\xff"),
+    ]
+    return {
+        "format": ADMIT_FORMAT,
+        "generated_by": "tests/vectors/make_vectors.py (build_admit); rules: docs/protocol.md, sections 5 and 12",
+        "chain_id": ADMIT_CHAIN_ID,
+        "keys": [keys["dave"], keys["erin"]],
+        "batches": batches,
+        "signatures": dict(sorted(sign.used.items())),
+    }
+
+
+def scheme_key(name: str, scheme: str) -> dict[str, str]:
+    pair = get_scheme(scheme).keypair()
+    return {"name": name, "scheme": scheme, "public_key": pair.public_key.hex(), "secret_key": pair.secret_key.hex()}
+
+
 def render(vectors: dict) -> bytes:
     return orjson.dumps(vectors, option=orjson.OPT_INDENT_2) + b"\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if the vectors file is out of date")
-    parser.add_argument("--new-keys", action="store_true", help="generate new Falcon keys and signatures")
+    parser.add_argument("--check", action="store_true", help="exit 1 if a vectors file is out of date")
+    parser.add_argument("--new-keys", action="store_true", help="generate new keys and randomized signatures")
     args = parser.parse_args(argv)
     previous = orjson.loads(VECTORS.read_bytes()) if VECTORS.exists() else None
-    files = {VECTORS: render(build(previous, args.new_keys)), LENGTHS: render(build_lengths())}
+    core = build(previous, args.new_keys)
+    previous_admit = orjson.loads(ADMIT_VECTORS.read_bytes()) if ADMIT_VECTORS.exists() else None
+    files = {VECTORS: render(core), LENGTHS: render(build_lengths()),
+             ADMIT_VECTORS: render(build_admit(core, previous_admit, args.new_keys))}
     stale = 0
     for path, text in files.items():
         if args.check:

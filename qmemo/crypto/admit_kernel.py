@@ -1,0 +1,267 @@
+"""The native admission kernel's binding: a whole POST /txs batch in one foreign call.
+
+Why: per transaction a node paid for `Transaction.decode` (three BLAKE3-512 digests
+through the blake3 package, object construction) in Python before the signature check.
+`AdmitKernel.admit(body, max_count)` hands exactly the bytes of a binary POST /txs body
+to `qmemo_admit_batch` (native/qmemo_admit.c, built by scripts/setup.sh with BLAKE3's
+official C code), which splits the frames, decodes each record with the rules of
+`Transaction.decode`, computes the signing digest, id and sender, and verifies through
+a per-scheme verifier table - the GIL released once for the whole batch. What comes
+back is one buffer of fixed-size records (`RECORD`), read with one `struct.iter_unpack`.
+
+Sameness with the Python core is checked, not assumed: tests/vectors/admit_kernel.json
+(written by tests/vectors/make_vectors.py) is one case table for both, plus hypothesis
+and libFuzzer runs. Failures say exactly what the Python path says: a broken frame
+raises decode_frames's DecodeError/TooLarge, and `AdmitResults.decode_error(i)`
+re-decodes a rejected record with `Transaction.decode` to give its exact error (a rare
+path, so the messages live in one place).
+
+Not wired into the node: this module never touches node state.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+import weakref
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from functools import cache
+from typing import NamedTuple
+
+from qmemo.core.transaction import Transaction
+from qmemo.crypto.liboqs import REPO_ROOT, SETUP_COMMAND, native
+from qmemo.crypto.schemes import OqsScheme, get_scheme
+from qmemo.errors import DecodeError, SetupError, TooLarge, UnknownScheme
+
+LIBRARY = REPO_ROOT / ".deps" / "native" / "libqmemo_admit.so"
+
+# qmemo_admit_record (native/qmemo_admit.h), field for field.
+RECORD = struct.Struct("<IIBBBBIQQQQIHHIHH64s64s32s")
+VERIFY_FLAG = 1               # QMEMO_ADMIT_VERIFY
+
+# Per record, `status`: index -> the DecodeError code Transaction.decode raises (0: decoded).
+STATUS_CODES: tuple[str | None, ...] = (None, "truncated", "unsupported_version", "oversized", "trailing_bytes")
+
+
+class Verdict(IntEnum):
+    """What became of a decoded record's signature (enum qmemo_admit_verdict)."""
+
+    NOT_CHECKED = 0
+    VALID = 1
+    INVALID = 2
+    WRONG_CHAIN_ID = 3   # signed for another chain: never verified
+    NO_VERIFIER = 4      # no native verifier set for its scheme: never verified
+
+
+class KernelRecord(NamedTuple):
+    """One result record, as `RECORD` unpacks it (offsets are into the body)."""
+
+    record_offset: int
+    record_length: int
+    status: int
+    verdict: int
+    scheme_id: int
+    reserved0: int
+    chain_id: int
+    nonce: int
+    amount: int
+    fee: int
+    verify_ns: int
+    public_key_offset: int
+    public_key_length: int
+    payload_length: int
+    signature_offset: int
+    signature_length: int
+    reserved1: int
+    id: bytes
+    signing_digest: bytes
+    sender: bytes
+
+    @property
+    def error_code(self) -> str | None:
+        """The DecodeError code of a record that did not decode, else None."""
+        return STATUS_CODES[self.status]
+
+
+# qmemo_admit_batch's return codes (enum qmemo_admit_rc).
+_FRAME_TRUNCATED_PREFIX, _FRAME_PAST_BODY, _FRAME_TOO_MANY = 1, 2, 3
+
+
+@cache
+def _library() -> ctypes.CDLL:
+    native()  # liboqs first, from the setup's folder (the kernel links against it)
+    if not LIBRARY.is_file():
+        raise SetupError(f"the native admission kernel is missing ({LIBRARY}); run `{SETUP_COMMAND}`")
+    lib = ctypes.CDLL(str(LIBRARY))
+    size_p = ctypes.POINTER(ctypes.c_size_t)
+    u64_p = ctypes.POINTER(ctypes.c_uint64)
+    for name, restype, argtypes in (
+        ("qmemo_admit_table_new", ctypes.c_void_p, []),
+        ("qmemo_admit_table_free", None, [ctypes.c_void_p]),
+        ("qmemo_admit_table_set", ctypes.c_int,
+         [ctypes.c_void_p, ctypes.c_uint8, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]),
+        ("qmemo_admit_table_set_oqs", ctypes.c_int, [ctypes.c_void_p, ctypes.c_uint8, ctypes.c_char_p, ctypes.c_int]),
+        ("qmemo_admit_batch", ctypes.c_int,
+         [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_uint32, ctypes.c_size_t, ctypes.c_uint,
+          ctypes.c_void_p, ctypes.c_size_t, size_p, u64_p]),
+        ("qmemo_admit_count", ctypes.c_int, [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_size_t, size_p, u64_p]),
+        ("qmemo_admit_verify", ctypes.c_size_t,
+         [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]),
+        ("qmemo_admit_record_size", ctypes.c_size_t, []),
+        ("qmemo_admit_blake3_version", ctypes.c_char_p, []),
+    ):
+        function = getattr(lib, name)
+        function.restype = restype
+        function.argtypes = argtypes
+    if lib.qmemo_admit_record_size() != RECORD.size:
+        raise SetupError(f"{LIBRARY} has {lib.qmemo_admit_record_size()}-byte records, this binding "
+                         f"{RECORD.size}: rebuild it with `{SETUP_COMMAND}`")
+    return lib
+
+
+def blake3_c_version() -> str:
+    """The version of BLAKE3's C code inside the kernel."""
+    return _library().qmemo_admit_blake3_version().decode()
+
+
+@dataclass(frozen=True, slots=True)
+class AdmitResults:
+    """A batch's results: `count` records in `buffer`, with offsets into `body`."""
+
+    body: bytes
+    buffer: bytearray
+    count: int
+
+    def rows(self) -> Iterator[tuple]:
+        """The raw record tuples (KernelRecord's field order): the cheap way to read them all."""
+        return RECORD.iter_unpack(memoryview(self.buffer)[: self.count * RECORD.size])
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, index: int) -> KernelRecord:
+        if not 0 <= index < self.count:
+            raise IndexError(index)
+        return KernelRecord._make(RECORD.unpack_from(self.buffer, index * RECORD.size))
+
+    def records(self) -> list[KernelRecord]:
+        return [KernelRecord._make(row) for row in self.rows()]
+
+    def encoding(self, index: int) -> bytes:
+        """Record `index`'s bytes: the transaction's canonical encoding if it decoded."""
+        record = self[index]
+        return self.body[record.record_offset:record.record_offset + record.record_length]
+
+    def decode_error(self, index: int) -> DecodeError | None:
+        """The DecodeError `Transaction.decode` gives record `index` (None if it decoded).
+
+        Re-decoding keeps every message in one place (qmemo.core.transaction); a code
+        that differs from the kernel's is a bug in one of them, raised as such.
+        """
+        code = self[index].error_code
+        if code is None:
+            return None
+        try:
+            Transaction.decode(self.encoding(index))
+        except DecodeError as exc:
+            if exc.code != code:
+                raise AssertionError(f"kernel says {code}, Transaction.decode says {exc.code}") from exc
+            return exc
+        raise AssertionError(f"kernel says {code}, Transaction.decode accepts record {index}")
+
+
+class AdmitKernel:
+    """The admission kernel for one chain, with native verifiers for the schemes named.
+
+    Set verifiers up before sharing the kernel between threads; after that `admit` and
+    `verify` may run concurrently (each releases the GIL; the only state they change is
+    the native sender-address cache, which a mutex guards).
+    """
+
+    def __init__(self, chain_id: int, schemes: Iterable[str] = ("Falcon-512",)) -> None:
+        self.chain_id = chain_id
+        self._lib = lib = _library()
+        self._table = lib.qmemo_admit_table_new()
+        if not self._table:
+            raise MemoryError("qmemo_admit_table_new")
+        self._finalizer = weakref.finalize(self, lib.qmemo_admit_table_free, self._table)
+        self.verifiers: dict[int, str] = {}
+        for name in schemes:
+            self.set_liboqs_verifier(name)
+
+    @property
+    def _handle(self) -> int:
+        """The native table; ValueError once closed (never a freed pointer to C)."""
+        if not self._finalizer.alive:
+            raise ValueError("this AdmitKernel is closed")
+        return self._table
+
+    def set_liboqs_verifier(self, name: str) -> None:
+        """Verify scheme `name` natively with liboqs, under the registry's length rules."""
+        scheme = get_scheme(name)
+        if not isinstance(scheme, OqsScheme):
+            raise UnknownScheme(f"the admission kernel has no native verifier for {scheme.name}")
+        info = scheme.info
+        if self._lib.qmemo_admit_table_set_oqs(self._handle, info.scheme_id, info.name.encode(),
+                                               int(info.fixed_signature_length)) != 0:
+            raise UnknownScheme(f"liboqs could not create {info.name}")
+        self.verifiers[info.scheme_id] = f"liboqs {info.name}"
+
+    def set_native_verifier(self, scheme_id: int, verify_function: int, context: int | None, label: str) -> None:
+        """Plug in another native verifier (the fast Falcon verifier's adapter): the address
+        of a `qmemo_admit_verify_fn` and its context, which the caller keeps alive."""
+        if self._lib.qmemo_admit_table_set(self._handle, scheme_id, verify_function, context, None) != 0:
+            raise ValueError("qmemo_admit_table_set refused a NULL verify function")
+        self.verifiers[scheme_id] = label
+
+    def admit(self, body: bytes, max_count: int, *, verify: bool = True) -> AdmitResults:
+        """Frame, decode, hash and (by default) verify a binary POST /txs body.
+
+        Raises what decode_frames raises for a broken framing (DecodeError "truncated",
+        TooLarge "batch_too_large"); a record that does not decode is its own result.
+        """
+        if type(body) is not bytes:
+            body = bytes(body)
+        limit = max(max_count, 0)     # as decode_frames: no room means any record is too many
+        lib, count, detail = self._lib, ctypes.c_size_t(0), ctypes.c_uint64(0)
+        # Framing first, to allocate exactly: zeroing room for max_count records cost more
+        # than decoding them when max_count was large.
+        rc = lib.qmemo_admit_count(body, len(body), limit, ctypes.byref(count), ctypes.byref(detail))
+        if rc == 0:
+            capacity = count.value
+            buffer = bytearray(RECORD.size * capacity)
+            out = (ctypes.c_char * len(buffer)).from_buffer(buffer) if capacity else None
+            rc = lib.qmemo_admit_batch(self._handle, body, len(body), self.chain_id, limit,
+                                       VERIFY_FLAG if verify else 0, out, capacity, ctypes.byref(count),
+                                       ctypes.byref(detail))
+        if rc == _FRAME_TOO_MANY:
+            raise TooLarge(f"more than {max_count} transactions in one batch", code="batch_too_large")
+        if rc == _FRAME_TRUNCATED_PREFIX:
+            raise DecodeError(f"transaction {count.value}: truncated length prefix", code="truncated")
+        if rc == _FRAME_PAST_BODY:
+            raise DecodeError(f"transaction {count.value}: length runs {detail.value} bytes past the body",
+                              code="truncated")
+        if rc != 0:
+            raise ValueError(f"qmemo_admit_batch refused its arguments (rc {rc})")
+        return AdmitResults(body, buffer, count.value)
+
+    def verify(self, results: AdmitResults, select: Sequence[bool] | None = None) -> int:
+        """Verify the NOT_CHECKED records of `results` (those `select` marks), in place.
+
+        For a caller that drops duplicates and cheap rule failures first (admit with
+        verify=False, then this). Returns how many were found valid.
+        """
+        if not results.count:
+            return 0
+        if select is not None and len(select) != results.count:
+            raise ValueError(f"select has {len(select)} entries for {results.count} records")
+        mask = None if select is None else bytes(bool(flag) for flag in select)
+        records = (ctypes.c_char * len(results.buffer)).from_buffer(results.buffer)
+        return self._lib.qmemo_admit_verify(self._handle, results.body, len(results.body), records,
+                                            results.count, mask)
+
+    def close(self) -> None:
+        """Free the native table now (also done when the kernel is garbage-collected)."""
+        self._finalizer()

@@ -1,0 +1,245 @@
+"""The admission kernel and the Python path against one case table (tests/vectors/admit_kernel.json).
+
+The rule "framed body -> per-record decode, digests, signature check" lives twice: in
+Python (qmemo.frames.decode_frames, Transaction.decode, the registry's verifiers)
+and in C (qmemo/crypto/native/qmemo_admit.c). Like BLAKE3's test_vectors.json, one file
+written by tests/vectors/make_vectors.py holds the cases, and both are checked against
+it here; test_admit_kernel_properties.py compares the two on random and mutated input.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+import orjson
+import pytest
+
+from qmemo.core.transaction import Transaction, derive_address
+from qmemo.crypto.admit_kernel import RECORD, AdmitKernel, AdmitResults, Verdict, blake3_c_version
+from qmemo.crypto.verifier import RegistryVerifier
+from qmemo.errors import DecodeError, UnknownScheme
+from qmemo.frames import decode_frames, encode_frames
+from tests.vectors.make_vectors import admit_record   # the Python path for one record, as the file was made
+
+VECTORS_DIR = Path(__file__).parents[1] / "vectors"
+ADMIT = orjson.loads((VECTORS_DIR / "admit_kernel.json").read_bytes())
+CORE = orjson.loads((VECTORS_DIR / "chain_core.json").read_bytes())
+CHAIN_ID = ADMIT["chain_id"]    # admit_record checks chain ids against the same (make_vectors.ADMIT_CHAIN_ID)
+NATIVE_SCHEMES = ("Falcon-512", "Falcon-padded-512", "ML-DSA-44")
+# The vectors' signature outcomes -> the kernel's verdicts.
+VERDICTS = {"valid": Verdict.VALID, "invalid": Verdict.INVALID, "wrong_chain_id": Verdict.WRONG_CHAIN_ID}
+
+
+@pytest.fixture(scope="module")
+def kernel() -> AdmitKernel:
+    return AdmitKernel(CHAIN_ID, NATIVE_SCHEMES)
+
+
+def batch_id(vector: dict) -> str:
+    return vector["description"][:50]
+
+
+def kernel_record(results: AdmitResults, index: int, native_ids: set[int]) -> dict:
+    """The kernel's result for one record, in the vectors' terms (checking its verdict)."""
+    record = results[index]
+    if record.error_code is not None:
+        return {"error": record.error_code}
+    verdict = Verdict(record.verdict)
+    if verdict is Verdict.NO_VERIFIER:
+        assert record.scheme_id not in native_ids
+        signature = "valid" if RegistryVerifier().verify(
+            record.scheme_id, results.body[record.public_key_offset:][:record.public_key_length],
+            record.signing_digest, results.body[record.signature_offset:][:record.signature_length]) else "invalid"
+    else:
+        signature = {v: k for k, v in VERDICTS.items()}[verdict]
+    return {"scheme_id": record.scheme_id, "chain_id": record.chain_id, "nonce": record.nonce,
+            "amount": record.amount, "fee": record.fee, "signing_digest": record.signing_digest.hex(),
+            "id": record.id.hex(), "sender": record.sender.hex(), "signature": signature}
+
+
+@pytest.mark.parametrize("vector", ADMIT["batches"], ids=batch_id)
+def test_python_path_matches_the_admit_vectors(vector):
+    body = bytes.fromhex(vector["body"])
+    try:
+        records = decode_frames(body, vector["max_count"], "transaction")
+    except DecodeError as exc:
+        assert {"code": exc.code, "http_status": exc.http_status, "detail": exc.detail} == vector["error"]
+        return
+    assert "error" not in vector
+    assert [admit_record(record) for record in records] == vector["records"]
+
+
+@pytest.mark.parametrize("vector", ADMIT["batches"], ids=batch_id)
+def test_kernel_matches_the_admit_vectors(kernel, vector):
+    body = bytes.fromhex(vector["body"])
+    try:
+        results = kernel.admit(body, vector["max_count"])
+    except DecodeError as exc:
+        assert {"code": exc.code, "http_status": exc.http_status, "detail": exc.detail} == vector["error"]
+        return
+    assert "error" not in vector
+    assert [kernel_record(results, i, set(kernel.verifiers)) for i in range(len(results))] == vector["records"]
+
+
+def test_the_admit_vectors_cover_every_decode_rule_and_verdict():
+    records = [r for v in ADMIT["batches"] for r in v.get("records", [])]
+    assert {r["error"] for r in records if "error" in r} == \
+        {"truncated", "unsupported_version", "oversized", "trailing_bytes"}
+    assert {r["signature"] for r in records if "signature" in r} == set(VERDICTS)
+    assert {r["scheme_id"] for r in records if "scheme_id" in r} >= {1, 2, 10, 100}
+    assert {v["error"]["code"] for v in ADMIT["batches"] if "error" in v} == {"truncated", "batch_too_large"}
+
+
+def test_kernel_matches_the_chain_core_vectors(kernel):
+    valid = CORE["transactions"]
+    invalid = CORE["invalid_transactions"]
+    body = encode_frames([bytes.fromhex(v["encoded"]) for v in valid + invalid])
+    results = kernel.admit(body, 100)
+    assert len(results) == len(valid) + len(invalid)
+    for index, vector in enumerate(valid):
+        record = results[index]
+        assert record.error_code is None
+        assert (record.signing_digest.hex(), record.id.hex(), record.sender.hex()) == \
+            (vector["signing_digest"], vector["id"], vector["sender"])
+        assert results.encoding(index).hex() == vector["encoded"]
+    for index, vector in enumerate(invalid, start=len(valid)):
+        assert results[index].error_code == vector["error"]
+
+
+def test_a_rejected_record_carries_transaction_decodes_own_error(kernel):
+    short = bytes.fromhex(CORE["transactions"][1]["encoded"])[:-1]
+    results = kernel.admit(encode_frames([short]), 10)
+    error = results.decode_error(0)
+    with pytest.raises(DecodeError) as python:
+        Transaction.decode(short)
+    assert (error.code, error.detail) == (python.value.code, python.value.detail)
+
+
+def test_records_give_the_fields_offsets_into_the_body(kernel):
+    encoded = bytes.fromhex(CORE["transactions"][0]["encoded"])
+    tx = Transaction.decode(encoded)
+    results = kernel.admit(encode_frames([b"", encoded]), 10)
+    record = results[1]
+    body = results.body
+    assert record.record_offset == 4 + 4 and record.record_length == len(encoded)
+    assert body[record.public_key_offset:record.public_key_offset + record.public_key_length] == tx.public_key
+    payload_start = record.public_key_offset + record.public_key_length
+    assert body[payload_start:payload_start + record.payload_length] == tx.payload
+    assert body[record.signature_offset:record.signature_offset + record.signature_length] == tx.signature
+    assert body[record.record_offset + 14:record.record_offset + 46] == tx.recipient
+    assert (record.chain_id, record.scheme_id, record.nonce, record.amount, record.fee) == \
+        (tx.chain_id, tx.scheme_id, tx.nonce, tx.amount, tx.fee)
+    assert record.verdict == Verdict.VALID and record.verify_ns > 0
+    assert list(results.rows()) == [tuple(r) for r in results.records()]
+
+
+def every_scheme_body() -> bytes:
+    """Falcon-512, padded Falcon-512, ML-DSA-44 and Ed25519 transfers, all valid."""
+    return bytes.fromhex(ADMIT["batches"][0]["body"])
+
+
+def test_verification_can_wait_for_a_second_call_on_chosen_records(kernel):
+    results = kernel.admit(every_scheme_body(), 10, verify=False)
+    assert [r.verdict for r in results.records()] == [Verdict.NOT_CHECKED] * 4
+    assert kernel.verify(results, [True, False, True, True]) == 2
+    assert [r.verdict for r in results.records()] == \
+        [Verdict.VALID, Verdict.NOT_CHECKED, Verdict.VALID, Verdict.NO_VERIFIER]
+    assert kernel.verify(results) == 1                       # only the one still not checked
+    assert results[1].verdict == Verdict.VALID
+    assert results[2].verify_ns > 0 and results[3].verify_ns == 0
+
+
+def test_a_tampered_record_is_invalid_never_a_read_outside_the_body(kernel):
+    results = kernel.admit(every_scheme_body(), 10, verify=False)
+    base = 0 * RECORD.size   # the first record
+    results.buffer[base + 48:base + 52] = (len(results.body) - 10).to_bytes(4, "little")  # public_key_offset
+    results.buffer[base + 56:base + 60] = (0xFFFFFFFF).to_bytes(4, "little")              # signature_offset
+    assert kernel.verify(results, [True, False, False, False]) == 0
+    assert results[0].verdict == Verdict.INVALID
+
+
+def test_without_a_verifier_a_scheme_is_reported_not_guessed():
+    kernel = AdmitKernel(CHAIN_ID, ())
+    results = kernel.admit(every_scheme_body(), 10)
+    assert {r.verdict for r in results.records()} == {Verdict.NO_VERIFIER}
+    kernel.close()
+
+
+def test_classical_schemes_have_no_native_verifier():
+    with pytest.raises(UnknownScheme):
+        AdmitKernel(CHAIN_ID, ("Ed25519",))
+
+
+def test_any_buffer_type_is_admitted_as_its_bytes(kernel):
+    body = every_scheme_body()
+    expected = kernel.admit(body, 10, verify=False).records()
+    for form in (bytearray(body), memoryview(body)):
+        assert kernel.admit(form, 10, verify=False).records() == expected
+
+
+def test_the_kernel_reports_its_blake3_c_version():
+    assert blake3_c_version() == "1.8.7"
+
+
+def test_cached_senders_stay_right_for_repeated_and_colliding_keys(kernel):
+    # The kernel memoizes senders (keys up to 2,600 bytes) in slots chosen by the key's
+    # length and its first and last 32 bytes: these keys share a slot, so every lookup
+    # after the first is a hit or an eviction, and each must still give its own address.
+    order = [0, 1, 0, 2, 2, 3, 1, 0, 3, 3]
+    for scheme_id, length in ((1, 1024), (7, 1024), (1, 3000)):
+        base = bytes(range(256)) * (length // 256 + 1)
+        keys = [base[:500] + bytes([i]) + base[501:length] for i in range(4)]
+        encodings = [Transaction(CHAIN_ID, scheme_id, keys[i], n, bytes(32), 1, 1).encoded
+                     for n, i in enumerate(order)]
+        for _ in range(2):
+            results = kernel.admit(encode_frames(encodings), 100, verify=False)
+            assert [r.sender for r in results.records()] == \
+                [derive_address.__wrapped__(scheme_id, keys[i]) for i in order]
+
+
+VERIFY_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint8), ctypes.c_size_t,
+                             ctypes.POINTER(ctypes.c_uint8), ctypes.c_size_t, ctypes.POINTER(ctypes.c_uint8),
+                             ctypes.c_size_t)
+
+
+def test_a_plugged_in_verifier_gets_key_signing_digest_and_signature():
+    # The slot the fast Falcon verifier takes (qmemo_admit_table_set): here a Python
+    # callback stands in for it and records what it is handed.
+    seen: list[tuple[int | None, bytes, bytes, bytes]] = []
+
+    @VERIFY_FN
+    def verify(ctx, public_key, public_key_length, message, message_length, signature, signature_length):
+        seen.append((ctx, ctypes.string_at(public_key, public_key_length), ctypes.string_at(message, message_length),
+                     ctypes.string_at(signature, signature_length)))
+        return len(seen) % 2      # valid, invalid, valid, ...
+
+    kernel = AdmitKernel(CHAIN_ID, ())
+    kernel.set_native_verifier(1, ctypes.cast(verify, ctypes.c_void_p).value, 1234, "test callback")
+    encodings = [bytes.fromhex(CORE["transactions"][0]["encoded"])] * 3
+    results = kernel.admit(encode_frames(encodings), 10)
+    tx = Transaction.decode(encodings[0])
+    assert seen == [(1234, tx.public_key, tx.signing_digest, tx.signature)] * 3
+    assert [r.verdict for r in results.records()] == [Verdict.VALID, Verdict.INVALID, Verdict.VALID]
+    assert kernel.verifiers == {1: "test callback"}
+    kernel.close()
+
+
+def test_a_closed_kernel_refuses_work_instead_of_using_freed_memory():
+    kernel = AdmitKernel(CHAIN_ID, ())
+    kernel.close()
+    with pytest.raises(ValueError, match="closed"):
+        kernel.admit(every_scheme_body(), 10)
+
+
+def test_threads_sharing_a_kernel_get_the_same_results(kernel):
+    # The node will call one kernel from several verify threads (the GIL is released in
+    # the call); the sender cache they share must never hand one thread a torn entry.
+    from concurrent.futures import ThreadPoolExecutor
+
+    bodies = [every_scheme_body(), bytes.fromhex(ADMIT["batches"][2]["body"])]
+    expected = [kernel.admit(body, 100).records() for body in bodies]
+    with ThreadPoolExecutor(4) as pool:
+        runs = list(pool.map(lambda i: (i % 2, kernel.admit(bodies[i % 2], 100).records()), range(24)))
+    for which, records in runs:
+        assert [r._replace(verify_ns=0) for r in records] == [r._replace(verify_ns=0) for r in expected[which]]
