@@ -260,8 +260,12 @@ step_falcon() {
   src=$(falcon_source) || exit 1
   [ -d "$src/src/sig/falcon" ] || die "step 'falcon': no liboqs source with Falcon found (got '$src')"
   mkdir -p "$NATIVE_DIR/falcon"
-  printf 'OQS_SRC := %s\nOQS_PREFIX := %s\nOQS_LIBDIR := %s\nAVX2 := %s\n' \
-    "$src" "$LIBOQS_PREFIX" "$libdir" "$avx2" >"$NATIVE_DIR/falcon/config.mk"
+  local config
+  config=$(printf 'OQS_SRC := %s\nOQS_PREFIX := %s\nOQS_LIBDIR := %s\nAVX2 := %s' \
+    "$src" "$LIBOQS_PREFIX" "$libdir" "$avx2")
+  # Rewritten only when it changes: every object depends on it, the sanitizer and fuzz
+  # builds the tests make included.
+  [ "$(cat "$NATIVE_DIR/falcon/config.mk" 2>/dev/null)" = "$config" ] || echo "$config" >"$NATIVE_DIR/falcon/config.mk"
   run falcon make -f "$FALCON_MK" -j "$(nproc)" lib tools
   echo "$want" >"$NATIVE_DIR/falcon/.qmemo-stamp"
 }

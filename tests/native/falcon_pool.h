@@ -28,11 +28,11 @@ typedef struct {
 	uint64_t s[4];
 } pool_rng;
 
-static uint64_t pool_rotl(uint64_t x, int k) {
+static inline uint64_t pool_rotl(uint64_t x, int k) {
 	return (x << k) | (x >> (64 - k));
 }
 
-static uint64_t pool_next(pool_rng *r) {
+static inline uint64_t pool_next(pool_rng *r) {
 	uint64_t result = pool_rotl(r->s[1] * 5, 7) * 9, t = r->s[1] << 17;
 	r->s[2] ^= r->s[0];
 	r->s[3] ^= r->s[1];
@@ -43,7 +43,7 @@ static uint64_t pool_next(pool_rng *r) {
 	return result;
 }
 
-static void pool_seed(pool_rng *r, uint64_t seed) {
+static inline void pool_seed(pool_rng *r, uint64_t seed) {
 	for (int i = 0; i < 4; i++) { /* splitmix64 expands the seed, as the xoshiro authors advise */
 		uint64_t z = (seed += 0x9E3779B97F4A7C15u);
 		z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
@@ -52,11 +52,11 @@ static void pool_seed(pool_rng *r, uint64_t seed) {
 	}
 }
 
-static uint64_t pool_below(pool_rng *r, uint64_t n) {
+static inline uint64_t pool_below(pool_rng *r, uint64_t n) {
 	return n ? pool_next(r) % n : 0; /* the modulo bias is irrelevant for test inputs */
 }
 
-static void pool_bytes(pool_rng *r, uint8_t *out, size_t len) {
+static inline void pool_bytes(pool_rng *r, uint8_t *out, size_t len) {
 	while (len > 0) {
 		uint64_t w = pool_next(r);
 		size_t k = len < 8 ? len : 8;
@@ -66,7 +66,7 @@ static void pool_bytes(pool_rng *r, uint8_t *out, size_t len) {
 }
 
 static pool_rng pool_liboqs_rng;
-static void pool_liboqs_randombytes(uint8_t *out, size_t len) {
+static inline void pool_liboqs_randombytes(uint8_t *out, size_t len) {
 	pool_bytes(&pool_liboqs_rng, out, len);
 }
 
@@ -90,7 +90,7 @@ typedef struct {
 static const size_t POOL_MSG_LENGTHS[] = {0, 1, 2, 31, 32, 33, 64, 100, 135, 136, 137, 200, 271, 272, 1000, 4096};
 
 /* liboqs's verdict for a caller that checks lengths first (see falcon_vt.h). */
-static int pool_liboqs_verdict(const OQS_SIG *oqs, const uint8_t *pk, size_t pk_len, const uint8_t *msg,
+static inline int pool_liboqs_verdict(const OQS_SIG *oqs, const uint8_t *pk, size_t pk_len, const uint8_t *msg,
                                size_t msg_len, const uint8_t *sig, size_t sig_len) {
 	if (pk_len != oqs->length_public_key || sig_len > oqs->length_signature) {
 		return 0;
@@ -99,7 +99,7 @@ static int pool_liboqs_verdict(const OQS_SIG *oqs, const uint8_t *pk, size_t pk_
 }
 
 /* nkeys keys and nitems valid signatures over random messages, all from `seed`. */
-static int pool_make(pool *p, const char *name, size_t nkeys, size_t nitems, uint64_t seed) {
+static inline int pool_make(pool *p, const char *name, size_t nkeys, size_t nitems, uint64_t seed) {
 	memset(p, 0, sizeof *p);
 	p->variant = qfv_variant(name);
 	p->oqs = OQS_SIG_new(name);
@@ -154,7 +154,7 @@ cleanup:
 	return rc;
 }
 
-static void pool_free(pool *p) {
+static inline void pool_free(pool *p) {
 	OQS_SIG_free(p->oqs);
 	free(p->pks);
 	free(p->items);

@@ -64,7 +64,7 @@ $(1)/$(v)_$(i)_$(f).o: $(FALCON)/pqclean_falcon-$(v)_$(i)/$(f).c $(B)/include/oq
 # that a program linking this archive and liboqs.so never has two of it.
 $(1)/sha3.o: $(SHA3)/sha3.c $(B)/include/oqs/sha3.h $(B)/config.mk
 	@mkdir -p $(1)
-	$(2) $(PQCLEAN_CFLAGS) $(3) -DOQS_SHA3_set_callbacks=qfv_private_sha3_set_callbacks -I$(SHA3) $(INCLUDES) -c $$< -o $$@
+	$(2) $(PQCLEAN_CFLAGS) $(3) -DOQS_SHA3_set_callbacks=qmemo_falcon_private_sha3_set_callbacks -I$(SHA3) $(INCLUDES) -c $$< -o $$@
 $(1)/xkcp_sha3.o: $(SHA3)/xkcp_sha3.c $(B)/include/oqs/sha3.h $(B)/config.mk
 	@mkdir -p $(1)
 	$(2) $(PQCLEAN_CFLAGS) $(3) -I$(SHA3) $(INCLUDES) -c $$< -o $$@
