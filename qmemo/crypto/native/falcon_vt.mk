@@ -51,7 +51,7 @@ $(B)/include/oqs/sha3.h: $(SHA3)/sha3.h
 # $(call objects,DIR): every object of the library in build flavour DIR.
 objects = $(foreach v,$(VARIANTS),$(foreach i,$(IMPLS),$(foreach f,$(PQCLEAN_FILES),$(1)/$(v)_$(i)_$(f).o))) \
           $(1)/sha3.o $(1)/xkcp_sha3.o $(1)/keccak_plain64.o $(if $(filter yes,$(AVX2)),$(1)/keccak_avx2.o) \
-          $(1)/falcon_vt.o $(1)/falcon_vt_support.o
+          $(1)/falcon_vt.o $(1)/falcon_vt_cache.o $(1)/falcon_vt_support.o
 
 # $(call flavour,DIR,CC,EXTRA_CFLAGS): the compile rules of one build flavour.
 define flavour
@@ -74,9 +74,12 @@ $(1)/keccak_plain64.o: $(SHA3)/xkcp_low/KeccakP-1600/plain-64bits/KeccakP-1600-o
 $(1)/keccak_avx2.o: $(SHA3)/xkcp_low/KeccakP-1600/avx2/KeccakP-1600-AVX2.S $(B)/config.mk
 	@mkdir -p $(1)
 	$(2) -fPIC -DADD_SYMBOL_SUFFIX -Wa,--noexecstack -c $$< -o $$@
-$(1)/falcon_vt.o: $(HERE)/falcon_vt.c $(HERE)/falcon_vt.h $(B)/include/oqs/sha3.h $(B)/config.mk
+$(1)/falcon_vt.o: $(HERE)/falcon_vt.c $(HERE)/falcon_vt.h $(HERE)/falcon_vt_cache.h $(B)/include/oqs/sha3.h $(B)/config.mk
 	@mkdir -p $(1)
 	$(2) $(OUR_CFLAGS) $(3) -I$(FALCON) $(INCLUDES) -c $$< -o $$@
+$(1)/falcon_vt_cache.o: $(HERE)/falcon_vt_cache.c $(HERE)/falcon_vt_cache.h $(HERE)/falcon_vt.h $(B)/config.mk
+	@mkdir -p $(1)
+	$(2) $(OUR_CFLAGS) $(3) -c $$< -o $$@
 $(1)/falcon_vt_support.o: $(HERE)/falcon_vt_support.c $(B)/config.mk
 	@mkdir -p $(1)
 	$(2) $(OUR_CFLAGS) $(3) -c $$< -o $$@
