@@ -48,6 +48,15 @@ $(B)/include/oqs/sha3.h: $(SHA3)/sha3.h
 	mkdir -p $(dir $@)
 	cp $< $@
 
+# liboqs.so exports its AVX2 Keccak-p[1600] symbols (they come from assembly, which
+# -fvisibility=hidden does not reach). A program that links our copy and liboqs.so
+# would export ours too and silently take over liboqs's calls, so our copy is renamed.
+KECCAK_AVX2 := $(foreach f,Initialize AddByte AddBytes OverwriteBytes OverwriteWithZeroes Permute_Nrounds \
+                 Permute_12rounds Permute_24rounds ExtractBytes ExtractAndAddBytes 12rounds_FastLoop_Absorb,\
+                 KeccakP1600_$(f)_avx2) KeccakF1600_FastLoop_Absorb_avx2
+$(B)/keccak-rename.txt: $(B)/config.mk
+	printf '%s\n' $(foreach s,$(KECCAK_AVX2),"$(s) qmemo_$(s)" "_$(s) _qmemo_$(s)") >$@
+
 # $(call objects,DIR): every object of the library in build flavour DIR.
 objects = $(foreach v,$(VARIANTS),$(foreach i,$(IMPLS),$(foreach f,$(PQCLEAN_FILES),$(1)/$(v)_$(i)_$(f).o))) \
           $(1)/sha3.o $(1)/xkcp_sha3.o $(1)/keccak_plain64.o $(if $(filter yes,$(AVX2)),$(1)/keccak_avx2.o) \
@@ -65,15 +74,17 @@ $(1)/$(v)_$(i)_$(f).o: $(FALCON)/pqclean_falcon-$(v)_$(i)/$(f).c $(B)/include/oq
 $(1)/sha3.o: $(SHA3)/sha3.c $(B)/include/oqs/sha3.h $(B)/config.mk
 	@mkdir -p $(1)
 	$(2) $(PQCLEAN_CFLAGS) $(3) -DOQS_SHA3_set_callbacks=qmemo_falcon_private_sha3_set_callbacks -I$(SHA3) $(INCLUDES) -c $$< -o $$@
-$(1)/xkcp_sha3.o: $(SHA3)/xkcp_sha3.c $(B)/include/oqs/sha3.h $(B)/config.mk
+$(1)/xkcp_sha3.o: $(SHA3)/xkcp_sha3.c $(B)/include/oqs/sha3.h $(B)/keccak-rename.txt
 	@mkdir -p $(1)
 	$(2) $(PQCLEAN_CFLAGS) $(3) -I$(SHA3) $(INCLUDES) -c $$< -o $$@
+	objcopy --redefine-syms=$(B)/keccak-rename.txt $$@
 $(1)/keccak_plain64.o: $(SHA3)/xkcp_low/KeccakP-1600/plain-64bits/KeccakP-1600-opt64.c $(B)/config.mk
 	@mkdir -p $(1)
 	$(2) $(PQCLEAN_CFLAGS) $(3) -DADD_SYMBOL_SUFFIX -c $$< -o $$@
-$(1)/keccak_avx2.o: $(SHA3)/xkcp_low/KeccakP-1600/avx2/KeccakP-1600-AVX2.S $(B)/config.mk
+$(1)/keccak_avx2.o: $(SHA3)/xkcp_low/KeccakP-1600/avx2/KeccakP-1600-AVX2.S $(B)/keccak-rename.txt
 	@mkdir -p $(1)
 	$(2) -fPIC -DADD_SYMBOL_SUFFIX -Wa,--noexecstack -c $$< -o $$@
+	objcopy --redefine-syms=$(B)/keccak-rename.txt $$@
 $(1)/falcon_vt.o: $(HERE)/falcon_vt.c $(HERE)/falcon_vt.h $(HERE)/falcon_vt_cache.h $(B)/include/oqs/sha3.h $(B)/config.mk
 	@mkdir -p $(1)
 	$(2) $(OUR_CFLAGS) $(3) -I$(FALCON) $(INCLUDES) -c $$< -o $$@
