@@ -80,7 +80,8 @@ int qfv_verify(int variant, const uint8_t *pk, size_t pk_len, const uint8_t *msg
  * and the FULL public-key bytes: a lookup compares the whole key, so it can never
  * return another key's decoded form. 4-way set associative, least recently used way
  * replaced; `capacity` is rounded up to a multiple of 4 (minimum 4). About 4 KiB per
- * entry. Keys that fail to decode are never cached.
+ * entry. A key is kept only after it verified a valid signature, so junk keys sent
+ * with junk signatures never evict a real sender's.
  */
 typedef struct qfv_cache qfv_cache;
 
