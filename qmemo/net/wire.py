@@ -30,8 +30,7 @@ from qmemo.core.state import Account
 from qmemo.core.transaction import Transaction
 from qmemo.errors import DecodeError, TooLarge
 from qmemo.frames import decode_frames, encode_frames
-from qmemo.node.admission import Item
-from qmemo.node.answers import TX_STATUSES, TxOutcome, TxStatus
+from qmemo.node.answers import TX_STATUSES, Item, TxOutcome, TxStatus
 
 # A peer's relay batch may hold at most this many transactions (the protocol's limit;
 # a node's own relay_max_batch_txs must not exceed it).
@@ -95,7 +94,7 @@ def decode_tx_items(body: bytes, *, binary: bool, max_count: int) -> list[Item]:
         try:
             items.append(Transaction.from_json(entry))
         except DecodeError as exc:
-            items.append(exc)
+            items.append(exc.detached())    # a value now: its traceback would hold `items`
     return items
 
 

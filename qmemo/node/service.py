@@ -37,8 +37,8 @@ from qmemo.crypto.keys import NamedKey
 from qmemo.crypto.verifier import signer
 from qmemo.errors import MempoolFull, NodeNotReady
 from qmemo.node import reporting
-from qmemo.node.admission import Admission, AdmissionLimits, Item
-from qmemo.node.answers import BlockAnswer, TxOutcome, TxStatus
+from qmemo.node.admission import Admission, AdmissionLimits
+from qmemo.node.answers import BlockAnswer, Item, TxOutcome, TxStatus
 from qmemo.node.block_decode import DecodedCache
 from qmemo.node.chain import FINALITY_DEPTH, Chain
 from qmemo.node.config import NodeConfig

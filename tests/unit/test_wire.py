@@ -9,7 +9,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from qmemo.errors import DecodeError, InvalidTransaction, MempoolFull, TooLarge
+from qmemo.errors import DecodeError, InvalidTransaction, MempoolFull, Misuse, TooLarge
 from qmemo.frames import decode_frames, encode_frames
 from qmemo.net import wire
 from qmemo.node.answers import ACCEPTED, DUPLICATE, REJECTED, BlockAnswer, TxOutcome, TxStatus
@@ -45,6 +45,20 @@ def test_a_json_batch_element_that_does_not_decode_is_that_elements_rejection():
     body = orjson.dumps({"transactions": [tx.to_json(), {"nonce": "x"}]})
     items = wire.decode_tx_items(body, binary=False, max_count=10)
     assert items[0] == tx and isinstance(items[1], DecodeError)
+    # Kept as a value: no traceback holding decode_tx_items' frame, whose `items` holds it.
+    assert (items[1].__traceback__, items[1].__context__) == (None, None)
+
+
+@pytest.mark.parametrize("status, error", [
+    (REJECTED, None),                                           # a rejection that cannot say why
+    (ACCEPTED, InvalidTransaction("bad", code="bad_signature")),  # an acceptance with a reason to refuse
+    (DUPLICATE, MempoolFull("full")),
+    ("maybe", None),                                            # no such status
+], ids=["rejected-without-error", "accepted-with-error", "duplicate-with-error", "unknown-status"])
+def test_an_outcome_has_an_error_exactly_when_rejected(status, error):
+    with pytest.raises(Misuse) as misuse:
+        TxOutcome(b"\x01" * 64, status, error)
+    assert (misuse.value.code, misuse.value.http_status) == ("bad_outcome", 500)
 
 
 def test_a_batch_over_its_limit_is_too_large_in_either_form():
