@@ -463,3 +463,20 @@ async def test_a_peer_refusing_our_block_is_the_peers_word_not_a_local_invalid_b
         assert (garbled.value.code, garbled.value.peer_status) == ("peer_refused", 400)
     for error in (refused.value, garbled.value):
         assert isinstance(error, PeerError) and not isinstance(error, (InvalidBlock, DecodeError))
+
+
+async def test_our_own_misuse_answers_500_with_its_code_and_is_logged(observer, devnet, monkeypatch, caplog):
+    """A Misuse is our bug: the client gets a 500 naming it (not a 4xx blaming its request),
+    and the node's log keeps the traceback."""
+    from qmemo.errors import Misuse
+
+    node, client = observer
+
+    def misused(address: bytes):
+        raise Misuse("no leaf 5 among 5", code="no_such_leaf")
+
+    monkeypatch.setattr(node, "account", misused)
+    response = await client.get(f"/account/{devnet.address(0).hex()}")
+    assert response.status == 500
+    assert await response.json() == {"error": "no_such_leaf", "detail": "no leaf 5 among 5"}
+    assert "internal misuse in GET /account/" in caplog.text

@@ -103,3 +103,21 @@ def test_transaction_status_names_only_what_its_state_has():
 def test_something_outside_the_wire_format_is_refused_not_stringified():
     with pytest.raises(TypeError):
         wire.dumps({"when": object()})
+
+
+def test_a_single_transaction_answer_names_the_error_only_when_rejected():
+    rejected = TxOutcome(b"\x03" * 64, REJECTED, MempoolFull("this sender has 256 pending", code="sender_limit"))
+    assert wire.tx_answer(rejected) == {"id": "03" * 64, "status": "rejected", "code": "sender_limit",
+                                        "detail": "this sender has 256 pending", "error": "sender_limit"}
+    assert wire.tx_answer(TxOutcome(b"\x01" * 64, ACCEPTED)) == {"id": "01" * 64, "status": "accepted"}
+
+
+def test_list_answers_wrap_their_entries_as_the_single_answers_do():
+    net = Devnet()
+    block = net.next_block([net.transfer(net.alice, net.bob)])
+    names = ["validator-0", "validator-1", "validator-2"]
+    assert wire.blocks_json([block], names, tx_ids_only=True) == {
+        "blocks": [wire.block_json(block, names, tx_ids_only=True)]}
+    account = net.state.account(bytes(32))
+    assert wire.accounts_json([(bytes(32), account, 3)]) == {"accounts": [wire.account_json(bytes(32), account, 3)]}
+    assert wire.health_json(False, "node-0") == {"ready": False, "node": "node-0"}
