@@ -13,6 +13,8 @@ This module must import nothing from qmemo: everything else imports it.
 
 from __future__ import annotations
 
+from typing import Self
+
 
 class QmemoError(Exception):
     """Base of every error qMEMO raises deliberately."""
@@ -31,6 +33,28 @@ class QmemoError(Exception):
 
     def to_json(self) -> dict[str, str]:
         return {"error": self.code, "detail": self.detail}
+
+    def detached(self) -> Self:
+        """This error, without its traceback or the errors it was raised from: for an error
+        kept as a value (a rejected transaction's outcome). Its traceback would hold the
+        frames that raised it, and their locals - often the very list that holds the
+        outcome: a reference cycle that keeps a whole request alive until the cycle
+        collector runs. What it keeps (code, detail, status) is all an answer needs."""
+        self.__traceback__ = None
+        self.__context__ = None
+        self.__cause__ = None
+        return self
+
+
+# --- our own mistakes -----------------------------------------------------------------
+
+class Misuse(QmemoError):
+    """We called our own code wrongly: a bug on this side, never the client's or the
+    peer's fault (h11's LocalProtocolError). A client that meets one gets a 500, not a
+    4xx telling it to fix a request that was fine; `code` names the broken precondition."""
+
+    code = "internal_misuse"
+    http_status = 500
 
 
 # --- setup and environment ----------------------------------------------------------
@@ -163,11 +187,14 @@ class PeerRefused(PeerError):
 
     Kept apart from `InvalidBlock`/`DecodeError`, which mean *we* were handed something
     bad and answer 422/400: a peer's verdict on our block is news from the peer, not a
-    rule this node saw broken. `code` is the peer's error code, `peer_status` its HTTP status.
+    rule this node saw broken. `code` stays ours ("peer_refused", and the 502 of every
+    peer failure), so whoever catches it sees one kind of error; the peer's own words are
+    kept apart: `peer_code` (its error code, e.g. "wrong_producer") and `peer_status`.
     """
 
     code = "peer_refused"
 
-    def __init__(self, detail: str, *, code: str | None = None, peer_status: int) -> None:
-        super().__init__(detail, code=code)
+    def __init__(self, detail: str, *, peer_code: str, peer_status: int) -> None:
+        super().__init__(detail)
+        self.peer_code = peer_code
         self.peer_status = peer_status

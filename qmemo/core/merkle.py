@@ -29,7 +29,7 @@ from typing import Any
 
 from qmemo.core.codec import U32_MAX, expect_object, int_field, parse_hex
 from qmemo.core.hashing import DIGEST_BYTES, Domain, blake3_512, hasher_factory
-from qmemo.errors import DecodeError, InvalidBlock, NotFound
+from qmemo.errors import DecodeError, Misuse
 
 EMPTY_LEAF = blake3_512(Domain.MERKLE_EMPTY)
 MAX_DEPTH = 32                     # leaf_count is a u32, so a tree is at most 2^32 wide
@@ -77,8 +77,9 @@ def _next_level(nodes: list[bytes], height: int) -> list[bytes]:
 def merkle_root(tx_ids: Sequence[bytes]) -> bytes:
     """The root committing to `tx_ids` in order (and to how many there are)."""
     if len(tx_ids) > U32_MAX:
-        # The leaf count is committed as a u32 (and a block counts its transactions in one).
-        raise InvalidBlock("a Merkle tree holds at most 2^32 - 1 leaves", code="too_many_transactions")
+        # The leaf count is committed as a u32, and a block counts its transactions in one:
+        # no decoded block can get here, so a caller that does has a bug (500, not 422).
+        raise Misuse("a Merkle tree holds at most 2^32 - 1 leaves", code="too_many_leaves")
     nodes = [leaf_hash(tx_id) for tx_id in tx_ids] or [EMPTY_LEAF]
     height = 0
     while len(nodes) > 1:
@@ -118,9 +119,11 @@ _PROOF_KEYS = frozenset(("index", "leaf_count", "siblings"))
 
 
 def merkle_proof(tx_ids: Sequence[bytes], index: int) -> MerkleProof:
-    """The inclusion proof of `tx_ids[index]`."""
+    """The inclusion proof of `tx_ids[index]`. The caller found the transaction at `index`:
+    an index outside the list is our bug (Misuse, 500), not a transaction the client asked
+    for that we lack (that is NotFound, decided before a proof is built)."""
     if not 0 <= index < len(tx_ids):
-        raise NotFound(f"no leaf {index} among {len(tx_ids)}", code="no_such_leaf")
+        raise Misuse(f"no leaf {index} among {len(tx_ids)}", code="no_such_leaf")
     nodes = [leaf_hash(tx_id) for tx_id in tx_ids]
     siblings = []
     position, height = index, 0

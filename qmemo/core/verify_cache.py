@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol
 
 from qmemo.core.transaction import Transaction
-from qmemo.errors import ConfigError
+from qmemo.errors import Misuse
 
 DEFAULT_CAPACITY = 1 << 18     # 262,144 ids: five full mempools; ~40 MB at most (~150 B per id)
 
@@ -52,7 +52,8 @@ class VerifyCache:
     def __init__(self, inner: SignatureVerifier, capacity: int = DEFAULT_CAPACITY,
                  map_fn: Callable[..., Iterator[bool]] = map) -> None:
         if capacity < 0:
-            raise ConfigError(f"the verify cache capacity must be >= 0, got {capacity}", code="bad_capacity")
+            # No setting reaches this: a negative capacity is our bug, not a user's value (500).
+            raise Misuse(f"the verify cache capacity must be >= 0, got {capacity}", code="bad_capacity")
         self._inner = inner
         self._capacity = capacity
         self._map = map_fn

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from qmemo.errors import QmemoError
+from qmemo.errors import Misuse, QmemoError
 from qmemo.net import wire
 from qmemo.net.handlers import BODY_BYTES_KEY, Handlers
 from qmemo.node.service import Node
@@ -32,14 +32,15 @@ def make_app(node: Node) -> web.Application:
         try:
             response = await handler(request)
         except QmemoError as exc:
+            if isinstance(exc, Misuse):     # our bug, named: answer 500 and keep its traceback in the log
+                node.log.error("internal misuse in %s %s: %s", request.method, request.path, exc, exc_info=exc)
             response = handlers.respond(wire.dumps(exc.to_json()), exc.http_status)
         except web.HTTPException as exc:
             code = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}.get(exc.status, "http")
-            response = handlers.json({"error": code, "detail": exc.reason}, status=exc.status)
+            response = handlers.json(wire.error_json(code, exc.reason), status=exc.status)
         except Exception:   # a bug: answer 500, keep serving, keep the traceback in the log
             node.log.exception("internal error in %s %s", request.method, request.path)
-            response = handlers.json({"error": "internal", "detail": "internal error; see the node's log"},
-                                     status=500)
+            response = handlers.json(wire.error_json("internal", "internal error; see the node's log"), status=500)
         metrics.bytes_in += request.get(BODY_BYTES_KEY, 0)
         body = getattr(response, "body", None)
         if isinstance(body, (bytes, bytearray)):

@@ -16,7 +16,6 @@ from qmemo.core.hashing import DIGEST_BYTES
 from qmemo.core.transaction import ADDRESS_BYTES, Transaction
 from qmemo.errors import DecodeError, NotFound, TooLarge
 from qmemo.net import prometheus, wire
-from qmemo.node.answers import REJECTED
 from qmemo.node.service import Node
 
 JSON_TYPE = "application/json"
@@ -92,10 +91,8 @@ class Handlers:
         body = await read_body(request, self.config.max_body_bytes)
         tx = Transaction.from_json(wire.loads(body))        # DecodeError -> 400
         outcome = (await self.node.submit([tx]))[0]
-        document = wire.tx_result(outcome)
-        if outcome.status == REJECTED and outcome.error is not None:
-            return self.json({**document, "error": outcome.error.code}, outcome.error.http_status)
-        return self.json(document)
+        error = outcome.error                               # set exactly when rejected
+        return self.json(wire.tx_answer(outcome), error.http_status if error is not None else 200)
 
     async def get_tx(self, request: web.Request) -> web.Response:
         tx_id = parse_hex(request.match_info["tx_id"], "transaction id", length=DIGEST_BYTES)
@@ -110,8 +107,7 @@ class Handlers:
         from_height = query_int(request, "from", None, 0, U64_MAX)
         limit = query_int(request, "limit", min(20, maximum), 1, maximum)
         blocks = await self.node.blocks(from_height, limit)
-        names = self._validator_names()
-        return self.json({"blocks": [wire.block_json(b, names, tx_ids_only=ids_only) for b in blocks]})
+        return self.json(wire.blocks_json(blocks, self._validator_names(), tx_ids_only=ids_only))
 
     async def get_block(self, request: web.Request) -> web.Response:
         """GET /block/{height} and /block/latest"""
@@ -150,8 +146,7 @@ class Handlers:
         if len(addresses) > MAX_ACCOUNTS:
             raise TooLarge(f"{len(addresses)} addresses, the limit is {MAX_ACCOUNTS}", code="batch_too_large")
         parsed = [parse_hex(a, f"addresses[{i}]", length=ADDRESS_BYTES) for i, a in enumerate(addresses)]
-        return self.json({"accounts": [wire.account_json(address, *self.node.account(address))
-                                       for address in parsed]})
+        return self.json(wire.accounts_json([(address, *self.node.account(address)) for address in parsed]))
 
     # --- node --------------------------------------------------------------------------------------
 
@@ -160,7 +155,7 @@ class Handlers:
 
     async def get_health(self, request: web.Request) -> web.Response:
         ready = self.node.ready
-        return self.json({"ready": ready, "node": self.node.name}, status=200 if ready else 503)
+        return self.json(wire.health_json(ready, self.node.name), status=200 if ready else 503)
 
     async def get_metrics(self, request: web.Request) -> web.Response:
         if "text/plain" in request.headers.get("Accept", "") and JSON_TYPE not in request.headers.get("Accept", ""):

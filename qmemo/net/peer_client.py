@@ -8,8 +8,8 @@ Calls (docs/api.md, "Peer calls"):
 
 Every failure - refused connection, timeout, an unexpected status - becomes a
 `PeerError` naming the peer, so the node's tasks handle one error type; a peer that
-answers and refuses our block raises `PeerRefused` with the peer's own code: the peer's
-verdict, never a local `InvalidBlock` (which would say *we* were handed a bad block).
+answers and refuses our block raises `PeerRefused` carrying the peer's own code and
+status (`peer_code`, `peer_status`): the peer's verdict, never a local `InvalidBlock` (which would say *we* were handed a bad block).
 Bytes sent and received are added to the node's network counters.
 """
 
@@ -48,8 +48,8 @@ class HttpPeer:
         document = _json(payload, self.url)
         if status == 200:
             return str(document.get("status"))
-        raise PeerRefused(f"{self.url} refused the block: {document.get('detail')}", code=str(document.get("error")),
-                          peer_status=status)
+        raise PeerRefused(f"{self.url} refused the block: {document.get('detail')}",
+                          peer_code=str(document.get("error")), peer_status=status)
 
     async def tip(self) -> PeerTip:
         _, payload = await self._call("GET", "/status")

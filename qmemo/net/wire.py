@@ -30,8 +30,7 @@ from qmemo.core.state import Account
 from qmemo.core.transaction import Transaction
 from qmemo.errors import DecodeError, TooLarge
 from qmemo.frames import decode_frames, encode_frames
-from qmemo.node.admission import Item
-from qmemo.node.answers import TX_STATUSES, TxOutcome, TxStatus
+from qmemo.node.answers import TX_STATUSES, Item, TxOutcome, TxStatus
 
 # A peer's relay batch may hold at most this many transactions (the protocol's limit;
 # a node's own relay_max_batch_txs must not exceed it).
@@ -95,7 +94,7 @@ def decode_tx_items(body: bytes, *, binary: bool, max_count: int) -> list[Item]:
         try:
             items.append(Transaction.from_json(entry))
         except DecodeError as exc:
-            items.append(exc)
+            items.append(exc.detached())    # a value now: its traceback would hold `items`
     return items
 
 
@@ -114,6 +113,12 @@ def dumps(document: Any) -> bytes:
     return orjson.dumps(document, default=_default)
 
 
+def error_json(code: str, detail: str) -> dict[str, str]:
+    """Every error body: `{"error": code, "detail": sentence}` (QmemoError.to_json's shape,
+    for errors that are not ours: aiohttp's, and bugs)."""
+    return {"error": code, "detail": detail}
+
+
 def tx_result(outcome: TxOutcome) -> dict[str, Any]:
     """One entry of a `/txs` answer; `code` and `detail` only for rejections (id null if
     the transaction did not even decode)."""
@@ -124,6 +129,15 @@ def tx_result(outcome: TxOutcome) -> dict[str, Any]:
         result["code"] = error.code
         result["detail"] = error.detail
     return result
+
+
+def tx_answer(outcome: TxOutcome) -> dict[str, Any]:
+    """The `POST /tx` answer: its one result, and for a rejection also the `error` code every
+    error body has (the HTTP status is the error's own)."""
+    document = tx_result(outcome)
+    if outcome.error is not None:
+        document["error"] = outcome.error.code
+    return document
 
 
 def tx_counts(outcomes: Sequence[TxOutcome]) -> dict[str, int]:
@@ -153,6 +167,21 @@ def tx_status_json(status: TxStatus) -> dict[str, Any]:
 def account_json(address: bytes, account: Account, pending_nonce: int) -> dict[str, Any]:
     return {"address": address.hex(), "balance": account.balance, "nonce": account.nonce,
             "pending_nonce": pending_nonce}
+
+
+def accounts_json(accounts: Sequence[tuple[bytes, Account, int]]) -> dict[str, Any]:
+    """`POST /accounts`: each (address, account, pending nonce) as `GET /account` gives it, in order."""
+    return {"accounts": [account_json(*entry) for entry in accounts]}
+
+
+def health_json(ready: bool, node: str) -> dict[str, Any]:
+    """`GET /health` (its status is 200 when ready, else 503)."""
+    return {"ready": ready, "node": node}
+
+
+def blocks_json(blocks: Sequence[Block], validator_names: Sequence[str], *, tx_ids_only: bool) -> dict[str, Any]:
+    """`GET /blocks`: each block as `block_json` gives it, ascending."""
+    return {"blocks": [block_json(block, validator_names, tx_ids_only=tx_ids_only) for block in blocks]}
 
 
 def block_json(block: Block, validator_names: Sequence[str], *, tx_ids_only: bool) -> dict[str, Any]:

@@ -37,15 +37,11 @@ from qmemo.core.mempool import Mempool
 from qmemo.core.state import EMPTY_ACCOUNT, Account, charge, check_transaction_form
 from qmemo.core.transaction import Transaction
 from qmemo.errors import DecodeError, InvalidTransaction, MempoolFull, QmemoError
-from qmemo.node.answers import ACCEPTED, DUPLICATE, REJECTED, TxOutcome
+from qmemo.node.answers import ACCEPTED, DUPLICATE, REJECTED, Item, TxOutcome
 from qmemo.node.block_decode import DecodedCache
 from qmemo.node.chain import Chain
 from qmemo.node.metrics import NodeMetrics
 from qmemo.node.verify_pool import VerifyPool
-
-# What a request hands in: raw canonical encodings (binary batches), decoded transactions
-# (JSON), or the error a JSON element gave when it was decoded.
-Item = bytes | Transaction | DecodeError
 
 EVICTED_MEMORY = 100_000      # how many evicted ids /tx/{id} can still explain
 # Ids of recently committed transactions: a copy arriving late (a relay that lost the race
@@ -229,7 +225,8 @@ class Admission:
                     mempool.check(tx, account)          # raises the rule: replay, conflict or gap
                 batch_next[sender] = nonce + 1
             except QmemoError as exc:
-                outcomes[position] = TxOutcome(tx.id if tx is not None else None, REJECTED, exc)
+                # Detached: its traceback holds this frame, whose `outcomes` would hold it back.
+                outcomes[position] = TxOutcome(tx.id if tx is not None else None, REJECTED, exc.detached())
                 continue
             inflight.add(tx_id)
             candidates.append(tx)
@@ -259,10 +256,10 @@ class Admission:
                 if exc.code == "nonce_gap" and tx.nonce - next_pending <= window and future.hold(tx, now, relay):
                     outcomes[position] = TxOutcome(tx_id, ACCEPTED)
                     continue
-                outcomes[position] = TxOutcome(tx_id, REJECTED, exc)
+                outcomes[position] = TxOutcome(tx_id, REJECTED, exc.detached())
                 continue
             except MempoolFull as exc:
-                outcomes[position] = TxOutcome(tx_id, REJECTED, exc)
+                outcomes[position] = TxOutcome(tx_id, REJECTED, exc.detached())
                 continue
             if not added:
                 outcomes[position] = TxOutcome(tx_id, DUPLICATE)

@@ -1,10 +1,13 @@
-"""What the node answers: frozen values that the HTTP side (qmemo.net.wire) encodes.
+"""What the node takes in and answers: the values the HTTP side (qmemo.net.wire) decodes
+into and encodes from.
 
 The node decides *what* happened to a transaction or a block; it never builds a JSON
 document or picks an HTTP status. A rejection carries its error, and the error carries
 its status (qmemo.errors), so nobody re-derives 429 from a list of codes.
 
-Never imports aiohttp or knows about HTTP.
+Never imports aiohttp or knows about HTTP, and nothing of the node's machinery
+(admission, store, verify pool): qmemo.net.wire imports this module, and wire must stay
+a pure codec that loads no sqlite3 or asyncio.
 """
 
 from __future__ import annotations
@@ -12,7 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from qmemo.core.merkle import MerkleProof
-from qmemo.errors import QmemoError
+from qmemo.core.transaction import Transaction
+from qmemo.errors import DecodeError, Misuse, QmemoError
+
+# What a request hands in: raw canonical encodings (binary batches), decoded transactions
+# (JSON), or the error a JSON element gave when it was decoded.
+Item = bytes | Transaction | DecodeError
 
 ACCEPTED = "accepted"
 DUPLICATE = "duplicate"
@@ -30,6 +38,13 @@ class TxOutcome:
     tx_id: bytes | None
     status: str
     error: QmemoError | None = None
+
+    def __post_init__(self) -> None:
+        # Handlers answer a rejection with `error`'s status and count it by `error.code`:
+        # an outcome breaking the rule would answer 200 for a rejection, or crash the count.
+        if (self.error is None) is (self.status == REJECTED) or self.status not in TX_STATUSES:
+            raise Misuse(f"a {self.status!r} outcome {'without' if self.error is None else 'with'} an error",
+                         code="bad_outcome")
 
 
 @dataclass(frozen=True, slots=True)

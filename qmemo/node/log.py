@@ -20,6 +20,8 @@ from typing import Any, TextIO
 
 import orjson
 
+from qmemo.errors import Misuse
+
 LOG_FORMAT = "%(asctime)s %(node)s %(levelname)s %(name)s: %(message)s"
 LOG_FORMATS = ("text", "json")
 
@@ -33,7 +35,8 @@ def use_log_format(log_format: str) -> None:
     """Choose the format of the handler `node_logger` installs (call it before the first one)."""
     global _format
     if log_format not in LOG_FORMATS:
-        raise ValueError(f"log format {log_format!r} is not one of {', '.join(LOG_FORMATS)}")
+        # The CLI and NodeConfig accept only these: another value is our bug, not the user's.
+        raise Misuse(f"log format {log_format!r} is not one of {', '.join(LOG_FORMATS)}", code="bad_log_format")
     _format = log_format
 
 

@@ -12,7 +12,9 @@ has its own room, and `Node` wires them together at `start` and takes them down 
 - sync (qmemo.node.sync): fetch what the peers have and we lack;
 - relay (qmemo.node.peers): accepted client transactions to the peers, in batches;
 - persistence (qmemo.node.persistence): final blocks to SQLite, the clean-stop files;
-- reporting (qmemo.node.reporting): `/status` and `/metrics` as frozen values.
+- reporting (qmemo.node.reporting): `/status` and `/metrics` as frozen values;
+- queries (qmemo.node.queries): where a transaction is, blocks by height (memory, then
+  the store on a reader thread).
 
 The node answers with values (qmemo.node.answers, qmemo.node.reporting), never JSON;
 time comes from `config.clock`. Peers are reached through the `PeerLink`s handed in.
@@ -24,21 +26,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any
 
 from qmemo.core.block import Block
 from qmemo.core.genesis import Genesis
 from qmemo.core.mempool import Mempool, MempoolLimits
-from qmemo.core.merkle import merkle_proof
 from qmemo.core.state import Account
 from qmemo.crypto.keys import NamedKey
 from qmemo.crypto.verifier import signer
 from qmemo.errors import MempoolFull, NodeNotReady
 from qmemo.node import reporting
-from qmemo.node.admission import Admission, AdmissionLimits, Item
-from qmemo.node.answers import BlockAnswer, TxOutcome, TxStatus
+from qmemo.node.admission import Admission, AdmissionLimits
+from qmemo.node.answers import BlockAnswer, Item, TxOutcome, TxStatus
 from qmemo.node.block_decode import DecodedCache
 from qmemo.node.chain import FINALITY_DEPTH, Chain
 from qmemo.node.config import NodeConfig
@@ -49,12 +50,12 @@ from qmemo.node.metrics import NodeMetrics, VerifyMetrics
 from qmemo.node.peers import PeerLink, PeerView, Relay
 from qmemo.node.persistence import Persistence, count_committed
 from qmemo.node.producer import Producer
+from qmemo.node.queries import ChainQueries
 from qmemo.node.store import ChainStore
 from qmemo.node.sync import Sync
 from qmemo.node.verify_pool import VerifyPool
 
 EXPIRY_INTERVAL_S = 1.0     # how often held transactions are checked against their time to live
-T = TypeVar("T")
 
 
 class Node:
@@ -87,6 +88,7 @@ class Node:
         self.intake: BlockIntake | None = None
         self.persistence: Persistence | None = None
         self.sync: Sync | None = None
+        self.queries: ChainQueries | None = None
         self._store_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{self.name}-store")
         self._store_reader = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"{self.name}-read")
         self._tasks: list[asyncio.Task] = []
@@ -119,6 +121,7 @@ class Node:
                                   self.metrics, self.log, self.clock)
         self.persistence = Persistence(config.data, store, self.intake, self.admission, self._store_writer,
                                        self.metrics, self.log)
+        self.queries = ChainQueries(self.chain, self.admission, store, self._store_reader)
         self.sync = Sync(self.intake, self.peers, self.peer_views, self.metrics, self.log,
                          interval_s=config.sync_interval_s, batch_blocks=config.sync_batch_blocks)
         self.log.info("store %s at height %d (%s..), %d transactions committed; validator %s; %d verify threads; "
@@ -200,6 +203,10 @@ class Node:
             raise NodeNotReady(f"{self.name} is {'stopping' if self._stopping else 'starting'}")
         return self.chain, self.admission, self.intake
 
+    def _require_queries(self) -> ChainQueries:
+        self._require_ready()
+        return self.queries      # type: ignore[return-value]   (set with the others in start)
+
     async def _expiry_loop(self) -> None:
         while True:
             await asyncio.sleep(EXPIRY_INTERVAL_S)
@@ -218,25 +225,7 @@ class Node:
 
     async def transaction_status(self, tx_id: bytes) -> TxStatus:
         """pending / queued / committed (with inclusion proof) / evicted / unknown."""
-        chain, admission, _ = self._require_ready()
-        pending = admission.pending_status(tx_id)
-        if pending and not pending.startswith("evicted:"):
-            return TxStatus(tx_id, pending)
-        for entry in chain.recent:
-            block = entry.block
-            for position, tx in enumerate(block.transactions):
-                if tx.id == tx_id:
-                    return TxStatus(tx_id, "committed", block.height, position, block.hash, block.header.merkle_root,
-                                    merkle_proof([tx.id for tx in block.transactions], position))
-        committed = await asyncio.get_running_loop().run_in_executor(
-            self._store_reader, self.store.transaction, tx_id)
-        if committed is not None and committed.height <= chain.height and \
-                chain.hash_at(committed.height) == committed.block_hash:
-            return TxStatus(tx_id, "committed", committed.height, committed.position, committed.block_hash,
-                            committed.merkle_root, committed.proof)
-        if pending:
-            return TxStatus(tx_id, "evicted", reason=pending.split(":", 1)[1])
-        return TxStatus(tx_id, "unknown")
+        return await self._require_queries().transaction_status(tx_id)
 
     def account(self, address: bytes) -> tuple[Account, int]:
         """The committed account and its next nonce counting the mempool."""
@@ -247,33 +236,11 @@ class Node:
 
     async def blocks(self, from_height: int, limit: int) -> list[Block]:
         """Our blocks from `from_height` upwards (at most `limit`), ascending."""
-        return await self._read_blocks(from_height, limit, lambda block: block, ChainStore.block)
+        return await self._require_queries().blocks(from_height, limit)
 
     async def block_encodings(self, from_height: int, limit: int) -> list[bytes]:
         """Like `blocks`, as block encodings (what peers sync, without decoding)."""
-        return await self._read_blocks(from_height, limit, Block.encode, ChainStore.block_bytes)
-
-    async def _read_blocks(self, from_height: int, limit: int, from_memory: Callable[[Block], T],
-                           from_store: Callable[[ChainStore, int], T | None]) -> list[T]:
-        """Blocks from `from_height` on, from memory where held there, else from the store
-        (on a reader thread), each as `from_memory`/`from_store` gives it; up to the first gap."""
-        chain, _, _ = self._require_ready()
-        heights = range(max(1, from_height), min(chain.height, from_height + limit - 1) + 1)
-        recent = {height: chain.recent_block(height) for height in heights}
-        stored = [height for height, block in recent.items() if block is None]
-        loaded: dict[int, T | None] = {}
-        if stored:
-            store = self.store
-            loaded = await asyncio.get_running_loop().run_in_executor(
-                self._store_reader, lambda: {height: from_store(store, height) for height in stored})
-        out: list[T] = []
-        for height in heights:
-            block = recent[height]
-            item = from_memory(block) if block is not None else loaded.get(height)
-            if item is None:
-                break
-            out.append(item)
-        return out
+        return await self._require_queries().block_encodings(from_height, limit)
 
     async def receive_block(self, encoded: bytes) -> BlockAnswer:
         """A block a peer pushed (qmemo.node.intake). DecodeError (400) or InvalidBlock (422) if bad."""

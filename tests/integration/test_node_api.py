@@ -9,7 +9,9 @@ formats, and the block checks a peer's push goes through.
 
 from __future__ import annotations
 
+import gc
 import time
+import weakref
 from dataclasses import replace
 from pathlib import Path
 
@@ -254,6 +256,27 @@ async def test_a_sender_at_its_limit_answers_429_with_retry_after(devnet, tmp_pa
         assert int(headers["Retry-After"]) >= 1
 
 
+async def test_a_rejected_request_is_freed_without_the_cycle_collector(devnet, tmp_path):
+    """A rejection keeps its error as a value, not its traceback: the traceback would hold
+    the admission frame whose `outcomes` holds the rejection - a cycle keeping the whole
+    request alive until the cycle collector runs. With it off, each error must die with
+    its outcome: one from the cheap checks (decode, nonce) and one from the mempool add."""
+    async with running_node(devnet, tmp_path / "data", devnet.observer_key(), mempool_max_per_sender=1) as node:
+        wallet = Wallet(devnet)
+        items = [b"\x01garbage", wallet.transfer(2, 1, nonce=500).encoded,
+                 wallet.transfer(0, 1).encoded, wallet.transfer(0, 1).encoded]
+        gc.disable()
+        try:
+            outcomes = await node.submit(items)
+            assert [(o.status, o.error and o.error.code) for o in outcomes] == [
+                ("rejected", "truncated"), ("rejected", "nonce_gap"), ("accepted", None), ("rejected", "sender_limit")]
+            errors = [weakref.ref(o.error) for o in outcomes if o.error is not None]
+            del outcomes
+            assert [error() for error in errors] == [None, None, None]
+        finally:
+            gc.enable()
+
+
 async def test_bytes_in_counts_bytes_read_not_the_content_length_claimed(devnet, tmp_path, aiohttp_client):
     async with running_node(devnet, tmp_path / "data", devnet.observer_key()) as node:
         client = await aiohttp_client(make_app(node))
@@ -418,7 +441,8 @@ async def test_competing_block_for_the_tip_is_chosen_by_the_fork_rule(observer, 
 
 async def test_a_peer_refusing_our_block_is_the_peers_word_not_a_local_invalid_block(observer, devnet):
     """The peer client turns a peer's 422/400 into PeerRefused (a PeerError carrying the
-    peer's code and status): never InvalidBlock/DecodeError, which mean *we* got a bad block."""
+    peer's code and status beside its own code): never InvalidBlock/DecodeError, which mean
+    *we* got a bad block."""
     import aiohttp
 
     from qmemo.errors import DecodeError, InvalidBlock, PeerError, PeerRefused
@@ -431,9 +455,28 @@ async def test_a_peer_refusing_our_block_is_the_peers_word_not_a_local_invalid_b
         peer = HttpPeer(str(client.make_url("")), session, node.metrics, origin="http://us")
         with pytest.raises(PeerRefused) as refused:
             await peer.send_block(unscheduled.encode())
-        assert (refused.value.code, refused.value.peer_status) == ("wrong_producer", 422)
+        assert (refused.value.peer_code, refused.value.peer_status) == ("wrong_producer", 422)
+        # Our code and status stay ours: the peer's code never poses as one of our rules.
+        assert (refused.value.code, refused.value.http_status) == ("peer_refused", 502)
         with pytest.raises(PeerRefused) as garbled:
             await peer.send_block(b"not a block")
-        assert garbled.value.peer_status == 400
+        assert (garbled.value.code, garbled.value.peer_status) == ("peer_refused", 400)
     for error in (refused.value, garbled.value):
         assert isinstance(error, PeerError) and not isinstance(error, (InvalidBlock, DecodeError))
+
+
+async def test_our_own_misuse_answers_500_with_its_code_and_is_logged(observer, devnet, monkeypatch, caplog):
+    """A Misuse is our bug: the client gets a 500 naming it (not a 4xx blaming its request),
+    and the node's log keeps the traceback."""
+    from qmemo.errors import Misuse
+
+    node, client = observer
+
+    def misused(address: bytes):
+        raise Misuse("no leaf 5 among 5", code="no_such_leaf")
+
+    monkeypatch.setattr(node, "account", misused)
+    response = await client.get(f"/account/{devnet.address(0).hex()}")
+    assert response.status == 500
+    assert await response.json() == {"error": "no_such_leaf", "detail": "no leaf 5 among 5"}
+    assert "internal misuse in GET /account/" in caplog.text

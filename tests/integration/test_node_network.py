@@ -145,6 +145,10 @@ def test_equal_branches_converge_on_the_earlier_window(devnet, tmp_path):
     with Network(devnet, tmp_path, key=devnet.observer_key()) as net:
         net.start()
         n0, n1, n2 = net.nodes
+        # Real time, on purpose: these nodes are `qmemo node` processes, and a clock cannot be
+        # handed across a process boundary (in-process tests drive NodeConfig.clock instead,
+        # test_node_api.py). A node refuses a block stamped past its own clock, so we wait,
+        # by predicate, until the wall reaches the window: about a second after genesis.
         net.wait_until(lambda: time.time() * 1000 > genesis_ms + 1100, "validator 1's window for height 1")
         primary = devnet.block(height=1, previous_hash=genesis_hash, timestamp_ms=genesis_ms + 500, producer=0)
         fallback = devnet.block(height=1, previous_hash=genesis_hash, timestamp_ms=genesis_ms + 1000, producer=1)
@@ -163,6 +167,7 @@ def test_longer_branch_wins_on_every_node(devnet, tmp_path):
         n0, n1, n2 = net.nodes
         n2.peers = []                                   # node-2 does not sync from the others
         net.start([n0, n1])
+        # Real time, as in the test above: subprocess nodes read the wall clock.
         net.wait_until(lambda: time.time() * 1000 > genesis_ms + 1600, "validator 1's window for height 2")
         primary = devnet.block(height=1, previous_hash=genesis_hash, timestamp_ms=genesis_ms + 500, producer=0)
         fallback = devnet.block(height=1, previous_hash=genesis_hash, timestamp_ms=genesis_ms + 1000, producer=1)

@@ -8,6 +8,7 @@ import logging
 import orjson
 import pytest
 
+from qmemo.errors import Misuse
 from qmemo.node.log import JsonFormatter, json_event, use_log_format
 
 
@@ -51,6 +52,8 @@ def test_an_event_is_written_in_the_same_shape():
     assert document["committed"] == 5 and document["level"] == "INFO" and "ts" in document
 
 
-def test_an_unknown_log_format_is_refused():
-    with pytest.raises(ValueError, match="not one of text, json"):
+def test_an_unknown_log_format_is_refused_as_our_misuse():
+    """The CLI and NodeConfig offer only text and json: another value is our bug (500)."""
+    with pytest.raises(Misuse, match="not one of text, json") as refused:
         use_log_format("xml")
+    assert (refused.value.code, refused.value.http_status) == ("bad_log_format", 500)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from qmemo.core.hashing import Domain, blake3_512
 from qmemo.core.merkle import (EMPTY_LEAF, EMPTY_SUBTREE, MerkleProof, leaf_hash, merkle_proof, merkle_root,
                                node_hash, tree_depth, verify_proof)
-from qmemo.errors import DecodeError, NotFound
+from qmemo.errors import DecodeError, Misuse
 
 ids = st.binary(min_size=64, max_size=64)
 id_lists = st.lists(ids, min_size=1, max_size=40)
@@ -112,8 +112,23 @@ def test_proofs_of_index_out_of_range_or_wrong_length_fail():
     assert not verify_proof(root, leaves[0], replace(merkle_proof(leaves, 0), index=8))
     assert not verify_proof(root, leaves[4], replace(proof, siblings=proof.siblings[:-1]))
     assert not verify_proof(root, leaves[4], replace(proof, siblings=proof.siblings + (EMPTY_LEAF,)))
-    with pytest.raises(NotFound):
+    with pytest.raises(Misuse) as misuse:      # the caller found no leaf 5: our bug, a 500
         merkle_proof(leaves, 5)
+    assert (misuse.value.code, misuse.value.http_status) == ("no_such_leaf", 500)
+
+
+class _Huge(list):
+    """A list that claims 2^32 leaves (one more than a u32 leaf count holds)."""
+
+    def __len__(self) -> int:
+        return 2**32
+
+
+def test_a_tree_over_a_u32_of_leaves_is_our_misuse_not_an_invalid_block():
+    # No decoded block can hold that many (it counts them in a u32): the caller has a bug.
+    with pytest.raises(Misuse) as misuse:
+        merkle_root(_Huge())
+    assert (misuse.value.code, misuse.value.http_status) == ("too_many_leaves", 500)
 
 
 @given(id_lists, st.data())

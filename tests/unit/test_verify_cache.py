@@ -10,7 +10,7 @@ import pytest
 from qmemo.core.transaction import Transaction
 from qmemo.core.verify_cache import VerifyCache
 from qmemo.crypto.verifier import RegistryVerifier
-from qmemo.errors import ConfigError
+from qmemo.errors import Misuse
 from tests.unit.chain_kit import Devnet
 
 
@@ -114,9 +114,10 @@ def test_registry_verifier_says_false_for_an_unknown_scheme():
     assert RegistryVerifier().verify(99, b"pk", b"m", b"sig") is False
 
 
-def test_negative_capacity_is_refused():
-    with pytest.raises(ConfigError):
+def test_negative_capacity_is_refused_as_our_misuse():
+    with pytest.raises(Misuse) as misuse:      # no setting reaches it: a 500, not a user's 400
         VerifyCache(CountingVerifier(), capacity=-1)
+    assert (misuse.value.code, misuse.value.http_status) == ("bad_capacity", 500)
 
 
 class _BatchCounting:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from qmemo.errors import DecodeError, InvalidTransaction, MempoolFull, TooLarge
+from qmemo.errors import DecodeError, InvalidTransaction, MempoolFull, Misuse, TooLarge
 from qmemo.frames import decode_frames, encode_frames
 from qmemo.net import wire
 from qmemo.node.answers import ACCEPTED, DUPLICATE, REJECTED, BlockAnswer, TxOutcome, TxStatus
@@ -45,6 +45,20 @@ def test_a_json_batch_element_that_does_not_decode_is_that_elements_rejection():
     body = orjson.dumps({"transactions": [tx.to_json(), {"nonce": "x"}]})
     items = wire.decode_tx_items(body, binary=False, max_count=10)
     assert items[0] == tx and isinstance(items[1], DecodeError)
+    # Kept as a value: no traceback holding decode_tx_items' frame, whose `items` holds it.
+    assert (items[1].__traceback__, items[1].__context__) == (None, None)
+
+
+@pytest.mark.parametrize("status, error", [
+    (REJECTED, None),                                           # a rejection that cannot say why
+    (ACCEPTED, InvalidTransaction("bad", code="bad_signature")),  # an acceptance with a reason to refuse
+    (DUPLICATE, MempoolFull("full")),
+    ("maybe", None),                                            # no such status
+], ids=["rejected-without-error", "accepted-with-error", "duplicate-with-error", "unknown-status"])
+def test_an_outcome_has_an_error_exactly_when_rejected(status, error):
+    with pytest.raises(Misuse) as misuse:
+        TxOutcome(b"\x01" * 64, status, error)
+    assert (misuse.value.code, misuse.value.http_status) == ("bad_outcome", 500)
 
 
 def test_a_batch_over_its_limit_is_too_large_in_either_form():
@@ -89,3 +103,21 @@ def test_transaction_status_names_only_what_its_state_has():
 def test_something_outside_the_wire_format_is_refused_not_stringified():
     with pytest.raises(TypeError):
         wire.dumps({"when": object()})
+
+
+def test_a_single_transaction_answer_names_the_error_only_when_rejected():
+    rejected = TxOutcome(b"\x03" * 64, REJECTED, MempoolFull("this sender has 256 pending", code="sender_limit"))
+    assert wire.tx_answer(rejected) == {"id": "03" * 64, "status": "rejected", "code": "sender_limit",
+                                        "detail": "this sender has 256 pending", "error": "sender_limit"}
+    assert wire.tx_answer(TxOutcome(b"\x01" * 64, ACCEPTED)) == {"id": "01" * 64, "status": "accepted"}
+
+
+def test_list_answers_wrap_their_entries_as_the_single_answers_do():
+    net = Devnet()
+    block = net.next_block([net.transfer(net.alice, net.bob)])
+    names = ["validator-0", "validator-1", "validator-2"]
+    assert wire.blocks_json([block], names, tx_ids_only=True) == {
+        "blocks": [wire.block_json(block, names, tx_ids_only=True)]}
+    account = net.state.account(bytes(32))
+    assert wire.accounts_json([(bytes(32), account, 3)]) == {"accounts": [wire.account_json(bytes(32), account, 3)]}
+    assert wire.health_json(False, "node-0") == {"ready": False, "node": "node-0"}

@@ -1,0 +1,86 @@
+"""Reads of the chain for the node's answers: where a transaction is (with its inclusion
+proof once committed), and blocks by height, decoded or as their encodings.
+
+Recent blocks come from memory (`Chain.recent`), older ones from the store on a reader
+thread, so a read never blocks the event loop on SQLite. Only reads: changes nothing,
+takes no lock (a block applied meanwhile shows up in the next read).
+
+Never imports aiohttp, builds JSON or knows about HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import TypeVar
+
+from qmemo.core.block import Block
+from qmemo.core.merkle import merkle_proof
+from qmemo.node.admission import Admission
+from qmemo.node.answers import TxStatus
+from qmemo.node.chain import Chain
+from qmemo.node.store import ChainStore
+
+T = TypeVar("T")
+
+
+class ChainQueries:
+    """The node's read side over its chain (memory first), its store and its admission."""
+
+    def __init__(self, chain: Chain, admission: Admission, store: ChainStore, reader: Executor) -> None:
+        self.chain = chain
+        self.admission = admission
+        self.store = store
+        self._reader = reader
+
+    async def transaction_status(self, tx_id: bytes) -> TxStatus:
+        """pending / queued / committed (with inclusion proof) / evicted / unknown."""
+        chain = self.chain
+        pending = self.admission.pending_status(tx_id)
+        if pending and not pending.startswith("evicted:"):
+            return TxStatus(tx_id, pending)
+        for entry in chain.recent:
+            block = entry.block
+            for position, tx in enumerate(block.transactions):
+                if tx.id == tx_id:
+                    return TxStatus(tx_id, "committed", block.height, position, block.hash, block.header.merkle_root,
+                                    merkle_proof([tx.id for tx in block.transactions], position))
+        committed = await asyncio.get_running_loop().run_in_executor(self._reader, self.store.transaction, tx_id)
+        if committed is not None and committed.height <= chain.height and \
+                chain.hash_at(committed.height) == committed.block_hash:
+            return TxStatus(tx_id, "committed", committed.height, committed.position, committed.block_hash,
+                            committed.merkle_root, committed.proof)
+        if pending:
+            return TxStatus(tx_id, "evicted", reason=pending.split(":", 1)[1])
+        return TxStatus(tx_id, "unknown")
+
+    async def blocks(self, from_height: int, limit: int) -> list[Block]:
+        """Our blocks from `from_height` upwards (at most `limit`), ascending."""
+        return await self._read_blocks(from_height, limit, lambda block: block, ChainStore.block)
+
+    async def block_encodings(self, from_height: int, limit: int) -> list[bytes]:
+        """Like `blocks`, as block encodings (what peers sync, without decoding)."""
+        return await self._read_blocks(from_height, limit, Block.encode, ChainStore.block_bytes)
+
+    async def _read_blocks(self, from_height: int, limit: int, from_memory: Callable[[Block], T],
+                           from_store: Callable[[ChainStore, int], T | None]) -> list[T]:
+        """Blocks from `from_height` on, from memory where held there, else from the store
+        (on a reader thread), each as `from_memory`/`from_store` gives it; up to the first gap."""
+        chain = self.chain
+        heights = range(max(1, from_height), min(chain.height, from_height + limit - 1) + 1)
+        recent = {height: chain.recent_block(height) for height in heights}
+        stored = [height for height, block in recent.items() if block is None]
+        loaded: dict[int, T | None] = {}
+        if stored:
+            store = self.store
+            loaded = await asyncio.get_running_loop().run_in_executor(
+                self._reader, lambda: {height: from_store(store, height) for height in stored})
+        out: list[T] = []
+        for height in heights:
+            block = recent[height]
+            item = from_memory(block) if block is not None else loaded.get(height)
+            if item is None:
+                break
+            out.append(item)
+        return out
