@@ -27,14 +27,22 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from functools import cache
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from qmemo.core.scheme_rules import SchemeRules
 from qmemo.errors import CryptoError, MalformedKey, UnknownScheme
+
+if TYPE_CHECKING:
+    from qmemo.crypto.falcon_vt import KeyCacheStats
+
+# The Falcon verifiers a caller may choose (module docstring); every other scheme has one.
+VERIFIERS = ("fast", "liboqs")
+DEFAULT_VERIFIER = "fast"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +78,7 @@ class RegistryEntry:
     family: str                    # "Falcon", "ML-DSA", "SLH-DSA", "MAYO", "classical"
     fixed_signature_length: bool   # stated per scheme (libraries report only the maximum)
     backend: str                   # the implementation that runs it: a key of `_BACKENDS`
+    fast_backend: str | None = None  # the "fast" verifier's backend, where the scheme has one
 
 
 class SignatureScheme(ABC):
@@ -184,6 +193,37 @@ class OqsScheme(SignatureScheme):
         return verify_batch(self._sig, self.rules, items)
 
 
+class FastFalconScheme(OqsScheme):
+    """Falcon signed and keyed by liboqs, verified by the fast verifier (falcon_vt).
+
+    Its length rule is OqsScheme's (the native verifier checks the same sizes, compared
+    here once); its key cache is one per variant for the life of the process, shared by
+    every thread, so a sender's key is decoded once however many threads verify.
+    """
+
+    def __init__(self, name: str, entry: RegistryEntry) -> None:
+        from qmemo.crypto.falcon_vt import FalconVtVerifier, implementation
+        from qmemo.crypto.liboqs import liboqs_version
+
+        super().__init__(name, entry)
+        self._fast = FalconVtVerifier(name)
+        sizes = (self._fast.public_key_bytes, self._fast.max_signature_bytes, self._fast.fixed_signature_length)
+        if sizes != (self.info.public_key_bytes, self.info.max_signature_bytes, self.info.fixed_signature_length):
+            raise CryptoError(f"the fast {name} verifier's sizes {sizes} are not liboqs's")
+        self._describe(replace(self.info, implementation=(
+            f"liboqs {liboqs_version()} PQClean {implementation().upper()}, "
+            "variable-time hash-to-point, cached key")))
+
+    def verify(self, public_key: bytes, message: bytes, signature: bytes) -> bool:
+        return self._fast.verify(public_key, message, signature)   # applies the same length rule
+
+    def verify_many(self, items: Sequence[tuple[bytes, bytes, bytes]]) -> tuple[list[bool], list[int]]:
+        return self._fast.verify_many(items)
+
+    def cache_stats(self) -> KeyCacheStats:
+        return self._fast.cache_stats()
+
+
 # --- classical baselines ----------------------------------------------------------------
 
 class Secp256k1Ecdsa(SignatureScheme):
@@ -281,10 +321,10 @@ FIXED, VARIABLE = True, False
 
 # The ids are part of the protocol (docs/protocol.md): never renumber one, only add.
 _REGISTRY: dict[str, RegistryEntry] = {
-    "Falcon-512": RegistryEntry(1, "Falcon", VARIABLE, "liboqs"),
-    "Falcon-padded-512": RegistryEntry(2, "Falcon", FIXED, "liboqs"),
-    "Falcon-1024": RegistryEntry(3, "Falcon", VARIABLE, "liboqs"),
-    "Falcon-padded-1024": RegistryEntry(4, "Falcon", FIXED, "liboqs"),
+    "Falcon-512": RegistryEntry(1, "Falcon", VARIABLE, "liboqs", fast_backend="falcon-vt"),
+    "Falcon-padded-512": RegistryEntry(2, "Falcon", FIXED, "liboqs", fast_backend="falcon-vt"),
+    "Falcon-1024": RegistryEntry(3, "Falcon", VARIABLE, "liboqs", fast_backend="falcon-vt"),
+    "Falcon-padded-1024": RegistryEntry(4, "Falcon", FIXED, "liboqs", fast_backend="falcon-vt"),
     "ML-DSA-44": RegistryEntry(10, "ML-DSA", FIXED, "liboqs"),
     "ML-DSA-65": RegistryEntry(11, "ML-DSA", FIXED, "liboqs"),
     "ML-DSA-87": RegistryEntry(12, "ML-DSA", FIXED, "liboqs"),
@@ -298,9 +338,12 @@ _REGISTRY: dict[str, RegistryEntry] = {
 # backend -> the class that runs an entry: (registered name, entry) -> SignatureScheme.
 _BACKENDS: dict[str, Callable[[str, RegistryEntry], SignatureScheme]] = {
     "liboqs": OqsScheme,
+    "falcon-vt": FastFalconScheme,
     "libsodium": Ed25519,
     "libsecp256k1": Secp256k1Ecdsa,
 }
+_MADE: dict[tuple[str, str], SignatureScheme] = {}   # (name, backend) -> its one instance
+_MAKING = threading.Lock()     # so that two threads never make (and share out) two instances
 _BY_LOWER = {name.lower(): name for name in _REGISTRY}
 _BY_ID = {entry.scheme_id: name for name, entry in _REGISTRY.items()}
 
@@ -318,23 +361,49 @@ def canonical_name(name: str) -> str:
         raise UnknownScheme(f"unknown signature scheme {name!r}; known: {', '.join(_REGISTRY)}") from None
 
 
-def get_scheme(name: str) -> SignatureScheme:
-    """The shared instance of the scheme called `name` (case-insensitive)."""
-    return _instance(canonical_name(name))
+def get_scheme(name: str, verifier: str = DEFAULT_VERIFIER) -> SignatureScheme:
+    """The shared instance of the scheme called `name` (case-insensitive), verifying with
+    `verifier` (one of VERIFIERS; it matters only for a scheme with a fast verifier)."""
+    name = canonical_name(name)
+    return _instance(name, backend_of(name, verifier))
 
 
-@cache
-def _instance(name: str) -> SignatureScheme:
+def backend_of(name: str, verifier: str = DEFAULT_VERIFIER) -> str:
+    """The backend that verifies the registered scheme `name` when `verifier` is asked for."""
+    if verifier not in VERIFIERS:
+        raise UnknownScheme(f"unknown verifier {verifier!r}; known: {', '.join(VERIFIERS)}")
     entry = _REGISTRY[name]
-    return _BACKENDS[entry.backend](name, entry)
+    return entry.fast_backend if verifier == "fast" and entry.fast_backend else entry.backend
 
 
-def scheme_by_id(scheme_id: int) -> SignatureScheme:
+def _instance(name: str, backend: str) -> SignatureScheme:
+    """One instance per (scheme, backend) for the life of the process."""
+    scheme = _MADE.get((name, backend))
+    if scheme is None:
+        with _MAKING:
+            scheme = _MADE.get((name, backend)) or _BACKENDS[backend](name, _REGISTRY[name])
+            _MADE[(name, backend)] = scheme
+    return scheme
+
+
+def scheme_by_id(scheme_id: int, verifier: str = DEFAULT_VERIFIER) -> SignatureScheme:
     """The scheme a transaction's scheme byte names, or UnknownScheme."""
     try:
-        return get_scheme(_BY_ID[scheme_id])
+        name = _BY_ID[scheme_id]
     except KeyError:
         raise UnknownScheme(f"unknown signature scheme id {scheme_id}") from None
+    return get_scheme(name, verifier)
+
+
+def key_cache_stats() -> KeyCacheStats | None:
+    """The fast Falcon verifiers' key caches summed (those made so far), or None if none is."""
+    from qmemo.crypto.falcon_vt import KeyCacheStats
+
+    stats = [scheme.cache_stats() for scheme in list(_MADE.values()) if isinstance(scheme, FastFalconScheme)]
+    if not stats:
+        return None
+    return KeyCacheStats(sum(s.hits for s in stats), sum(s.misses for s in stats),
+                         sum(s.size for s in stats), sum(s.capacity for s in stats))
 
 
 def scheme_id_of(name: str) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from qmemo.core.scheme_rules import SchemeTable
-from qmemo.crypto.schemes import get_scheme, scheme_by_id, scheme_names
+from qmemo.crypto.schemes import DEFAULT_VERIFIER, backend_of, get_scheme, scheme_by_id, scheme_names
 from qmemo.errors import UnknownScheme
 
 
@@ -18,17 +18,20 @@ class RegistryVerifier:
     """`qmemo.core.verify_cache.SignatureVerifier` over the scheme registry.
 
     Never raises: an unknown scheme id or malformed input is an invalid signature.
-    Thread-safe (the schemes are).
+    Thread-safe (the schemes are). `verifier` is the registry's Falcon verifier choice
+    ("fast" or "liboqs", `qmemo.crypto.schemes.VERIFIERS`).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, verifier: str = DEFAULT_VERIFIER) -> None:
+        backend_of("Falcon-512", verifier)   # an unknown verifier fails here, not per transaction
+        self.verifier = verifier
         self._verify_by_id: dict[int, Callable[[bytes, bytes, bytes], bool]] = {}
 
     def verify(self, scheme_id: int, public_key: bytes, message: bytes, signature: bytes) -> bool:
         verify = self._verify_by_id.get(scheme_id)
         if verify is None:
             try:
-                verify = self._verify_by_id.setdefault(scheme_id, scheme_by_id(scheme_id).verify)
+                verify = self._verify_by_id.setdefault(scheme_id, scheme_by_id(scheme_id, self.verifier).verify)
             except UnknownScheme:
                 return False
         return verify(public_key, message, signature)

@@ -3,16 +3,20 @@
 import pytest
 
 from qmemo.crypto import get_scheme, scheme_by_id, scheme_id_of, scheme_names
+from qmemo.crypto.schemes import VERIFIERS, backend_of, key_cache_stats
 from qmemo.crypto.selftest import flip_bit, self_test
 from qmemo.errors import MalformedKey, UnknownScheme
 
 MESSAGE = bytes(range(256))
+FALCON = [name for name in scheme_names() if name.startswith("Falcon")]
+# Every scheme with its default verifier, and the schemes with a second verifier with that one too.
+SCHEMES_AND_VERIFIERS = [(name, "fast") for name in scheme_names()] + [(name, "liboqs") for name in FALCON]
 
 
-@pytest.fixture(scope="module", params=scheme_names())
+@pytest.fixture(scope="module", params=SCHEMES_AND_VERIFIERS, ids=lambda p: f"{p[0]}-{p[1]}")
 def signed(request):
-    """(scheme, keypair, other keypair, signature of MESSAGE) for each scheme."""
-    scheme = get_scheme(request.param)
+    """(scheme, keypair, other keypair, signature of MESSAGE) for each scheme and verifier."""
+    scheme = get_scheme(*request.param)
     pair, other = scheme.keypair(), scheme.keypair()
     return scheme, pair, other, scheme.sign(pair.secret_key, MESSAGE)
 
@@ -160,3 +164,56 @@ def test_verify_refuses_anything_but_exact_bytes(signed):
     results, _ = scheme.verify_many([(pair.public_key, MESSAGE, _LyingBytes(signature)),
                                      (pair.public_key, MESSAGE, signature)])
     assert results == [False, True]
+
+
+def test_falcon_has_two_verifiers_and_other_schemes_one():
+    for name in FALCON:
+        fast, liboqs = get_scheme(name, "fast"), get_scheme(name, "liboqs")
+        assert fast is not liboqs and fast.info.scheme_id == liboqs.info.scheme_id
+        assert "variable-time hash-to-point, cached key" in fast.info.implementation
+        assert "variable-time" not in liboqs.info.implementation
+        assert fast.rules == liboqs.rules
+    assert get_scheme("ML-DSA-44", "fast") is get_scheme("ML-DSA-44", "liboqs")
+    assert backend_of("Falcon-512", "liboqs") == "liboqs" and backend_of("Falcon-512") == "falcon-vt"
+    with pytest.raises(UnknownScheme):
+        get_scheme("Falcon-512", "fastest")
+
+
+@pytest.mark.parametrize("name", FALCON)
+def test_both_falcon_verifiers_give_the_same_verdicts_through_the_registry(name):
+    signer = get_scheme(name, "liboqs")
+    pairs = [signer.keypair() for _ in range(3)]
+    items = []
+    for index, pair in enumerate(pairs):
+        message = MESSAGE[index:]
+        signature = signer.sign(pair.secret_key, message)
+        wrong_header = bytes([signature[0] ^ 0x01]) + signature[1:]
+        items += [
+            (pair.public_key, message, signature),                               # valid
+            (pair.public_key, message, signature),                               # valid, key now cached
+            (pair.public_key, flip_bit(message, 9), signature),                  # message changed
+            (pair.public_key, message, flip_bit(signature, 8 * 3 + 2)),          # nonce changed
+            (pair.public_key, message, flip_bit(signature, 8 * (len(signature) - 20))),  # s2 changed
+            (pair.public_key, message, wrong_header),                            # header byte
+            (pairs[index - 1].public_key, message, signature),                   # another key
+            (flip_bit(pair.public_key, 8 * 40), message, signature),             # key changed
+            (pair.public_key[:-1], message, signature),                          # key too short
+            (pair.public_key, message, signature[:-1]),                          # truncated
+            (pair.public_key, message, signature + b"\x00"),                    # extended
+            (pair.public_key, message, b""),                                     # empty
+        ]
+    verdicts = {verifier: [get_scheme(name, verifier).verify(*item) for item in items] for verifier in VERIFIERS}
+    batched = {verifier: get_scheme(name, verifier).verify_many(items)[0] for verifier in VERIFIERS}
+    assert verdicts["fast"] == verdicts["liboqs"] == batched["fast"] == batched["liboqs"]
+    assert sum(verdicts["fast"]) >= 2 * len(pairs)     # the valid ones are valid for both
+
+
+def test_key_cache_stats_count_the_fast_verifiers_lookups():
+    scheme = get_scheme("Falcon-512", "fast")
+    pair = scheme.keypair()
+    signature = scheme.sign(pair.secret_key, MESSAGE)
+    before = key_cache_stats()
+    assert scheme.verify(pair.public_key, MESSAGE, signature) and scheme.verify(pair.public_key, MESSAGE, signature)
+    after = key_cache_stats()
+    assert after is not None and after.hits + after.misses == (before.hits + before.misses if before else 0) + 2
+    assert after.hits >= (before.hits if before else 0) + 1 and 0 < after.hit_rate <= 1
