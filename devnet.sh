@@ -24,6 +24,7 @@ LOAD=1
 MONITOR=1
 RESET=0
 LOG_FORMAT=text
+VERIFIER=fast
 DEVNET_DIR="$ROOT/devnet"
 RUNS_DIR="$ROOT/runs"
 
@@ -46,6 +47,8 @@ target rate, and shows the live dashboard. Ctrl-C stops everything it started.
   --no-load          start the nodes (and dashboard) without the generator
   --no-monitor       no dashboard: headless, for scripts and CI
   --reset            throw away the existing devnet (chain data, keys) and make a new one
+  --verifier V       the nodes' Falcon verifier: fast (default; variable-time hash-to-point,
+                     cached keys, liboqs's verdicts) or liboqs
   --log-format F     text (default) or json: the nodes' and the generator's logs (in the
                      run folder's logs/) as one JSON object per line
   --dir DIR          devnet folder (default ./devnet)
@@ -70,6 +73,7 @@ while [ $# -gt 0 ]; do
     --no-load) LOAD=0; shift ;;
     --no-monitor) MONITOR=0; shift ;;
     --reset) RESET=1; shift ;;
+    --verifier) need_value "$@"; [[ "$2" =~ ^(fast|liboqs)$ ]] || { echo "devnet.sh: --verifier must be fast or liboqs" >&2; exit 2; }; VERIFIER=$2; shift 2 ;;
     --log-format) need_value "$@"; [[ "$2" =~ ^(text|json)$ ]] || { echo "devnet.sh: --log-format must be text or json" >&2; exit 2; }; LOG_FORMAT=$2; shift 2 ;;
     --dir) need_value "$@"; DEVNET_DIR=$(realpath -m "$2"); shift 2 ;;
     --runs) need_value "$@"; RUNS_DIR=$(realpath -m "$2"); shift 2 ;;
@@ -169,7 +173,7 @@ for ((i = 0; i < NODES; i++)); do
   done
   "$QMEMO" node --genesis "$DEVNET_DIR/genesis.json" --key "$DEVNET_DIR/validator-$i.keys.json" \
     --port $((BASE_PORT + i)) --peers "${peers%,}" --data "$DEVNET_DIR/data/node-$i" --log-format "$LOG_FORMAT" \
-    >"$RUN/logs/node-$i.log" 2>&1 &
+    --verifier "$VERIFIER" >"$RUN/logs/node-$i.log" 2>&1 &
   NODE_PIDS+=($!)
 done
 echo "devnet.sh: started $NODES nodes on ports $BASE_PORT-$((BASE_PORT + NODES - 1)); waiting until they are healthy"

@@ -20,6 +20,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--peers", help="comma-separated peer base URLs, e.g. http://127.0.0.1:8001")
     parser.add_argument("--name", help="node name in logs and metrics (default node-<validator index>)")
     parser.add_argument("--verify-threads", type=int, help="signature verification threads (default: CPU cores)")
+    parser.add_argument("--verifier", choices=("fast", "liboqs"),
+                        help="Falcon verifier: fast (default; variable-time hash-to-point, cached keys) or liboqs")
     parser.add_argument("--log-level", help="DEBUG, INFO (default), WARNING")
     parser.add_argument("--log-format", choices=("text", "json"),
                         help="text (default), or json: one JSON object per line, the node's name on each")
@@ -43,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args.config, {
         "genesis": args.genesis, "key": args.key, "data": args.data, "port": args.port, "host": args.host,
         "peers": args.peers, "name": args.name, "verify_threads": args.verify_threads,
+        "verifier": args.verifier,
         "log_level": args.log_level, "log_format": args.log_format,
     })
     use_log_format(config.log_format)

@@ -158,9 +158,9 @@ def prepare(config: GenConfig, offsets: list[float], genesis: Genesis, *, quiet:
 # --- run ---------------------------------------------------------------------------------
 
 async def execute(config: GenConfig, workload: Workload, timings: Timings, block_interval_s: float
-                  ) -> tuple[float | None, dict[str, int]]:
-    """Send, follow and drain. Returns when an interrupt came (an offset; None if none came)
-    and the sender's and follower's own counters, which the manifest reports."""
+                  ) -> tuple[float | None, dict[str, int], dict[str, Any]]:
+    """Send, follow and drain. Returns when an interrupt came (an offset; None if none came),
+    the sender's and follower's own counters and each node's verifier, which the manifest reports."""
     stop_sending = asyncio.Event()
     stop_draining = asyncio.Event()
     stop_following = asyncio.Event()
@@ -202,8 +202,23 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
         await asyncio.gather(follower, status, return_exceptions=True)
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
+        verifiers = {url: await node_verifier(session, url) for url in config.nodes}
     return interrupted_at, {"max_in_flight_seen": progress.max_in_flight_seen,
-                            "blocks_seen": state.blocks_seen, "follower_node_switches": state.node_switches}
+                            "blocks_seen": state.blocks_seen, "follower_node_switches": state.node_switches}, verifiers
+
+
+async def node_verifier(session: aiohttp.ClientSession, url: str) -> dict[str, Any] | None:
+    """Which Falcon verifier the node ran and its key cache at the end of the run (its /metrics),
+    or None if it did not answer: the manifest says what produced the figures."""
+    try:
+        async with session.get(f"{url}/metrics") as response:
+            verify = orjson.loads(await response.read())["verify"] if response.status == 200 else None
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError, KeyError, TypeError, ValueError):
+        return None
+    if not isinstance(verify, dict):
+        return None
+    return {"verifier": verify.get("verifier"), "key_cache": verify.get("key_cache")}
 
 
 async def _write_status(config: GenConfig, timings: Timings, progress: SendProgress, state: FollowState,
@@ -247,7 +262,7 @@ def run_load(config: GenConfig, *, quiet: bool = False, genesis: Genesis | None 
     workload = prepare(config, offsets, genesis, quiet=quiet)
     timings = Timings(offsets)
     started_utc = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    interrupted_at, sender = asyncio.run(execute(config, workload, timings, genesis.block_interval_ms / 1e3))
+    interrupted_at, sender, verifiers = asyncio.run(execute(config, workload, timings, genesis.block_interval_ms / 1e3))
     interrupted = interrupted_at is not None
     # A warm-up longer than half the run would leave nothing to measure: it is halved.
     summary = summarize(timings, warmup_s=min(config.warmup_s, config.duration_s / 2),
@@ -262,6 +277,7 @@ def run_load(config: GenConfig, *, quiet: bool = False, genesis: Genesis | None 
         "block_interval_s": genesis.block_interval_ms / 1e3, "started_utc": started_utc,
         "workload_from_cache": workload.from_cache, "follower_poll_s": FOLLOW_POLL_S,
         "batch_size": batch_size(config, offsets), "batch_window_s": BATCH_WINDOW_S, "sender": sender,
+        "node_verifiers": verifiers,
         "commit_time_note": "committed = first seen by the block follower (up to one poll interval late)",
         "machine": machine_info(),
     }, option=orjson.OPT_INDENT_2))

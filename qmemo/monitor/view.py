@@ -76,6 +76,9 @@ class NodeRow:
     loop_lag_p99_ms: float | None
     verify_per_core_s: float | None   # verifications per second of verify-thread time
     block_interval_s: float | None
+    verifier: str | None              # Falcon's verifier on that node: "fast" or "liboqs"
+    key_cache_keys: float | None      # public keys the fast verifier holds decoded
+    key_cache_hit_rate: float | None
 
 
 def _get(doc: dict[str, Any] | None, *path: str) -> Any:
@@ -112,7 +115,7 @@ def derive(now: NodePoll, before: NodePoll | None) -> NodeRow:
     m = now.metrics
     name = str(_get(m, "node") or now.url)
     if m is None:
-        return NodeRow(name, False, now.error, *([None] * 13))
+        return NodeRow(name, False, now.error, *([None] * 16))
     hits, misses = _num(_get(m, "verify", "cache", "hits")), _num(_get(m, "verify", "cache", "misses"))
     verify_count = _rate(now, before, "verify", "count")
     verify_busy = _rate(now, before, "verify", "seconds")
@@ -134,6 +137,9 @@ def derive(now: NodePoll, before: NodePoll | None) -> NodeRow:
         loop_lag_p99_ms=_num(_get(m, "event_loop_lag_ms", "p99")),
         verify_per_core_s=verify_count / verify_busy if verify_count and verify_busy else None,
         block_interval_s=_num(_get(m, "blocks", "interval_s", "p50")),
+        verifier=verifier if isinstance(verifier := _get(m, "verify", "verifier"), str) else None,
+        key_cache_keys=_num(_get(m, "verify", "key_cache", "size")),
+        key_cache_hit_rate=_num(_get(m, "verify", "key_cache", "hit_rate")),
     )
 
 
@@ -158,23 +164,33 @@ def _nodes_table(rows: list[NodeRow]) -> Table:
     table = Table(title="qMEMO devnet: nodes", title_justify="left", expand=True)
     # Short headers, and the node and its state never squeezed out on a narrow terminal.
     for header in ("node", "state", "height", "tip age", "mempool", "acc/s", "commit TPS",
-                   "verify/s", "verify µs p50/p99", "cache", "CPU", "lag p99"):
+                   "verify/s", "verify µs p50/p99", "cache", "verifier (keys, hit)", "CPU", "lag p99"):
         left = header in ("node", "state")
         table.add_column(header, justify="left" if left else "right", no_wrap=True,
                          min_width=6 if left else None)
     for row in rows:
         if not row.up:
             table.add_row(Text(row.name, style="red"), Text("DOWN", style="bold red"),
-                          Text(row.error or "", style="red"), *(["-"] * 9), style="red")
+                          Text(row.error or "", style="red"), *(["-"] * 10), style="red")
             continue
         table.add_row(
             row.name, Text("up", style="green"), _fmt(row.height), _fmt(row.tip_age_s, ".1f", " s"),
             _fmt(row.mempool), _fmt(row.accepted_per_s), _fmt(row.committed_tps), _fmt(row.verify_per_s),
             f"{_fmt(row.verify_p50_us)}/{_fmt(row.verify_p99_us)}",
             _fmt(row.cache_hit_rate * 100 if row.cache_hit_rate is not None else None, ".0f", "%"),
-            _fmt(row.cpu_percent, ".0f", "%"), _fmt(row.loop_lag_p99_ms, ".1f", " ms"),
+            _verifier_cell(row), _fmt(row.cpu_percent, ".0f", "%"), _fmt(row.loop_lag_p99_ms, ".1f", " ms"),
         )
     return table
+
+
+def _verifier_cell(row: NodeRow) -> str:
+    """"fast (1,204, 99%)": the verifier, and for the fast one its key cache's size and hit rate."""
+    if row.verifier is None:
+        return "-"
+    if row.key_cache_keys is None:
+        return row.verifier
+    rate = row.key_cache_hit_rate * 100 if row.key_cache_hit_rate is not None else None
+    return f"{row.verifier} ({_fmt(row.key_cache_keys)}, {_fmt(rate, '.0f', '%')})"
 
 
 def _chain_table(snapshot: Snapshot, rows: list[NodeRow]) -> Table:

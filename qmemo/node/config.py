@@ -74,6 +74,9 @@ class NodeConfig:
     verify_threads: int = setting(help="signature verification threads (default: the CPU cores this process may use)",
                                   default_factory=_default_threads, low=0,
                                   expected="0 (verify on the event loop) or more")
+    # Falcon's verifier (qmemo.crypto.schemes.VERIFIERS): the same verdicts, different speed.
+    verifier: str = setting("fast", "Falcon verifier: fast (variable-time hash-to-point, cached keys) or liboqs",
+                            choices=("fast", "liboqs"))
 
     # Client limits (docs/api.md, "Limits").
     max_batch_txs: int = setting(1000, "transactions per POST /txs", low=1)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from qmemo import __version__
+from qmemo.crypto.schemes import key_cache_stats
 from qmemo.node.metrics import Distribution, process_usage
 
 if TYPE_CHECKING:
@@ -80,6 +81,17 @@ class CacheFigures:
 
 
 @dataclass(frozen=True, slots=True)
+class KeyCacheFigures:
+    """The fast Falcon verifier's decoded-key cache (all variants this process verified)."""
+
+    size: int
+    capacity: int
+    hits: int
+    misses: int
+    hit_rate: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class VerifyFigures:
     threads: int
     count: dict[str, int]
@@ -87,6 +99,8 @@ class VerifyFigures:
     latency_us: dict[str, float | None]
     ops_per_s: float
     cache: CacheFigures
+    verifier: str                       # Falcon's verifier: "fast" or "liboqs"
+    key_cache: KeyCacheFigures | None   # None: no fast Falcon verifier has run in this process
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +204,9 @@ def metrics_snapshot(node: Node) -> MetricsSnapshot:
                      dict(m.tx_evicted), m.relayed_txs, node.relay.dropped if node.relay else 0,
                      node.decoded.reused),
         verify=VerifyFigures(v.threads, verify_count, verify_seconds, v.latency_us(), v.ops_per_s(),
-                             CacheFigures(v.cache_hits, v.cache_misses, len(node.pool.cache))),
+                             CacheFigures(v.cache_hits, v.cache_misses, len(node.pool.cache)),
+                             node.pool.verifier.verifier,
+                             _key_cache() if node.pool.verifier.verifier == "fast" else None),
         blocks=BlockFigures(m.blocks_produced, m.blocks_received, sum(m.blocks_rejected.values()),
                             dict(m.blocks_rejected), m.missed_slots, m.reorgs,
                             IntervalFigures(m.last_block_interval_s, interval[0], interval[1]),
@@ -198,6 +214,13 @@ def metrics_snapshot(node: Node) -> MetricsSnapshot:
         process=ProcessFigures(cpu_s, rss),
         event_loop_lag_ms=LagFigures(_ms(lag[0]), _ms(lag[1]), _ms(m.loop_lag.max_recent())),
         net=NetFigures(m.bytes_in, m.bytes_out))
+
+
+def _key_cache() -> KeyCacheFigures | None:
+    stats = key_cache_stats()
+    if stats is None:
+        return None
+    return KeyCacheFigures(stats.size, stats.capacity, stats.hits, stats.misses, stats.hit_rate)
 
 
 def histograms(node: Node) -> Histograms:

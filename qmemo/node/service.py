@@ -74,7 +74,7 @@ class Node:
         self.log = node_logger(self.name, config.log_level)
         self._sign = signer(key.scheme, key.secret_key)
         self.metrics = NodeMetrics(VerifyMetrics(threads=config.verify_threads))
-        self.pool = VerifyPool(config.verify_threads, self.metrics.verify, name=self.name)
+        self.pool = VerifyPool(config.verify_threads, self.metrics.verify, name=self.name, verifier=config.verifier)
         self.mempool = Mempool(MempoolLimits(config.mempool_max_txs, config.mempool_max_bytes,
                                              config.mempool_max_per_sender))
         # Admission and block intake share it: a relayed transaction is not decoded again in its block.

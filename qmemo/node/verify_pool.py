@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from qmemo.core.transaction import Transaction
 from qmemo.core.verify_cache import VerifyCache
-from qmemo.crypto.schemes import scheme_by_id
+from qmemo.crypto.schemes import DEFAULT_VERIFIER, backend_of, scheme_by_id
 from qmemo.errors import ConfigError, UnknownScheme
 from qmemo.node.metrics import VerifyMetrics
 
@@ -34,9 +34,14 @@ MIN_CHUNK = 8   # below this a job's fixed cost (~20 us) is not worth a second t
 
 
 class TimedSchemeVerifier:
-    """`SignatureVerifier` over the scheme registry, timing every call per thread."""
+    """`SignatureVerifier` over the scheme registry, timing every call per thread.
 
-    def __init__(self) -> None:
+    `verifier` is the registry's Falcon verifier ("fast" or "liboqs"), for every path.
+    """
+
+    def __init__(self, verifier: str = DEFAULT_VERIFIER) -> None:
+        backend_of("Falcon-512", verifier)   # an unknown verifier fails at start, not per transaction
+        self.verifier = verifier
         self._verify_by_id: dict[int, Callable[[bytes, bytes, bytes], bool]] = {}
         self._local = threading.local()
 
@@ -52,7 +57,7 @@ class TimedSchemeVerifier:
     def verify_many(self, scheme_id: int, items: Sequence[tuple[bytes, bytes, bytes]]) -> list[bool]:
         """Many (public_key, message, signature) of one scheme in one native call, each timed."""
         try:
-            scheme = scheme_by_id(scheme_id)
+            scheme = scheme_by_id(scheme_id, self.verifier)
         except UnknownScheme:
             return [False] * len(items)
         results, durations = scheme.verify_many(items)
@@ -74,7 +79,7 @@ class TimedSchemeVerifier:
 
     def _load(self, scheme_id: int) -> Callable[[bytes, bytes, bytes], bool]:
         try:
-            verify = scheme_by_id(scheme_id).verify
+            verify = scheme_by_id(scheme_id, self.verifier).verify
         except UnknownScheme:
             def verify(public_key: bytes, message: bytes, signature: bytes) -> bool:
                 return False
@@ -96,12 +101,12 @@ class VerifyPool:
     """N verify threads in front of the shared signature cache."""
 
     def __init__(self, threads: int, metrics: VerifyMetrics, *, name: str = "node",
-                 min_chunk: int = MIN_CHUNK) -> None:
+                 min_chunk: int = MIN_CHUNK, verifier: str = DEFAULT_VERIFIER) -> None:
         if threads < 0:
             raise ConfigError("verify threads must be 0 (inline) or more")
         self.threads = threads
         self.metrics = metrics
-        self.verifier = TimedSchemeVerifier()
+        self.verifier = TimedSchemeVerifier(verifier)
         self.cache = VerifyCache(self.verifier)
         self._min_chunk = min_chunk
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=f"{name}-verify",

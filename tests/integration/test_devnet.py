@@ -177,6 +177,10 @@ def test_summary_has_every_documented_field(devnet_run):
     sender = manifest["sender"]
     assert 1 <= sender["max_in_flight_seen"] <= manifest["config"]["send"]["max_in_flight"]
     assert sender["blocks_seen"] >= 1
+    # Which Falcon verifier each node ran (devnet.sh's default: the fast one) and its key cache.
+    verifiers = manifest["node_verifiers"]
+    assert len(verifiers) == NODES and all(v["verifier"] == "fast" and v["key_cache"]["size"] >= 1
+                                           for v in verifiers.values())
 
 
 def test_dashboard_snapshot_of_live_nodes_then_ctrl_c_stops_everything(tmp_path):

@@ -346,6 +346,26 @@ async def test_status_metrics_and_health_documents(producer):
     assert (await client.get("/health")).status == 503
 
 
+@pytest.mark.parametrize("verifier", ["fast", "liboqs"])
+async def test_metrics_name_the_falcon_verifier_and_the_fast_ones_key_cache(devnet, tmp_path, aiohttp_client,
+                                                                              verifier):
+    async with running_node(devnet, tmp_path / "data", devnet.validator_key(0), verifier=verifier) as node:
+        client = await aiohttp_client(make_app(node))
+        wallet = Wallet(devnet)
+        for tx in (wallet.transfer(0, 1), wallet.transfer(0, 2, nonce=1)):   # one sender: its key twice
+            assert (await post_json(client, "/tx", tx.to_json()))[1]["status"] == "accepted"
+        verify = (await (await client.get("/metrics")).json())["verify"]
+        text = await (await client.get("/metrics/prometheus")).text()
+    assert verify["verifier"] == verifier
+    assert f'qmemo_signature_verifier_info{{verifier="{verifier}"}} 1' in text
+    if verifier == "liboqs":
+        assert verify["key_cache"] is None and "qmemo_falcon_key_cache_keys 0" in text
+        return
+    cache = verify["key_cache"]
+    assert cache["size"] >= 1 and cache["hits"] >= 1 and 0 < cache["hit_rate"] <= 1
+    assert cache["capacity"] >= cache["size"] and f"qmemo_falcon_key_cache_hits_total {cache['hits']}" in text
+
+
 # --- blocks pushed by a peer ------------------------------------------------------------------------
 
 async def _tip(client) -> tuple[int, bytes, int]:

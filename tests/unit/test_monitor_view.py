@@ -87,3 +87,17 @@ def test_malformed_metrics_fields_show_as_missing():
 def test_a_narrow_terminal_still_shows_each_node_and_which_is_down():
     text = text_of(snapshot_pair(), width=100)
     assert "node-0" in text and "DOWN" in text and "ClientConnectorError"[:10] in text
+
+
+def test_each_node_shows_its_falcon_verifier_and_key_cache():
+    fast = metrics("node-0", accepted=0, committed=0, verify_count=0, verify_seconds=0.0, cpu_seconds=1.0)
+    fast["verify"] |= {"verifier": "fast", "key_cache": {"size": 1204, "capacity": 4096, "hits": 99, "misses": 1,
+                                                         "hit_rate": 0.99}}
+    liboqs = metrics("node-1", accepted=0, committed=0, verify_count=0, verify_seconds=0.0, cpu_seconds=1.0)
+    liboqs["verify"] |= {"verifier": "liboqs", "key_cache": None}
+    text = text_of(Snapshot(1.0, [NodePoll("http://a", 1.0, fast), NodePoll("http://b", 1.0, liboqs)],
+                            Baseline(20_000.0, "x")), width=200)
+    [line_a] = [line for line in text.splitlines() if "node-0" in line and "up" in line]
+    [line_b] = [line for line in text.splitlines() if "node-1" in line and "up" in line]
+    assert "fast (1,204, 99%)" in line_a
+    assert "liboqs" in line_b and "fast" not in line_b
