@@ -13,9 +13,12 @@ Method:
    /proc/<pid>/stat) over the same span. Every transaction must be accepted.
 4. Figures: admitted tx/s; admitted tx per CPU-second of the node; the ratio of the
    latter to the C single-core verify rate (bench_c's latest summary.json, or - if there
-   is none - labelled as missing); the same ratio against two same-run references
-   measured here in one Python thread: the registry's `verify` (what the node calls) and
-   the bare ctypes call into liboqs; and the 2-vs-1-thread speed-up.
+   is none - labelled as missing); the same ratio against same-run references measured
+   here in one thread, all through the node's own Falcon verifier (`--verifier`, the
+   node's default "fast" or "liboqs"): a native loop over the transactions
+   (`verify_many`: one call, no Python per transaction - the `headline`'s reference), the
+   registry's `verify` (what the node calls) and the bare ctypes call; and the 2-vs-1-thread
+   speed-up. The node reports which verifier ran (/metrics); a mismatch fails the run.
 5. Where time goes: the node's CPU split by thread (the event loop: HTTP, decoding, checks,
    mempool, JSON; the verify threads: liboqs plus the Python around each call and the waits
    for the GIL), and an in-process breakdown of the admission steps on the same transactions,
@@ -53,7 +56,7 @@ from qmemo.core.mempool import Mempool, MempoolLimits
 from qmemo.core.state import ChainState, check_transaction_form
 from qmemo.core.transaction import Transaction, derive_address
 from qmemo.core.verify_cache import VerifyCache
-from qmemo.crypto.schemes import get_scheme
+from qmemo.crypto.schemes import DEFAULT_VERIFIER, backend_of, get_scheme
 from qmemo.crypto.verifier import RegistryVerifier, scheme_table
 from qmemo.devnet.files import GENESIS_FILE, DevnetSpec, create_devnet, validator_key_file
 from qmemo.devnet.health import wait_ready
@@ -78,6 +81,7 @@ class NodeBenchConfig:
     concurrency: int = 4                 # requests in flight
     threads: tuple[int, ...] = (1, 2)    # verify-thread counts, one node run each
     scheme: str = "Falcon-512"
+    verifier: str = DEFAULT_VERIFIER     # the node's Falcon verifier, and the references'
     gil_switch_interval_s: float | None = None   # the node's sys.setswitchinterval (None: its default)
 
 
@@ -86,13 +90,14 @@ def run_node_bench(config: NodeBenchConfig, progress: Callable[[str], None]) -> 
     if config.txs < config.batch or config.batch < 1 or config.concurrency < 1 or not config.threads \
             or min(config.threads) < 1 or config.warmup < 0:
         raise ConfigError("need --txs >= --batch >= 1, --concurrency >= 1, --warmup >= 0 and thread counts >= 1")
+    backend_of("Falcon-512", config.verifier)    # an unknown verifier is refused before any work
     with tempfile.TemporaryDirectory(prefix="qmemo-node-bench-") as tmp:
         workdir = Path(tmp)
         devnet = _make_devnet(workdir, config)
         progress(f"signing {config.warmup + config.txs:,} {config.scheme} transactions ...")
         transactions = _sign(devnet, config.warmup + config.txs)
-        references = _references(config.scheme, transactions[:3000])
-        breakdown = _breakdown(devnet, transactions[:4000])
+        references = _references(config.scheme, config.verifier, transactions[:3000])
+        breakdown = _breakdown(devnet, transactions[:4000], config.verifier)
         runs = [_run_node(workdir, devnet, transactions, threads, config, progress) for threads in config.threads]
     document = _summarize(config, runs, references, _c_baseline(config.scheme), breakdown)
     document["machine"] = machine_info()
@@ -126,12 +131,21 @@ def _sign(devnet: dict[str, Any], count: int) -> list:
         return list(pool.map(sign, range(count), chunksize=256))
 
 
-def _references(scheme_name: str, transactions: list) -> dict[str, Any]:
-    """Same-run single-thread verify rates: the registry call, and the bare ctypes call."""
-    scheme = get_scheme(scheme_name)
+def _references(scheme_name: str, verifier: str, transactions: list) -> dict[str, Any]:
+    """Same-run single-thread verify rates through `verifier`: a native loop over all the
+    transactions, the registry call, and the bare ctypes call."""
+    scheme = get_scheme(scheme_name, verifier)
     args = [(tx.public_key, tx.signing_digest, tx.signature) for tx in transactions]
     verify = scheme.verify
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"verifier": verifier, "implementation": scheme.info.implementation}
+    best = 0.0
+    for _ in range(3):       # the first pass also fills the fast verifier's key cache, as the node's warm-up does
+        started = time.perf_counter()
+        ok, _durations = scheme.verify_many(args)
+        best = max(best, len(args) / (time.perf_counter() - started))
+        if not all(ok):
+            raise BenchmarkError(f"{sum(not v for v in ok)} of the benchmark's own signatures did not verify")
+    out["native_loop_verify"] = {"ops_per_s": best, "us_per_op": 1e6 / best, "samples": len(args), "best_of": 3}
     for label, call in (("registry_verify", verify), ("ctypes_verify", _bare_ctypes(scheme))):
         if call is None:
             continue
@@ -164,7 +178,11 @@ def _two_threads(verify: Any, args: list, one_thread_per_s: float) -> dict[str, 
 
 
 def _bare_ctypes(scheme: Any):
-    """OQS_SIG_verify through ctypes with nothing around it (liboqs schemes only)."""
+    """The verifier's ctypes call with nothing around it: OQS_SIG_verify for liboqs schemes,
+    the fast Falcon verifier's own wrapper (its length checks and one ctypes call) for it."""
+    fast = getattr(scheme, "_fast", None)
+    if fast is not None:
+        return fast.verify
     lib, sig = getattr(scheme, "_lib", None), getattr(scheme, "_sig", None)
     if lib is None or sig is None:
         return None
@@ -183,7 +201,7 @@ def _c_baseline(scheme: str) -> dict[str, Any] | None:
         return {"error": str(exc)}
 
 
-def _breakdown(devnet: dict[str, Any], transactions: list) -> dict[str, float]:
+def _breakdown(devnet: dict[str, Any], transactions: list, verifier: str) -> dict[str, float]:
     """Microseconds per transaction of each admission step, in this process (no HTTP)."""
     genesis = parse_genesis(orjson.loads((devnet["dir"] / GENESIS_FILE).read_bytes()), scheme_table())
     state = ChainState.from_genesis(genesis)
@@ -200,7 +218,7 @@ def _breakdown(devnet: dict[str, Any], transactions: list) -> dict[str, float]:
     records = timed("unframe", lambda: decode_tx_batch(body, n))
     decoded = timed("decode (ids, digests, address)", lambda: [Transaction.decode(r) for r in records])
     timed("form rules", lambda: [check_transaction_form(genesis, tx) for tx in decoded])
-    cache = VerifyCache(RegistryVerifier())
+    cache = VerifyCache(RegistryVerifier(verifier))
     timed("signature (cache + registry verify)", lambda: cache.verify_transactions(decoded))
     mempool = Mempool(MempoolLimits(max_transactions=10 * n, max_bytes=1 << 34, max_per_sender=n))
 
@@ -235,7 +253,7 @@ def _run_node(workdir: Path, devnet: dict[str, Any], transactions: list, threads
         [str(qmemo), "node", "--genesis", str(devnet["dir"] / GENESIS_FILE),
          "--key", str(devnet["dir"] / validator_key_file(0)), "--data", str(workdir / f"data-{threads}"),
          "--port", str(port), "--verify-threads", str(threads), "--config", str(node_config),
-         "--log-level", "WARNING"],
+         "--verifier", config.verifier, "--log-level", "WARNING"],
         stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     bodies = [encode_tx_batch([tx.encoded for tx in transactions[i:i + config.batch]])
@@ -258,6 +276,8 @@ def _run_node(workdir: Path, devnet: dict[str, Any], transactions: list, threads
         tail = (workdir / f"node-{threads}.log").read_text(errors="replace")[-2000:]
         raise BenchmarkError(f"the node accepted {result['accepted']} of {expected} transactions "
                            f"({result['answers']}); its log ends:\n{tail}")
+    if result["verifier"] != config.verifier:
+        raise BenchmarkError(f"the node verified with {result['verifier']!r}, not {config.verifier!r}")
     result["threads"] = threads
     result["transactions"] = expected
     return result
@@ -309,6 +329,7 @@ async def _drive(url: str, pid: int, warmup: list[bytes], bodies: list[bytes], c
             "node_cpu_s_by_thread": threads_s, "client_cpu_s": client_s,
             "verify_calls": verify_n, "verify_s": verify_s,
             "verify_latency_us": after["verify"]["latency_us"],
+            "verifier": after["verify"].get("verifier"), "key_cache": after["verify"].get("key_cache"),
             "event_loop_lag_ms": after["event_loop_lag_ms"]}
 
 
@@ -348,7 +369,7 @@ def _summarize(config: NodeBenchConfig, runs: list[dict[str, Any]],
         per_cpu = run["admitted_per_cpu_s"]
         run["ratio_to_c_single_core"] = per_cpu / c_rate if per_cpu and c_rate else None
         run["ratio_to_same_run"] = {label: per_cpu / references[label]["ops_per_s"]
-                                    for label in ("registry_verify", "ctypes_verify")
+                                    for label in ("native_loop_verify", "registry_verify", "ctypes_verify")
                                     if label in references and per_cpu}
     speedup = None
     by_threads = {run["threads"]: run for run in runs}
@@ -356,7 +377,8 @@ def _summarize(config: NodeBenchConfig, runs: list[dict[str, Any]],
         speedup = by_threads[2]["admitted_per_s"] / by_threads[1]["admitted_per_s"]
     return {
         "schema": SCHEMA,
-        "parameters": {"scheme": config.scheme, "txs": config.txs, "warmup": config.warmup, "batch": config.batch,
+        "headline": _headline(config, runs, references),
+        "parameters": {"scheme": config.scheme, "verifier": config.verifier, "txs": config.txs, "warmup": config.warmup, "batch": config.batch,
                        "concurrency": config.concurrency, "threads": list(config.threads),
                        "payload_bytes": PAYLOAD_BYTES, "gil_switch_interval_s": config.gil_switch_interval_s},
         "c_baseline": baseline or {"missing": "no results/latest/summary.json; run `qmemo bench c`"},
@@ -366,3 +388,14 @@ def _summarize(config: NodeBenchConfig, runs: list[dict[str, Any]],
         "speedup_2_vs_1_threads": speedup,
         "targets": {"per_cpu_s_vs_c": 0.9, "speedup_2_vs_1": 1.8},
     }
+
+
+def _headline(config: NodeBenchConfig, runs: list[dict[str, Any]], references: dict[str, Any]) -> dict[str, Any]:
+    """The one-thread node's admitted tx per CPU-second over the same verifier's native loop
+    in the same run (issue 11's P2 figure; a 2-thread run's CPU includes GIL hand-offs)."""
+    run = next((r for r in runs if r["threads"] == 1), runs[0])
+    reference = references["native_loop_verify"]["ops_per_s"]
+    per_cpu = run["admitted_per_cpu_s"]
+    return {"admitted_per_cpu_s": per_cpu, "same_run_verify_per_s": reference,
+            "ratio": per_cpu / reference if per_cpu else None, "verifier": config.verifier,
+            "threads": run["threads"]}

@@ -18,6 +18,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--concurrency", type=int, default=4, help="requests in flight (default 4)")
     parser.add_argument("--threads", default="1,2", help="verify-thread counts to run (default 1,2)")
     parser.add_argument("--scheme", default="Falcon-512", help="signature scheme (default Falcon-512)")
+    parser.add_argument("--verifier", choices=("fast", "liboqs"), default="fast",
+                        help="the node's Falcon verifier, also used by the same-run references (default fast)")
     parser.add_argument("--gil-switch-interval-s", type=float,
                         help="the node's sys.setswitchinterval (default: the node's, see docs/api.md)")
     parser.add_argument("--out", type=Path, help="JSON file (default results/node-bench-<UTC time>.json)")
@@ -37,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise ConfigError(f"--threads: {exc}") from exc
     config = NodeBenchConfig(txs=args.txs, warmup=args.warmup, batch=args.batch, concurrency=args.concurrency,
-                             threads=threads, scheme=args.scheme, gil_switch_interval_s=args.gil_switch_interval_s)
+                             threads=threads, scheme=args.scheme, verifier=args.verifier,
+                             gil_switch_interval_s=args.gil_switch_interval_s)
     document = run_node_bench(config, lambda line: print(line, flush=True))
     _print(document)
     out = args.out or Path("results") / f"node-bench-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
@@ -53,7 +56,8 @@ def _print(document: dict[str, Any]) -> None:
 
     console = Console(width=max(Console().width, 132))     # the table's ten columns, unabridged
     baseline = document["c_baseline"]
-    table = Table(title=f"qmemo bench node: {document['parameters']['scheme']} admission over loopback "
+    table = Table(title=f"qmemo bench node: {document['parameters']['scheme']} admission over loopback, "
+                        f"{document['parameters']['verifier']} verifier "
                         f"(batches of {document['parameters']['batch']}, "
                         f"{document['parameters']['concurrency']} in flight)")
     for column in ("verify threads", "admitted tx/s", "node CPU cores", "tx per node CPU-s", "vs C 1-core",
@@ -75,6 +79,10 @@ def _print(document: dict[str, Any]) -> None:
                               if k in refs))
     console.print(f"two Python threads verifying at once: {refs['two_threads_verify']['speedup']:.2f}x one "
                   "(the cores this machine really gave us; ~2x when idle)")
+    head = document["headline"]
+    console.print(f"headline ({head['verifier']} verifier, {head['threads']} verify thread): "
+                  f"{head['admitted_per_cpu_s']:,.0f} tx per node CPU-s / {head['same_run_verify_per_s']:,.0f} "
+                  f"verify/s native loop, same run = {head['ratio']:.2f}")
     if document["speedup_2_vs_1_threads"]:
         console.print(f"2 vs 1 verify threads: {document['speedup_2_vs_1_threads']:.2f}x")
     console.print("admission steps in-process (us/tx): "

@@ -32,7 +32,7 @@ def test_the_document_names_its_schema_parameters_and_machine(document):
     assert document["schema"] == "qmemo-node-bench/1"
     assert document["parameters"] == {"scheme": "Falcon-512", "txs": TXS, "warmup": WARMUP, "batch": BATCH,
                                       "concurrency": 2, "threads": [1], "payload_bytes": 188,
-                                      "gil_switch_interval_s": None}
+                                      "gil_switch_interval_s": None, "verifier": "fast"}
     assert document["machine"]
     assert document["speedup_2_vs_1_threads"] is None      # only one thread count ran
     baseline = document["c_baseline"]
@@ -63,7 +63,8 @@ def test_rates_and_cpu_figures_are_positive_and_agree(document):
 
 def test_same_run_references_and_breakdown_are_measured(document):
     refs = document["same_run_references"]
-    for label in ("registry_verify", "ctypes_verify"):
+    assert refs["verifier"] == "fast" and "variable-time" in refs["implementation"]
+    for label in ("native_loop_verify", "registry_verify", "ctypes_verify"):
         assert refs[label]["ops_per_s"] > 0
         assert refs[label]["ops_per_s"] * refs[label]["us_per_op"] == pytest.approx(1e6)
     assert refs["two_threads_verify"]["ops_per_s"] > 0
@@ -71,3 +72,15 @@ def test_same_run_references_and_breakdown_are_measured(document):
     assert set(steps) == {"unframe", "decode (ids, digests, address)", "form rules",
                           "signature (cache + registry verify)", "mempool check + add", "JSON answer"}
     assert all(value > 0 for value in steps.values())
+
+
+def test_headline_sets_the_node_against_its_own_verifiers_native_loop(document):
+    [run] = document["runs"]
+    head = document["headline"]
+    assert head["verifier"] == run["verifier"] == "fast" and head["threads"] == 1
+    assert head["admitted_per_cpu_s"] == run["admitted_per_cpu_s"]
+    assert head["same_run_verify_per_s"] == document["same_run_references"]["native_loop_verify"]["ops_per_s"]
+    assert head["ratio"] == pytest.approx(head["admitted_per_cpu_s"] / head["same_run_verify_per_s"])
+    assert run["ratio_to_same_run"]["native_loop_verify"] == pytest.approx(head["ratio"])
+    # The fast verifier's key cache served the node: far fewer keys than transactions, mostly hits.
+    assert run["key_cache"]["size"] >= 1 and run["key_cache"]["hits"] > run["key_cache"]["misses"]
