@@ -16,8 +16,9 @@ from typing import Any
 from qmemo.bench.c_summary import (
     SUMMARY_SCHEMA, BinaryRun, Compare, CompareRatio, CSummary, InvalidCase, Inspect, KatSummary, Multicore,
     MulticoreRow, Pool, PoolMode, SchemeRow, SignatureSizes, SingleCoreEntry, SinglePass, StatisticalVerify,
-    StepRecord, System, ValidateRatio, ValidateSummary, ValidationRun, read_json,
+    StepRecord, System, ValidateRatio, ValidateSummary, ValidationRun, VerifyImplementation, read_json,
 )
+from qmemo.bench.c_falcon import FILE as VERIFY_IMPLEMENTATIONS_FILE
 from qmemo.bench.c_validate import Validation, read_validation
 from qmemo.records import from_json
 
@@ -187,6 +188,13 @@ def build_summary(out: Path, *, run_id: str, created: str, profile: str, steps: 
         validate = _validate(read_validation(validate_path))
         files["validate"] = "validate.json"
 
+    verify_implementations = None
+    implementations = _load_result(out, VERIFY_IMPLEMENTATIONS_FILE.removesuffix(".json"))
+    if implementations:
+        verify_implementations = tuple(from_json(VerifyImplementation, row, f"{VERIFY_IMPLEMENTATIONS_FILE} rows")
+                                       for row in implementations["rows"])
+        files["verify_implementations"] = VERIFY_IMPLEMENTATIONS_FILE
+
     complete = set(only) == set(all_steps)
     return CSummary(
         schema=SUMMARY_SCHEMA, run_id=run_id, created=created, quick=profile != "full", profile=profile,
@@ -197,4 +205,5 @@ def build_summary(out: Path, *, run_id: str, created: str, profile: str, steps: 
         schemes={k: from_json(SchemeRow, v, f"schemes.{k}") for k, v in scheme_rows.items()},
         single_core_verify=single_core, multicore=multicore, pool=pool, signature_sizes=sizes, compare=compare,
         invalid=invalid, inspect=inspect, validate=validate, steps=steps, files=files,
+        verify_implementations=verify_implementations,
     )

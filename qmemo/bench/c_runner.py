@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO
 
 from qmemo.bench.c_collect import build_summary, step_record
+from qmemo.bench.c_falcon import FILE as VERIFY_IMPLEMENTATIONS_FILE, run_verify_implementations
 from qmemo.bench.c_summary import CSummary, StepRecord, write_json, write_summary
 from qmemo.bench.c_validate import validate
 from qmemo.errors import BenchmarkError, ConfigError, QmemoError, SetupError
@@ -65,7 +66,9 @@ STEPS: tuple[Step, ...] = (
     Step("inspect", "inspect", (), ("--iterations", "1"), ("--iterations", "1")),
     Step("invalid", "invalid", (), ("--duration", "0.1"), ("--duration", "0.01", "--warmup", "0.01")),
 )
-STEP_NAMES = tuple(s.name for s in STEPS) + ("validate",)
+# Steps that are not one qmemo-bench call: every Falcon verifier side by side (qmemo.bench.c_falcon),
+# then the check against liboqs's own speed_sig and KATs (qmemo.bench.c_validate).
+STEP_NAMES = tuple(s.name for s in STEPS) + ("verify_implementations", "validate")
 
 # speed_sig rounds interleaved with ours, per profile (odd, so the median is one round);
 # speed_sig's shortest duration is 1 s per operation (keypair, sign, verify), so one
@@ -137,6 +140,12 @@ def run_suite(profile: str, run_folder: RunFolder, only: tuple[str, ...], on_ste
                 code, wall = _run_binary(argv, log)
                 steps[step.name] = step_record(code == 0, code, wall, f"{step.name}.json", argv=argv)
                 on_step(step.name, steps[step.name])
+        if "verify_implementations" in only:
+            started_step = time.monotonic()
+            ok, error = run_verify_implementations(folder, profile, log)
+            steps["verify_implementations"] = step_record(ok, 0 if ok else 1, time.monotonic() - started_step,
+                                                          VERIFY_IMPLEMENTATIONS_FILE, error=error, validation=True)
+            on_step("verify_implementations", steps["verify_implementations"])
         if "validate" in only:
             steps["validate"] = _validate(folder, profile, log)
             on_step("validate", steps["validate"])

@@ -235,6 +235,22 @@ class StepRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class VerifyImplementation:
+    """One verifier's Falcon-512 (or FN-DSA-512) verify rate, from one run (qmemo.bench.c_falcon)."""
+
+    scheme: str                          # "Falcon-512", or "FN-DSA-512" (the fn-dsa reference)
+    implementation: str                  # which code, its hash-to-point and its key handling
+    ops_per_s: float | None              # None: not measured (see the step's notes)
+    us_per_op: float | None
+    ratio_to_liboqs: float | None        # to liboqs Falcon-512 in the same run
+    instructions_per_verify: int | None  # callgrind; None without valgrind
+    hash_to_point: str                   # "constant-time" or "variable-time"
+    public_key: str                      # "key decoded per verify" or "cached decoded key"
+    signature_compatible_with_liboqs: bool   # False for FN-DSA: a speed reference only
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
 class CSummary:
     schema: str
     run_id: str
@@ -256,6 +272,8 @@ class CSummary:
     validate: ValidateSummary | None
     steps: dict[str, StepRecord]
     files: dict[str, str]                # which file each section was copied from
+    # Every Falcon-512 verifier side by side (older files lack it: None).
+    verify_implementations: tuple[VerifyImplementation, ...] | None = field(default=None, metadata=OMIT_NONE)
 
 
 def summary_to_json(summary: CSummary) -> dict[str, Any]:

@@ -92,7 +92,27 @@ def print_summary(console: Any, summary: CSummary, out: Path) -> None:
                       f"{v.kat.verdict} ({v.kat.schemes} schemes)")
         effects = ", ".join(f"{k} {r.ring_effect:.3f}" for k, r in v.ratios.items())
         console.print(f"          cost of the default ring of distinct signatures vs one repeated: {effects}")
+    _print_verify_implementations(console, summary)
     insp = summary.inspect
     if insp:
         console.print(f"inspect: {'ok' if insp.ok else '[red]SURPRISES[/]'}, {insp.notes} note(s)")
     console.print(f"summary: {out / 'summary.json'}")
+
+
+def _print_verify_implementations(console: Any, summary: CSummary) -> None:
+    """Every Falcon-512 verifier of the run, side by side (same run, so the ratios compare)."""
+    from rich.table import Table
+
+    if not summary.verify_implementations:
+        return
+    table = Table(title="Falcon-512 verify implementations (one run; FN-DSA is a speed reference, "
+                        "not signature-compatible)")
+    for column in ("scheme", "implementation", "verify/s", "us/op", "x liboqs", "instr/verify"):
+        table.add_column(column, justify="left" if column in ("scheme", "implementation") else "right")
+    for row in summary.verify_implementations:
+        table.add_row(row.scheme, row.implementation,
+                      "-" if row.ops_per_s is None else f"{row.ops_per_s:,.0f}",
+                      "-" if row.us_per_op is None else f"{row.us_per_op:.2f}",
+                      "-" if row.ratio_to_liboqs is None else f"{row.ratio_to_liboqs:.2f}",
+                      "-" if row.instructions_per_verify is None else f"{row.instructions_per_verify:,}")
+    console.print(table)

@@ -332,10 +332,11 @@ def test_kat_digest_normalises_newlines_like_liboqs():
 def test_run_all_writes_every_file_and_a_summary_the_reader_loads(binary, tmp_path):
     out = tmp_path / "run"
     done = subprocess.run([sys.executable, "-m", "qmemo.cli", "bench", "c", "--smoke", "--out", str(out)],
-                          capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+                          capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)   # may build fn-dsa first
     assert done.returncode == 0, done.stdout + done.stderr
     for name in ("system", "verify", "statistical", "compare", "multicore_verify", "multicore_sign", "pool",
-                 "sizes", "classical", "all", "inspect", "invalid", "validate", "summary"):
+                 "sizes", "classical", "all", "inspect", "invalid", "verify_implementations", "validate",
+                 "summary"):
         assert (out / f"{name}.json").exists(), name
     assert (out / "run.log").stat().st_size > 0
     summary = json.loads((out / "summary.json").read_text())
@@ -361,6 +362,28 @@ def test_run_all_writes_every_file_and_a_summary_the_reader_loads(binary, tmp_pa
         summary["schemes"]["ECDSA-secp256k1/libsecp256k1"]["verify_per_s"]
     assert [r.threads for r in baseline.multicore("verify")] == list(range(1, summary["system"]["cores"] + 1))
     assert baseline.kat_verdict == "pass"
+    check_verify_implementations(summary["verify_implementations"])
+
+
+def check_verify_implementations(rows: list[dict]) -> None:
+    """liboqs, the fast verifier uncached and cached, fn-dsa decoded and encoded: one run's rates,
+    each ratio to that run's liboqs row, every row saying its hash-to-point and compatibility."""
+    assert [(r["scheme"], r["hash_to_point"], r["public_key"]) for r in rows] == [
+        ("Falcon-512", "constant-time", "key decoded per verify"),
+        ("Falcon-512", "variable-time", "key decoded per verify"),
+        ("Falcon-512", "variable-time", "cached decoded key"),
+        ("FN-DSA-512", "variable-time", "cached decoded key"),
+        ("FN-DSA-512", "variable-time", "key decoded per verify")]
+    liboqs = rows[0]
+    assert liboqs["implementation"].startswith("liboqs 0.13.0") and liboqs["ratio_to_liboqs"] == 1.0
+    for row in rows:
+        assert row["signature_compatible_with_liboqs"] is (row["scheme"] == "Falcon-512")
+        if row["ops_per_s"] is None:       # fn-dsa without cargo: null rows, never invented ones
+            assert row["scheme"] == "FN-DSA-512" and row["ratio_to_liboqs"] is None
+            continue
+        assert row["ops_per_s"] > 0 and row["us_per_op"] == pytest.approx(1e6 / row["ops_per_s"])
+        assert row["ratio_to_liboqs"] == pytest.approx(row["ops_per_s"] / liboqs["ops_per_s"])
+    assert "not signature-compatible" in rows[3]["implementation"]
 
 
 def test_the_reader_returns_none_without_a_baseline(tmp_path):

@@ -1,0 +1,223 @@
+"""The `verify_implementations` step of `qmemo bench c`: every Falcon-512 verifier side by side.
+
+Why a step of its own: the question "how much verification can a shard afford" depends
+on which verifier runs, and the figures only compare when they come from one run. This
+step measures, on one machine in one run:
+
+- liboqs 0.13 Falcon-512 (`OQS_SIG_verify`: constant-time hash-to-point, key decoded
+  per call), the fast verifier without and with a cached key (qmemo/crypto/native/
+  falcon_vt.c: variable-time hash-to-point, liboqs's verdict for every input) - all
+  three timed by `falcon_count time`, interleaved round by round, so a busy machine
+  slows all three alike (bench_c/falcon_vt/falcon_count.c);
+- Pornin's fn-dsa 0.4 (bench_c/fndsa, built here with cargo), verify with a decoded and
+  with an encoded key, on messages of the same size (64 bytes, a qMEMO signing digest).
+  FN-DSA (FIPS 206 draft) is NOT signature-compatible with Falcon round 3 / liboqs: a
+  speed reference only, labelled so in every row.
+
+Instructions per verify come from callgrind when valgrind is installed (noise-free,
+the same on every run of one build): bench_c/falcon_vt/count.sh counts only the
+verifies of falcon_count; fn-dsa's count mode has no such marker, so it is run at two
+counts and the difference is divided by the difference of the counts (key generation
+and signing, identical in both runs, cancel out). Without valgrind the counts are null.
+Without cargo the fn-dsa rows are null and the step log says why; the step still passes.
+
+It writes `verify_implementations.json` ("qmemo-verify-implementations/1"), which
+qmemo.bench.c_collect copies into summary.json. Nothing is printed; the log gets every
+command and its output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from qmemo.paths import BENCH_C_DIR, DEPS_DIR
+
+SCHEMA = "qmemo-verify-implementations/1"
+FILE = "verify_implementations.json"
+FALCON_COUNT = DEPS_DIR / "native" / "falcon" / "falcon_count"
+COUNT_SCRIPT = BENCH_C_DIR / "falcon_vt" / "count.sh"
+FNDSA_DIR = BENCH_C_DIR / "fndsa"
+FNDSA_TARGET = BENCH_C_DIR / "build" / "fndsa"          # CARGO_TARGET_DIR: gitignored with bench_c/build/
+FNDSA_BINARY = FNDSA_TARGET / "release" / "qmemo-fndsa-bench"
+MESSAGE_BYTES = 64      # falcon_count's message size (a BLAKE3-512 signing digest): fn-dsa gets the same
+RING = 200              # distinct signatures per round, for both programs
+
+# Per profile: seconds of timing per program, and verifies counted under callgrind (0: not
+# counted - the smoke profile keeps the test suite short; its figures mean nothing anyway).
+SECONDS = {"full": 3.0, "quick": 1.0, "smoke": 0.1}
+COUNTED = {"full": 200, "quick": 100, "smoke": 0}
+
+PER_VERIFY, CACHED = "key decoded per verify", "cached decoded key"
+# falcon_count's modes -> how the row describes them.
+_FALCON_MODES = {
+    "liboqs": ("constant-time", PER_VERIFY),
+    "uncached": ("variable-time", PER_VERIFY),
+    "cached": ("variable-time", CACHED),
+}
+
+
+def run_verify_implementations(folder: Path, profile: str, log: IO[str]) -> tuple[bool, str | None]:
+    """Measure, write FILE into `folder`; (ok, why not). A missing cargo is a note, not a failure."""
+    notes: list[str] = []
+    seconds = SECONDS[profile]
+    falcon = _falcon_rows(seconds, COUNTED[profile], log, notes)
+    fndsa = _fndsa_rows(seconds, COUNTED[profile], log, notes)
+    liboqs_rate = next((r["ops_per_s"] for r in falcon if r["mode"] == "liboqs"), None)
+    rows = [_row(r, liboqs_rate) for r in falcon + fndsa]
+    document = {"schema": SCHEMA, "ok": bool(falcon), "profile": profile, "seconds_per_program": seconds,
+                "message_bytes": MESSAGE_BYTES, "ring": RING, "counted_verifies": COUNTED[profile] or None,
+                "rows": rows, "notes": notes}
+    (folder / FILE).write_text(json.dumps(document, indent=2) + "\n")
+    for note in notes:
+        log.write(f"verify_implementations: {note}\n")
+    return bool(falcon), None if falcon else "; ".join(notes) or "falcon_count gave no rows"
+
+
+def _row(raw: dict[str, Any], liboqs_rate: float | None) -> dict[str, Any]:
+    rate = raw["ops_per_s"]
+    return {
+        "scheme": raw["scheme"], "implementation": raw["implementation"],
+        "ops_per_s": rate, "us_per_op": 1e6 / rate if rate else None,
+        "ratio_to_liboqs": rate / liboqs_rate if rate and liboqs_rate else None,
+        "instructions_per_verify": raw["instructions_per_verify"],
+        "hash_to_point": raw["hash_to_point"], "public_key": raw["public_key"],
+        "signature_compatible_with_liboqs": raw["compatible"], "source": raw["source"],
+    }
+
+
+# --- Falcon: liboqs and the fast verifier (falcon_count) ------------------------------------
+
+def _falcon_rows(seconds: float, counted: int, log: IO[str], notes: list[str]) -> list[dict[str, Any]]:
+    if not FALCON_COUNT.exists():
+        notes.append(f"{FALCON_COUNT} is missing (run scripts/setup.sh): no Falcon rows")
+        return []
+    timed = _json_lines(_run([str(FALCON_COUNT), "time", str(seconds), str(RING), "Falcon-512"], log))
+    if timed is None:
+        notes.append("falcon_count time failed (see the log)")
+        return []
+    counts = _falcon_instructions(counted, log, notes)
+    rows = []
+    for line in timed:
+        hash_to_point, key = _FALCON_MODES[line["mode"]]
+        name = ("liboqs 0.13.0 PQClean " + _cpu_path() if line["mode"] == "liboqs" else
+                f"qMEMO fast verifier (liboqs 0.13 PQClean {line['implementation'].upper()})")
+        rows.append({"mode": line["mode"], "scheme": "Falcon-512", "ops_per_s": line["ops_per_s"],
+                     "implementation": f"{name}, {hash_to_point} hash-to-point, {key}",
+                     "instructions_per_verify": counts.get(line["mode"]), "hash_to_point": hash_to_point,
+                     "public_key": key, "compatible": True, "source": f"falcon_count time {seconds:g} {RING}"})
+    return rows
+
+
+def _cpu_path() -> str:
+    from qmemo.crypto.liboqs import cpu_extensions
+
+    return "AVX2" if cpu_extensions()["AVX2"] else "portable"
+
+
+def _falcon_instructions(counted: int, log: IO[str], notes: list[str]) -> dict[str, int]:
+    if not counted:
+        return {}
+    if shutil.which("valgrind") is None:
+        notes.append("valgrind is not installed: instructions_per_verify is null")
+        return {}
+    lines = _json_lines(_run([str(COUNT_SCRIPT), str(counted), "Falcon-512"], log))
+    if lines is None:
+        notes.append("count.sh failed (see the log): Falcon instructions are null")
+        return {}
+    return {line["mode"]: line["instructions_per_verify"] for line in lines}
+
+
+# --- FN-DSA: Pornin's fn-dsa (bench_c/fndsa) -----------------------------------------------
+
+def _fndsa_rows(seconds: float, counted: int, log: IO[str], notes: list[str]) -> list[dict[str, Any]]:
+    built = _build_fndsa(log, notes)
+    measured = _json_lines(_run([str(FNDSA_BINARY), "--seconds", str(seconds), "--ring", str(RING),
+                                 "--msg-bytes", str(MESSAGE_BYTES)], log)) if built else None
+    if built and measured is None:
+        notes.append("qmemo-fndsa-bench failed (see the log): FN-DSA rows are null")
+    modes = {m["mode"]: m for m in measured[0]["modes"]} if measured else {}
+    counts = _fndsa_instructions(counted, log, notes) if modes else {}
+    rows = []
+    for mode, key in (("decoded", CACHED), ("encoded", PER_VERIFY)):
+        rows.append({"mode": mode, "scheme": "FN-DSA-512",
+                     "implementation": f"fn-dsa 0.4.0 (Pornin; FN-DSA, not signature-compatible with "
+                                       f"Falcon round 3), variable-time hash-to-point, {key}",
+                     # all verifies over all time, as falcon_count reports its rates
+                     "ops_per_s": modes[mode]["mean_ops_per_s"] if mode in modes else None,
+                     "instructions_per_verify": counts.get(mode), "hash_to_point": "variable-time",
+                     "public_key": key, "compatible": False,
+                     "source": f"qmemo-fndsa-bench --seconds {seconds:g} --ring {RING}"})
+    return rows
+
+
+def _build_fndsa(log: IO[str], notes: list[str]) -> bool:
+    cargo = shutil.which("cargo") or (str(Path.home() / ".cargo" / "bin" / "cargo")
+                                      if (Path.home() / ".cargo" / "bin" / "cargo").exists() else None)
+    if cargo is None:
+        notes.append("cargo is not installed: the fn-dsa reference was not built, its rows are null")
+        return False
+    env = {**os.environ, "CARGO_TARGET_DIR": str(FNDSA_TARGET)}
+    if _run([cargo, "build", "--release", "--locked", "--manifest-path", str(FNDSA_DIR / "Cargo.toml")], log,
+            env=env) is None:
+        notes.append("cargo could not build bench_c/fndsa (see the log): FN-DSA rows are null")
+        return False
+    return True
+
+
+def _fndsa_instructions(counted: int, log: IO[str], notes: list[str]) -> dict[str, int]:
+    if not counted or shutil.which("valgrind") is None:
+        return {}
+    counts: dict[str, int] = {}
+    for mode in ("decoded", "encoded"):
+        totals = [_callgrind_total([str(FNDSA_BINARY), "--ring", str(RING), "--msg-bytes", str(MESSAGE_BYTES),
+                                    "--count", str(n), "--mode", mode], log) for n in (counted, 2 * counted)]
+        if None in totals:
+            notes.append(f"callgrind of fn-dsa ({mode}) failed (see the log): its instructions are null")
+            continue
+        counts[mode] = round((totals[1] - totals[0]) / counted)
+    return counts
+
+
+def _callgrind_total(argv: list[str], log: IO[str]) -> int | None:
+    """Instructions of a whole run of `argv` under callgrind (its "summary:" line)."""
+    with tempfile.TemporaryDirectory(prefix="qmemo-callgrind-") as tmp:
+        out = Path(tmp) / "callgrind.out"
+        if _run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *argv], log) is None:
+            return None
+        for line in out.read_text().splitlines():
+            if line.startswith("summary:"):
+                return int(line.split()[1])
+    return None
+
+
+# --- running -----------------------------------------------------------------------------------
+
+def _run(argv: list[str], log: IO[str], env: dict[str, str] | None = None) -> str | None:
+    """stdout of `argv` (stderr into the log), or None if it failed."""
+    log.write(f"\n$ {' '.join(argv)}\n")
+    log.flush()
+    started = time.monotonic()
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=1800)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log.write(f"could not run: {exc}\n")
+        return None
+    log.write(done.stdout + done.stderr + f"(exit {done.returncode}, {time.monotonic() - started:.1f} s)\n")
+    return done.stdout if done.returncode == 0 else None
+
+
+def _json_lines(text: str | None) -> list[dict[str, Any]] | None:
+    """One JSON object per non-empty line, or None if the text is missing or not JSON."""
+    if text is None:
+        return None
+    try:
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    except ValueError:
+        return None
