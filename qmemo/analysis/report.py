@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qmemo.errors import ConfigError
-from qmemo.analysis import report_c, report_memo
+from qmemo.analysis import report_c, report_memo, report_verifiers
 from qmemo.paths import DOCS_RESULTS_DIR
 from qmemo.analysis.devnet import DevnetRun, load_devnet_run
 from qmemo.analysis.markdown import Section
@@ -46,6 +46,7 @@ def build_sections(results: Results, plot_dir: Path, devnet: Sequence[DevnetRun]
         report_c.multicore(results, plot_dir),
         report_c.signature_sizes(results, plot_dir),
         report_memo.headroom_section(results, plot_dir, devnet),
+        report_verifiers.verify_implementations_section(results, plot_dir),
         report_memo.hardware_section(results, plot_dir),
         report_memo.footprint_section(results, plot_dir),
         report_memo.devnet_section(results, plot_dir, devnet),

@@ -28,7 +28,7 @@ FIXTURE = REPO_ROOT / "tests" / "fixtures" / "c-baseline-quick"
 DEVNET = REPO_ROOT / "tests" / "fixtures" / "devnet-run"
 SWEEP = REPO_ROOT / "tests" / "fixtures" / "devnet-sweep"
 SECTIONS = ("Environment", "Verification results", "Scheme comparison", "Multicore scaling", "Signature sizes",
-            "Headroom against MEMO", "Hardware sensitivity (projections)", "On-chain footprint", "Devnet end to end")
+            "Headroom against MEMO", "Falcon verify implementations", "Hardware sensitivity (projections)", "On-chain footprint", "Devnet end to end")
 PLOTS = ("verify_distribution_Falcon-512.png", "scheme_rates.png", "multicore.png", "signature_sizes.png",
          "headroom.png", "clock_projection.png", "block_composition.png", "devnet_throughput_latency.png")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -169,6 +169,35 @@ def test_headroom_is_the_fixture_median_over_memos_requirement(report, summary):
     run = json.loads((DEVNET / "summary.json").read_text())
     assert not run["saturated"]
     assert conservative["devnet devnet-run, node end to end (lower bound)"].startswith(x(run["committed_tps"] / 3000))
+
+
+def test_verify_implementations_are_the_fixtures_rows_with_their_hash_to_point(report, summary):
+    _, md = report
+    rows = summary["verify_implementations"]
+    assert len(rows) == 5
+    found = [dict(zip(headers, cells)) for headers, table_rows in tables(md) if "instructions/verify" in headers
+             and "hash-to-point" in headers for cells in table_rows]
+    assert [(c["scheme"], c["hash-to-point"]) for c in found] == [(r["scheme"], r["hash_to_point"]) for r in rows]
+    for cells, r in zip(found, rows):
+        assert cells["verify/s"] == f"{r['ops_per_s']:,.0f}"
+        assert cells["x liboqs (same run)"] == f"{r['ratio_to_liboqs']:,.2f}x"
+        assert cells["instructions/verify"] == (f"{r['instructions_per_verify']:,}"
+                                                if r["instructions_per_verify"] is not None else "-")
+    assert "not signature-compatible" in md.split("## Falcon verify implementations")[1]
+
+
+def test_headroom_per_implementation_is_each_rate_over_memos_requirement(report, summary):
+    _, md = report
+    section = md.split("## Falcon verify implementations")[1].split("\n## ")[0]
+    rates = [r["ops_per_s"] for r in summary["verify_implementations"] if r["ops_per_s"]]
+    [(headers, table_rows)] = [t for t in tables(section) if "needed/s per shard" in t[0]]
+    target = dict(zip(headers, next(cells for cells in table_rows if cells[0] == "target, 20% cross-shard")))
+    assert target["needed/s per shard"] == "237.7"
+    columns = headers[2:]
+    assert len(columns) == len(rates) and all(" h2p, " in c for c in columns)
+    assert "liboqs, constant-time h2p, key per verify" in columns
+    for column, rate in zip(columns, rates):
+        assert target[column] == f"{x(rate / 237.65625)} meets"
 
 
 def test_hardware_projection_is_clock_over_ticks(report, summary):
