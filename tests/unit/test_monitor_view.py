@@ -101,3 +101,25 @@ def test_each_node_shows_its_falcon_verifier_and_key_cache():
     [line_b] = [line for line in text.splitlines() if "node-1" in line and "up" in line]
     assert "fast (1,204, 99%)" in line_a
     assert "liboqs" in line_b and "fast" not in line_b
+
+
+def test_a_fast_verifier_node_is_set_against_the_fast_verifiers_c_rate():
+    snapshot = snapshot_pair(Baseline(20_000.0, "results/x/summary.json", fast_verify_per_s=50_000.0))
+    snapshot.polls[0].metrics["verify"]["verifier"] = "fast"
+    text = text_of(snapshot)
+    assert "C fast verifier (1 core, cached key)" in text and "50,000" in text
+    row = next(line for line in text.splitlines() if line.strip().startswith("│ node-0") and "30%" in line)
+    assert "15,000" in row            # 15,000/s per core is 30% of the fast verifier's 50,000, not 75% of liboqs's
+
+
+def test_the_baseline_carries_the_same_runs_fast_verifier_rate():
+    import json
+    from pathlib import Path
+
+    from qmemo.monitor.poll import MonitorConfig, load_baseline
+
+    path = Path(__file__).parents[1] / "fixtures" / "c-baseline-quick" / "summary.json"
+    rows = json.loads(path.read_text())["verify_implementations"]
+    [fast] = [r for r in rows if r["scheme"] == "Falcon-512" and r["public_key"] == "cached decoded key"]
+    baseline = load_baseline(MonitorConfig(node_urls=[], baseline_path=path))
+    assert baseline.fast_verify_per_s == fast["ops_per_s"] and fast["hash_to_point"] == "variable-time"
