@@ -16,10 +16,10 @@ from typing import Any
 from qmemo.bench.c_summary import (
     SUMMARY_SCHEMA, BinaryRun, Compare, CompareRatio, CSummary, InvalidCase, Inspect, KatSummary, Multicore,
     MulticoreRow, Pool, PoolMode, SchemeRow, SignatureSizes, SingleCoreEntry, SinglePass, StatisticalVerify,
-    StepRecord, System, ValidateRatio, ValidateSummary, ValidationRun, read_json,
+    StepRecord, System, ValidateRatio, ValidateSummary, ValidationRun,
 )
 from qmemo.bench.c_validate import Validation, read_validation
-from qmemo.records import from_json
+from qmemo.records import from_json, read_json
 
 # Every benchmark file a full run writes, by step name (the runner's STEPS, in order).
 BENCHMARK_FILES = ("verify", "statistical", "compare", "multicore_verify", "multicore_sign", "pool", "sizes",
