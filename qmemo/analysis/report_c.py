@@ -15,8 +15,9 @@ from typing import Any
 
 from qmemo.analysis import plots
 from qmemo.analysis.markdown import MISSING, Section, image, num, percent, source_note, table, times
-from qmemo.analysis.results import FALCON, Results
+from qmemo.analysis.results import FALCON, Results, display_path
 from qmemo.bench.c_validate import read_validation
+from qmemo.errors import DecodeError
 
 JB_CRITICAL_5PCT = 5.991  # chi-squared(2) at 5%: Jarque-Bera's null distribution (bench_c/src/stats.h)
 # Two figures of the same quantity further apart than this are called out as disagreeing
@@ -132,6 +133,19 @@ def verification(results: Results, plot_dir: Path) -> Section:
     return Section("Verification results", "\n\n".join(blocks), tuple(plot_names))
 
 
+def _validation_method(results: Results) -> str | None:
+    """validate.json's method sentence; only that is read from it (the figures are in the
+    summary), so a missing or unreadable file costs the report that sentence and says why,
+    nothing more."""
+    path = results.file("validate")
+    if not path.exists():
+        return None
+    try:
+        return read_validation(path).method
+    except (OSError, DecodeError) as exc:
+        return f"not shown: {display_path(path)} could not be read ({exc})"
+
+
 def _validation(results: Results) -> list[str]:
     summary = results.baseline.summary
     validate = summary.validate
@@ -142,8 +156,7 @@ def _validation(results: Results) -> list[str]:
              "rounds"),
             [(k, num(v.ours_median_us_per_op, 2), num(v.speed_sig_median_us_per_op, 2), num(v.ratio, 3),
               "yes" if v.within_tolerance else "**no**", v.rounds) for k, v in validate.ratios.items()])]
-        validation_file = results.file("validate")
-        method = read_validation(validation_file).method if validation_file.exists() else None
+        method = _validation_method(results)
         if method:
             blocks.append(f"Method: {method}. A ratio above 1 means our harness measured slower verifications "
                           "than `speed_sig` did in the same session.")

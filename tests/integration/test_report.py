@@ -279,3 +279,20 @@ def test_an_old_run_folder_is_refused_in_one_line_naming_its_version(tmp_path):
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "qmemo-load-summary/2" in done.stderr and "re-run" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("damage", ['{"schema": "qmemo-c-validate/0"}', "not json"])
+def test_a_damaged_validate_json_costs_only_its_method_sentence(tmp_path, damage):
+    """validate.json is read only for its method sentence: the report goes on without it
+    and says why (its figures come from summary.json)."""
+    import shutil
+
+    from qmemo.analysis.report_c import _validation
+    from qmemo.analysis.results import load_results
+
+    folder = tmp_path / "run"
+    shutil.copytree(FIXTURE, folder)
+    (folder / "validate.json").write_text(damage)
+    text = "\n\n".join(_validation(load_results(folder)))
+    assert "Method: not shown:" in text and "validate.json could not be read" in text
+    assert "Known-answer tests:" in text
