@@ -100,7 +100,7 @@ def normality_sentence(stats: Mapping[str, Any]) -> str:
 
 def verification(results: Results, plot_dir: Path) -> Section:
     blocks = []
-    single = results.scheme_results("verify")
+    single = results.rows("verify")
     if single:
         blocks += ["### Single pass", table(
             ("scheme", "verifications", "message B", "verify/s", "us/verify", "TSC ticks/verify"),
@@ -108,7 +108,7 @@ def verification(results: Results, plot_dir: Path) -> Section:
               num(r["tsc_ticks_per_op"])) for r in single]),
             source_note(results.source("verify"))]
     plot_names: list[str] = []
-    for row in results.scheme_results("statistical"):
+    for row in results.rows("statistical"):
         stats = row["ops_per_s"]
         blocks += [f"### Distribution: {row['scheme']}, {row['trials']:,} trials x {row['batch']:,} verifications",
                    _distribution_table(stats), normality_sentence(stats),
@@ -260,7 +260,7 @@ def multicore(results: Results, plot_dir: Path) -> Section:
         # The 1-minute load average after each row (from the benchmark's own file): how busy
         # the shared machine was, which explains a row that scales badly.
         load = {r["threads"]: (r.get("loadavg_after") or [None])[0]
-                for r in ((results.doc(f"multicore_{op}") or {}).get("results") or {}).get("rows", [])}
+                for r in results.rows(f"multicore_{op}")}
         body += [f"### {b.multicore_scheme} {op}", table(
             ("threads", f"{op}/s", f"{op}/s per thread", "speedup", "efficiency", "load average after (1 min)"),
             [(r.threads, num(r.ops_per_s), num(r.ops_per_s / r.threads), times(r.speedup, 2), percent(r.efficiency, 0),
@@ -316,7 +316,7 @@ def signature_sizes(results: Results, plot_dir: Path) -> Section:
              num(s.max), num(s.signature_bytes_max), percent(s.max / s.signature_bytes_max),
              "yes" if s.fixed_length else "no") for scheme, s in sizes.items()]
     histograms = {r["scheme"]: {int(length): int(count) for length, count in r.get("histogram", [])}
-                  for r in results.scheme_results("sizes")}
+                  for r in results.rows("sizes")}
     name = "signature_sizes.png"
     plots.signature_sizes(plot_dir / name, histograms, {k: s.signature_bytes_max for k, s in sizes.items()},
                           _caption(results, results.source("sizes")))

@@ -203,7 +203,7 @@ def footprint_section(results: Results, plot_dir: Path) -> Section:
         "length distribution show their declared maximum. SI units: 1 MB = 10^6 bytes, 1 GB = 10^9 bytes.",
         "### Per transaction and per block",
         table(("scheme", "pk B", "sig mean B", "sig max B", "sig+pk mean B", "sig+pk max B", "tx mean B",
-               "auth share of tx", f"block (mean)", "block (max)", f"block vs {falcon.sizes.scheme}"), per_tx),
+               "auth share of tx", "block (mean)", "block (max)", f"block vs {falcon.sizes.scheme}"), per_tx),
         source_note(*sources),
         image(name, "block composition by scheme"),
         "### Chain growth (mean transaction size, public key in every transaction)",
