@@ -302,9 +302,14 @@ def run_sweep(config: GenConfig, rates: list[float], stage_s: float, *, quiet: b
             break
     config.out.mkdir(parents=True, exist_ok=True)
     write(config.out / "sweep.json", Sweep(SWEEP_SCHEMA, tuple(rows)))
-    with (config.out / "sweep.csv").open("w", newline="") as out:
+    write_sweep_csv(config.out / "sweep.csv", rows)
+    return rows
+
+
+def write_sweep_csv(path: Path, rows: list[SweepRow]) -> None:
+    """sweep.json's rows as a table. A latency nothing was measured for is null in JSON
+    and "nan" in the CSV, as it always was (a spreadsheet reads it as not-a-number)."""
+    with path.open("w", newline="") as out:
         writer = csv.DictWriter(out, fieldnames=list(SweepRow.__dataclass_fields__))
         writer.writeheader()
-        # A latency nothing was measured for is null in JSON and "nan" in the CSV, as it always was.
         writer.writerows({k: "nan" if v is None else v for k, v in to_json(row).items()} for row in rows)
-    return rows

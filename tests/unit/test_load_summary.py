@@ -111,3 +111,14 @@ def test_an_older_or_other_file_is_refused(tmp_path):
     (tmp_path / "summary.json").write_text(json.dumps(data))
     with pytest.raises(DecodeError):
         read_summary(tmp_path / "summary.json")
+
+
+def test_sweep_csv_writes_nan_for_a_latency_nothing_was_measured_for(tmp_path):
+    from qmemo.load.run import write_sweep_csv
+
+    row = sweep_row(summary(200.0, p99_ms=math.nan), tmp_path / "a")
+    assert row.p99_ms is None
+    write_sweep_csv(tmp_path / "sweep.csv", [row])
+    header, line = (tmp_path / "sweep.csv").read_text().splitlines()
+    cells = dict(zip(header.split(","), line.split(",")))
+    assert (cells["p50_ms"], cells["p99_ms"], cells["latency_saturated"]) == ("1200.0", "nan", "True")
