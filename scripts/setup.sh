@@ -18,6 +18,13 @@
 #               is linked there instead and nothing is built.
 #   3. native   qmemo/crypto/native/qmemo_batch.c compiled against that liboqs into .deps/native
 #               (batch signature verification: one GIL release per chunk, not per verify).
+#   3b. admit   the native admission kernel (qmemo/crypto/native/qmemo_admit*.c) with
+#               BLAKE3's official C code from the crates.io crate blake3 into
+#               .deps/native/libqmemo_admit.so.
+#   3c. falcon  the fast Falcon verifier (qmemo/crypto/native/falcon_vt.c) compiled with
+#               liboqs 0.13's own PQClean Falcon and SHA3 sources (from the oqs-sys crate,
+#               never copied into the repo) into .deps/native/libqmemo_falcon.so, plus
+#               its differential harness and instruction counter (falcon_vt.mk).
 #   4. venv     .venv with qmemo installed (editable) plus its dev extra.
 #
 # Environment:
@@ -56,7 +63,11 @@ OQS_CMAKE_FLAGS=(
   "-DOQS_MINIMAL_BUILD=$OQS_ALGS"
 )
 APT_PACKAGES=(build-essential cmake ninja-build pkg-config git
-              libssl-dev libsodium-dev libsecp256k1-dev python3-venv)
+              libssl-dev libsodium-dev libsecp256k1-dev python3-venv
+              valgrind clang libclang-rt-14-dev)
+# valgrind: callgrind instruction counts of the Falcon verifiers; clang and its
+# compiler-rt (libFuzzer, sanitizers): the differential fuzz targets (Falcon verifier,
+# admission kernel).
 # The Prometheus server and promtool: tests/integration/test_prometheus.py runs a real
 # server against a live devnet and checks deploy/prometheus.yml and the node's exposition.
 APT_PACKAGES+=(prometheus)
@@ -231,7 +242,7 @@ step_native() {
   echo "$want" >"$NATIVE_DIR/.qmemo-stamp"
 }
 
-# --- 3b. the admission kernel ----------------------------------------------------
+# --- 3b. admit: the admission kernel ----------------------------------------------------
 # qmemo/crypto/native/qmemo_admit*.c (one native call per POST /txs batch: framing,
 # decoding, BLAKE3-512 digests, verification) with BLAKE3's official C code, which
 # ships in the `c/` folder of the crates.io crate `blake3` (fetched with cargo, like
@@ -287,6 +298,52 @@ step_admit() {
   echo "$want" >"$NATIVE_DIR/.qmemo-admit-stamp"
 }
 
+# --- 3c. falcon: the fast Falcon verifier ---------------------------------------------------
+FALCON_MK="$ROOT/qmemo/crypto/native/falcon_vt.mk"
+
+# The liboqs source the Falcon verifier compiles: the one liboqs was built from (its
+# build-info.json), else the oqs-sys crate fetched with cargo (a user-supplied liboqs
+# must be 0.13.0 too: the verifier relies on its exact PQClean code).
+falcon_source() {
+  local src
+  src=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("source_path", ""))' \
+        "$LIBOQS_PREFIX/share/liboqs/build-info.json" 2>/dev/null) || src=""
+  if [ -z "$src" ] || [ ! -d "$src/src/sig/falcon/pqclean_falcon-512_clean" ]; then
+    : >"$LOGS/liboqs-fetch.log"
+    src=$(fetch_liboqs_source) || exit 1
+  fi
+  echo "$src"
+}
+
+step_falcon() {
+  local lib libdir want avx2=no
+  lib=$(ls "$LIBOQS_PREFIX"/lib*/liboqs.so 2>/dev/null | head -n1) || true
+  [ -n "$lib" ] || die "step 'falcon': no liboqs.so under $LIBOQS_PREFIX (the liboqs step did not finish)"
+  libdir=$(dirname "$(readlink -f "$lib")")
+  # The AVX2 copies need an x86-64 compiler target; which one runs is decided at run time.
+  [ "$(uname -m)" = x86_64 ] && avx2=yes
+  want=$( { cat "$ROOT"/qmemo/crypto/native/falcon_vt* "$ROOT"/tests/native/falcon_diff.c \
+                "$ROOT"/tests/native/falcon_pool.h "$ROOT"/bench_c/falcon_vt/falcon_count.c
+            echo "$libdir $avx2"; cat "$LIBOQS_PREFIX/.qmemo-stamp" 2>/dev/null; } | stamp_of)
+  if [ -f "$NATIVE_DIR/libqmemo_falcon.so" ] && [ "$(cat "$NATIVE_DIR/falcon/.qmemo-stamp" 2>/dev/null)" = "$want" ]; then
+    return 0
+  fi
+  say "building the fast Falcon verifier (log: $LOGS/falcon.log)"
+  : >"$LOGS/falcon.log"
+  local src
+  src=$(falcon_source) || exit 1
+  [ -d "$src/src/sig/falcon" ] || die "step 'falcon': no liboqs source with Falcon found (got '$src')"
+  mkdir -p "$NATIVE_DIR/falcon"
+  local config
+  config=$(printf 'OQS_SRC := %s\nOQS_PREFIX := %s\nOQS_LIBDIR := %s\nAVX2 := %s' \
+    "$src" "$LIBOQS_PREFIX" "$libdir" "$avx2")
+  # Rewritten only when it changes: every object depends on it, the sanitizer and fuzz
+  # builds the tests make included.
+  [ "$(cat "$NATIVE_DIR/falcon/config.mk" 2>/dev/null)" = "$config" ] || echo "$config" >"$NATIVE_DIR/falcon/config.mk"
+  run falcon make -f "$FALCON_MK" -j "$(nproc)" lib tools
+  echo "$want" >"$NATIVE_DIR/falcon/.qmemo-stamp"
+}
+
 # --- 4. venv --------------------------------------------------------------------
 venv_stamp() { { cat "$ROOT/pyproject.toml" "$ROOT/requirements.txt"; "${QMEMO_PYTHON:-python3}" --version 2>&1; } | stamp_of; }
 
@@ -311,4 +368,5 @@ step_apt
 step_liboqs
 step_native
 step_admit
+step_falcon
 step_venv

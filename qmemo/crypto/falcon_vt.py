@@ -1,0 +1,172 @@
+"""The fast Falcon verifier (native/falcon_vt.c) through ctypes.
+
+Why: liboqs verifies Falcon in constant time for a secret message and re-decodes the
+public key on every call; a chain's messages are public and its senders recur. The
+native library verifies with liboqs 0.13's own PQClean code, variable-time
+hash-to-point and a cache of decoded keys, and gives liboqs's verdict for every input
+(tests/native/falcon_diff.c, tests/native/falcon_fuzz.c prove it case by case).
+
+`FalconVtVerifier` applies exactly `OqsScheme.verify`'s length rules (a padded
+signature must be exactly its fixed length), so swapping one for the other changes no
+verdict. `verify_many` verifies a whole chunk in one native call (the GIL is released
+once per chunk, as qmemo/crypto/batch.py does for liboqs).
+
+This module never imports liboqs-python itself; it loads liboqs through
+`qmemo.crypto.liboqs.native()` first so that the setup's liboqs is the one in the
+process.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+
+from qmemo.crypto.liboqs import REPO_ROOT, SETUP_COMMAND, native
+from qmemo.errors import CryptoError, SetupError, UnknownScheme
+
+LIBRARY = REPO_ROOT / ".deps" / "native" / "libqmemo_falcon.so"
+
+# About 4 KiB per cached key (the key's bytes and its NTT form): 16 MiB at the default.
+DEFAULT_CACHE_CAPACITY = 4096
+
+VARIANTS = ("Falcon-512", "Falcon-1024", "Falcon-padded-512", "Falcon-padded-1024")
+
+
+@dataclass(frozen=True, slots=True)
+class KeyCacheStats:
+    """How the decoded-key cache is doing: counters since it was made."""
+
+    hits: int
+    misses: int
+    size: int        # keys held now
+    capacity: int
+
+    @property
+    def hit_rate(self) -> float | None:
+        lookups = self.hits + self.misses
+        return self.hits / lookups if lookups else None
+
+
+@cache
+def _library() -> ctypes.CDLL:
+    native()  # liboqs first, from the setup's folder (libqmemo_falcon links against it)
+    if not LIBRARY.is_file():
+        raise SetupError(f"the fast Falcon verifier is missing ({LIBRARY}); run `{SETUP_COMMAND}`")
+    lib = ctypes.CDLL(str(LIBRARY))
+    lib.qfv_variant.restype = ctypes.c_int
+    lib.qfv_variant.argtypes = [ctypes.c_char_p]
+    for sizer in (lib.qfv_public_key_bytes, lib.qfv_max_signature_bytes):
+        sizer.restype = ctypes.c_size_t
+        sizer.argtypes = [ctypes.c_int]
+    lib.qfv_implementation.restype = ctypes.c_char_p
+    lib.qfv_implementation.argtypes = []
+    lib.qfv_select_implementation.restype = ctypes.c_int
+    lib.qfv_select_implementation.argtypes = [ctypes.c_char_p]
+    lib.qfv_cache_new.restype = ctypes.c_void_p
+    lib.qfv_cache_new.argtypes = [ctypes.c_size_t]
+    lib.qfv_cache_free.restype = None
+    lib.qfv_cache_free.argtypes = [ctypes.c_void_p]
+    lib.qfv_cache_stats.restype = None
+    lib.qfv_cache_stats.argtypes = [ctypes.c_void_p] + [ctypes.POINTER(ctypes.c_uint64)] * 2 + \
+        [ctypes.POINTER(ctypes.c_size_t)] * 2
+    lib.qfv_verify_cached.restype = ctypes.c_int
+    lib.qfv_verify_cached.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t,
+                                      ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
+    lib.qfv_verify_batch.restype = ctypes.c_size_t
+    lib.qfv_verify_batch.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_char_p,
+                                     ctypes.c_uint64, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
+                                     ctypes.c_void_p]
+    return lib
+
+
+def implementation() -> str:
+    """Which PQClean code runs: "avx2" or "clean" (run-time choice, QMEMO_FALCON_IMPL overrides)."""
+    return _library().qfv_implementation().decode()
+
+
+def select_implementation(name: str) -> None:
+    """Switch the whole process to "clean" or "avx2" (for tests and benchmarks comparing both)."""
+    if _library().qfv_select_implementation(name.encode()) != 0:
+        raise CryptoError(f"Falcon implementation {name!r} is unknown or not available on this CPU")
+
+
+def description(name: str) -> str:
+    """What the scheme registry's `implementation` metadata should say for this verifier."""
+    return f"liboqs 0.13 PQClean {implementation().upper()}, variable-time hash-to-point, cached key ({name})"
+
+
+def pack_items(items: Sequence[tuple[bytes, bytes, bytes]]) -> tuple[bytes, array]:
+    """One blob and its (pk, message, signature) lengths: the layout both native batch
+    verifiers read. Anything but exact `bytes` becomes an empty, invalid item."""
+    parts: list[bytes] = []
+    lengths = array("Q")
+    for public_key, message, signature in items:
+        if type(public_key) is not bytes or type(message) is not bytes or type(signature) is not bytes:
+            public_key = message = signature = b""
+        parts += (public_key, message, signature)
+        lengths.extend((len(public_key), len(message), len(signature)))
+    return b"".join(parts), lengths
+
+
+class FalconVtVerifier:
+    """One Falcon variant's fast verifier and its key cache. Thread-safe; verify never raises."""
+
+    def __init__(self, name: str, *, cache_capacity: int = DEFAULT_CACHE_CAPACITY) -> None:
+        lib = _library()
+        self.name = name
+        self._variant = lib.qfv_variant(name.encode())
+        if self._variant < 0:
+            raise UnknownScheme(f"{name} is not a Falcon variant the fast verifier knows ({', '.join(VARIANTS)})")
+        self.public_key_bytes = int(lib.qfv_public_key_bytes(self._variant))
+        self.max_signature_bytes = int(lib.qfv_max_signature_bytes(self._variant))
+        # qMEMO's rule for padded Falcon (as OqsScheme): one valid length, one encoding.
+        self.fixed_signature_length = "padded" in name
+        self._lib = lib
+        self._cache = lib.qfv_cache_new(cache_capacity) if cache_capacity > 0 else None
+        if cache_capacity > 0 and not self._cache:
+            raise MemoryError(f"could not allocate a Falcon key cache of {cache_capacity} entries")
+
+    def close(self) -> None:
+        """Free the key cache (only when no other thread is verifying with this verifier)."""
+        cache_pointer, self._cache = self._cache, None
+        if cache_pointer:
+            self._lib.qfv_cache_free(cache_pointer)
+
+    def __del__(self) -> None:
+        if getattr(self, "_cache", None):
+            self.close()
+
+    def verify(self, public_key: bytes, message: bytes, signature: bytes) -> bool:
+        if (
+            type(public_key) is not bytes or type(message) is not bytes or type(signature) is not bytes
+            or len(public_key) != self.public_key_bytes
+            or not 0 < len(signature) <= self.max_signature_bytes
+            or (self.fixed_signature_length and len(signature) != self.max_signature_bytes)
+        ):
+            return False
+        return self._lib.qfv_verify_cached(self._cache, self._variant, public_key, len(public_key), message,
+                                           len(message), signature, len(signature)) == 1
+
+    def verify_many(self, items: Sequence[tuple[bytes, bytes, bytes]]) -> tuple[list[bool], list[int]]:
+        """Each item's validity and each verify's duration (ns), in one native call."""
+        count = len(items)
+        if not count:
+            return [], []
+        blob, lengths = pack_items(items)
+        ok = bytearray(count)
+        elapsed = array("Q", bytes(8 * count))
+        ok_pointer = (ctypes.c_char * count).from_buffer(ok)
+        self._lib.qfv_verify_batch(self._cache, self._variant, count, blob, len(blob), lengths.buffer_info()[0],
+                                   int(self.fixed_signature_length), ctypes.addressof(ok_pointer),
+                                   elapsed.buffer_info()[0])
+        return [bool(b) for b in ok], elapsed.tolist()
+
+    def cache_stats(self) -> KeyCacheStats:
+        hits, misses = ctypes.c_uint64(), ctypes.c_uint64()
+        size, capacity = ctypes.c_size_t(), ctypes.c_size_t()
+        self._lib.qfv_cache_stats(self._cache, ctypes.byref(hits), ctypes.byref(misses), ctypes.byref(size),
+                                  ctypes.byref(capacity))
+        return KeyCacheStats(hits.value, misses.value, size.value, capacity.value)

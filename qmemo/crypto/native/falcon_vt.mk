@@ -1,0 +1,123 @@
+# falcon_vt.mk - builds the fast Falcon verifier (falcon_vt.c) and its proofs.
+#
+# Why a makefile of its own: the verifier is compiled from liboqs 0.13's own PQClean
+# Falcon and SHA3 sources, which live in the cargo registry (never in this repo), in
+# eight namespaced copies (4 variants x clean/AVX2), plus three instrumented builds
+# (sanitizers, libFuzzer) that the tests ask for. scripts/setup.sh writes
+# $(B)/config.mk (where the sources and liboqs are) and runs `make ... lib tools`;
+# the tests run `make ... asan` / `make ... fuzz`, which rebuild only what changed.
+#
+# Targets (all outputs under .deps/native):
+#   lib    libqmemo_falcon.so (exports only qfv_*) and falcon/libqmemo_falcon.a
+#   tools  falcon/falcon_diff (differential harness), falcon/falcon_count (instruction counts, timing)
+#   asan   falcon/falcon_diff_asan (the harness and everything it runs under ASan + UBSan)
+#   fuzz   falcon/falcon_fuzz (libFuzzer + ASan + UBSan; needs clang)
+
+HERE := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
+ROOT := $(abspath $(HERE)/../../..)
+NATIVE := $(ROOT)/.deps/native
+B := $(NATIVE)/falcon
+include $(B)/config.mk # OQS_SRC (liboqs source), OQS_PREFIX (installed liboqs), OQS_LIBDIR, AVX2 (yes|no)
+
+FALCON := $(OQS_SRC)/src/sig/falcon
+SHA3 := $(OQS_SRC)/src/common/sha3
+VARIANTS := 512 1024 padded-512 padded-1024
+IMPLS := clean $(if $(filter yes,$(AVX2)),avx2)
+PQCLEAN_FILES := codec common vrfy # all verify needs: decoding, hash-to-point + norm check, NTT
+
+# liboqs's own flags for these files (its compile_commands.json), -mavx2 for the AVX2
+# copies as in src/sig/falcon/CMakeLists.txt. Never -ffast-math: Falcon's arithmetic
+# must stay exact (and verify is integer-only anyway).
+PQCLEAN_CFLAGS := -O3 -fPIC -fvisibility=hidden -fomit-frame-pointer -std=gnu11 -Wa,--noexecstack
+OUR_CFLAGS := -std=c11 -O3 -fPIC -Wall -Wextra -Werror -pthread $(if $(filter yes,$(AVX2)),-DQFV_HAVE_AVX2)
+INCLUDES := -I$(B)/include -I$(OQS_PREFIX)/include
+LINK_OQS := -L$(OQS_LIBDIR) -loqs -Wl,-rpath,$(OQS_LIBDIR) -pthread
+
+# One object directory per build flavour: release, sanitized, fuzzing.
+SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -O1
+FUZZ := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -g -O1
+
+.PHONY: lib tools asan fuzz
+lib: $(NATIVE)/libqmemo_falcon.so $(B)/libqmemo_falcon.a
+tools: $(B)/falcon_diff $(B)/falcon_count
+asan: $(B)/falcon_diff_asan
+fuzz: $(B)/falcon_fuzz
+
+# <oqs/sha3.h> is not installed by liboqs, but PQClean's fips202.h shim includes it.
+$(B)/include/oqs/sha3.h: $(SHA3)/sha3.h
+	mkdir -p $(dir $@)
+	cp $< $@
+
+# liboqs.so exports its AVX2 Keccak-p[1600] symbols (they come from assembly, which
+# -fvisibility=hidden does not reach). A program that links our copy and liboqs.so
+# would export ours too and silently take over liboqs's calls, so our copy is renamed.
+KECCAK_AVX2 := $(foreach f,Initialize AddByte AddBytes OverwriteBytes OverwriteWithZeroes Permute_Nrounds \
+                 Permute_12rounds Permute_24rounds ExtractBytes ExtractAndAddBytes 12rounds_FastLoop_Absorb,\
+                 KeccakP1600_$(f)_avx2) KeccakF1600_FastLoop_Absorb_avx2
+$(B)/keccak-rename.txt: $(B)/config.mk
+	printf '%s\n' $(foreach s,$(KECCAK_AVX2),"$(s) qmemo_$(s)" "_$(s) _qmemo_$(s)") >$@
+
+# $(call objects,DIR): every object of the library in build flavour DIR.
+objects = $(foreach v,$(VARIANTS),$(foreach i,$(IMPLS),$(foreach f,$(PQCLEAN_FILES),$(1)/$(v)_$(i)_$(f).o))) \
+          $(1)/sha3.o $(1)/xkcp_sha3.o $(1)/keccak_plain64.o $(if $(filter yes,$(AVX2)),$(1)/keccak_avx2.o) \
+          $(1)/falcon_vt.o $(1)/falcon_vt_cache.o $(1)/falcon_vt_support.o
+
+# $(call flavour,DIR,CC,EXTRA_CFLAGS): the compile rules of one build flavour.
+define flavour
+$(foreach v,$(VARIANTS),$(foreach i,$(IMPLS),$(foreach f,$(PQCLEAN_FILES),
+$(1)/$(v)_$(i)_$(f).o: $(FALCON)/pqclean_falcon-$(v)_$(i)/$(f).c $(B)/include/oqs/sha3.h $(B)/config.mk
+	@mkdir -p $(1)
+	$(2) $(PQCLEAN_CFLAGS) $(3) $(if $(filter avx2,$(i)),-mavx2) -I$(FALCON)/pqclean_falcon-$(v)_$(i) -I$(OQS_SRC)/src/common/pqclean_shims $(INCLUDES) -c $$< -o $$@
+)))
+# liboqs's SHAKE256, which liboqs.so keeps hidden. OQS_SHA3_set_callbacks is renamed so
+# that a program linking this archive and liboqs.so never has two of it.
+$(1)/sha3.o: $(SHA3)/sha3.c $(B)/include/oqs/sha3.h $(B)/config.mk
+	@mkdir -p $(1)
+	$(2) $(PQCLEAN_CFLAGS) $(3) -DOQS_SHA3_set_callbacks=qmemo_falcon_private_sha3_set_callbacks -I$(SHA3) $(INCLUDES) -c $$< -o $$@
+$(1)/xkcp_sha3.o: $(SHA3)/xkcp_sha3.c $(B)/include/oqs/sha3.h $(B)/keccak-rename.txt
+	@mkdir -p $(1)
+	$(2) $(PQCLEAN_CFLAGS) $(3) -I$(SHA3) $(INCLUDES) -c $$< -o $$@
+	objcopy --redefine-syms=$(B)/keccak-rename.txt $$@
+$(1)/keccak_plain64.o: $(SHA3)/xkcp_low/KeccakP-1600/plain-64bits/KeccakP-1600-opt64.c $(B)/config.mk
+	@mkdir -p $(1)
+	$(2) $(PQCLEAN_CFLAGS) $(3) -DADD_SYMBOL_SUFFIX -c $$< -o $$@
+$(1)/keccak_avx2.o: $(SHA3)/xkcp_low/KeccakP-1600/avx2/KeccakP-1600-AVX2.S $(B)/keccak-rename.txt
+	@mkdir -p $(1)
+	$(2) -fPIC -DADD_SYMBOL_SUFFIX -Wa,--noexecstack -c $$< -o $$@
+	objcopy --redefine-syms=$(B)/keccak-rename.txt $$@
+$(1)/falcon_vt.o: $(HERE)/falcon_vt.c $(HERE)/falcon_vt.h $(HERE)/falcon_vt_cache.h $(B)/include/oqs/sha3.h $(B)/config.mk
+	@mkdir -p $(1)
+	$(2) $(OUR_CFLAGS) $(3) -I$(FALCON) $(INCLUDES) -c $$< -o $$@
+$(1)/falcon_vt_cache.o: $(HERE)/falcon_vt_cache.c $(HERE)/falcon_vt_cache.h $(HERE)/falcon_vt.h $(B)/config.mk
+	@mkdir -p $(1)
+	$(2) $(OUR_CFLAGS) $(3) -c $$< -o $$@
+$(1)/falcon_vt_support.o: $(HERE)/falcon_vt_support.c $(B)/config.mk
+	@mkdir -p $(1)
+	$(2) $(OUR_CFLAGS) $(3) -c $$< -o $$@
+endef
+
+$(eval $(call flavour,$(B)/obj,cc,))
+$(eval $(call flavour,$(B)/obj-asan,cc,$(SAN)))
+$(eval $(call flavour,$(B)/obj-fuzz,clang,$(FUZZ)))
+
+$(NATIVE)/libqmemo_falcon.so: $(call objects,$(B)/obj) $(HERE)/falcon_vt.map
+	cc -shared -o $@ $(call objects,$(B)/obj) -Wl,--version-script=$(HERE)/falcon_vt.map -Wl,-z,noexecstack $(LINK_OQS)
+
+$(B)/libqmemo_falcon.a: $(call objects,$(B)/obj)
+	rm -f $@
+	ar rcs $@ $^
+
+TESTS := $(ROOT)/tests/native
+BENCH := $(ROOT)/bench_c/falcon_vt
+
+$(B)/falcon_diff: $(TESTS)/falcon_diff.c $(HERE)/falcon_vt.h $(B)/libqmemo_falcon.a
+	cc -std=c11 -O2 -Wall -Wextra -Werror -I$(HERE) -I$(OQS_PREFIX)/include $< $(B)/libqmemo_falcon.a $(LINK_OQS) -o $@
+
+$(B)/falcon_count: $(BENCH)/falcon_count.c $(HERE)/falcon_vt.h $(B)/libqmemo_falcon.a
+	cc -std=c11 -O2 -Wall -Wextra -Werror -I$(HERE) -I$(OQS_PREFIX)/include $< $(B)/libqmemo_falcon.a $(LINK_OQS) -o $@
+
+$(B)/falcon_diff_asan: $(TESTS)/falcon_diff.c $(HERE)/falcon_vt.h $(call objects,$(B)/obj-asan)
+	cc -std=c11 $(SAN) -Wall -Wextra -Werror -I$(HERE) -I$(OQS_PREFIX)/include $< $(call objects,$(B)/obj-asan) $(LINK_OQS) -o $@
+
+$(B)/falcon_fuzz: $(TESTS)/falcon_fuzz.c $(HERE)/falcon_vt.h $(call objects,$(B)/obj-fuzz)
+	clang -std=c11 $(subst fuzzer-no-link,fuzzer,$(FUZZ)) -Wall -Wextra -Werror -I$(HERE) -I$(OQS_PREFIX)/include $< $(call objects,$(B)/obj-fuzz) $(LINK_OQS) -o $@

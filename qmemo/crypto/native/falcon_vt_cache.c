@@ -1,0 +1,125 @@
+/*
+ * falcon_vt_cache.c - the bounded cache of decoded Falcon public keys (falcon_vt.h).
+ *
+ * Keyed by the variant and the FULL public-key bytes: the set index only spreads keys,
+ * a lookup compares every byte, so it can never hand out another key's decoded form.
+ * 4-way set associative, least recently used way replaced. One mutex per cache, held
+ * only to compare and to copy the 1-2 KiB decoded form in or out: verifying runs
+ * unlocked, so the node's verify threads do not queue behind each other.
+ */
+#include "falcon_vt_cache.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WAYS 4 /* a few hot senders that share a set do not evict each other */
+
+typedef struct {
+	uint64_t last_used; /* cache tick of the last hit or insert; 0 = empty */
+	int variant;
+	uint8_t pk[FALCON_VT_MAX_PK_BYTES];
+	uint16_t h[FALCON_VT_MAX_N]; /* NTT Montgomery form, as decode_public_key leaves it */
+} cache_entry;
+
+struct qfv_cache {
+	pthread_mutex_t lock; /* one mutex: held only to compare and copy, never while verifying */
+	size_t sets;
+	cache_entry *entries; /* sets * WAYS */
+	uint64_t tick, hits, misses;
+	size_t size;
+};
+
+qfv_cache *qfv_cache_new(size_t capacity) {
+	qfv_cache *cache = calloc(1, sizeof *cache);
+	if (cache == NULL) {
+		return NULL;
+	}
+	cache->sets = capacity < WAYS ? 1 : (capacity + WAYS - 1) / WAYS;
+	cache->entries = calloc(cache->sets * WAYS, sizeof *cache->entries);
+	if (cache->entries == NULL || pthread_mutex_init(&cache->lock, NULL) != 0) {
+		free(cache->entries);
+		free(cache);
+		return NULL;
+	}
+	return cache;
+}
+
+void qfv_cache_free(qfv_cache *cache) {
+	if (cache != NULL) {
+		pthread_mutex_destroy(&cache->lock);
+		free(cache->entries);
+		free(cache);
+	}
+}
+
+void qfv_cache_stats(qfv_cache *cache, uint64_t *hits, uint64_t *misses, size_t *size, size_t *capacity) {
+	uint64_t h = 0, m = 0;
+	size_t s = 0, c = 0;
+	if (cache != NULL) {
+		pthread_mutex_lock(&cache->lock);
+		h = cache->hits, m = cache->misses, s = cache->size, c = cache->sets * WAYS;
+		pthread_mutex_unlock(&cache->lock);
+	}
+	if (hits) *hits = h;
+	if (misses) *misses = m;
+	if (size) *size = s;
+	if (capacity) *capacity = c;
+}
+
+/* Which set a key lives in. Only spreads keys: a lookup still compares the whole key. */
+size_t falcon_vt_cache_set(const qfv_cache *cache, int variant, const uint8_t *pk, size_t pk_len) {
+	uint64_t x = 0x9E3779B97F4A7C15u ^ (uint64_t) variant; /* 2^64 / golden ratio: odd, well mixed */
+	for (size_t i = 0; i + 8 <= pk_len; i += 8) {
+		uint64_t w;
+		memcpy(&w, pk + i, 8);
+		x = (x ^ w) * 0xFF51AFD7ED558CCDu; /* MurmurHash3's fmix64 multiplier */
+		x ^= x >> 32;
+	}
+	return (size_t) (x % cache->sets);
+}
+
+static cache_entry *find_locked(qfv_cache *cache, size_t set, int variant, const uint8_t *pk, size_t pk_len) {
+	cache_entry *way = &cache->entries[set * WAYS];
+	for (int i = 0; i < WAYS; i++) {
+		if (way[i].last_used != 0 && way[i].variant == variant && memcmp(way[i].pk, pk, pk_len) == 0) {
+			return &way[i];
+		}
+	}
+	return NULL;
+}
+
+/* Copy the key's decoded form into h; 1 if it was cached. */
+int falcon_vt_cache_lookup(qfv_cache *cache, size_t set, int variant, const uint8_t *pk, size_t pk_len, uint16_t *h,
+                        size_t n) {
+	pthread_mutex_lock(&cache->lock);
+	cache_entry *e = find_locked(cache, set, variant, pk, pk_len);
+	if (e != NULL) {
+		memcpy(h, e->h, n * sizeof *h);
+		e->last_used = ++cache->tick;
+		cache->hits++;
+	} else {
+		cache->misses++;
+	}
+	pthread_mutex_unlock(&cache->lock);
+	return e != NULL;
+}
+
+void falcon_vt_cache_insert(qfv_cache *cache, size_t set, int variant, const uint8_t *pk, size_t pk_len,
+                         const uint16_t *h, size_t n) {
+	pthread_mutex_lock(&cache->lock);
+	if (find_locked(cache, set, variant, pk, pk_len) == NULL) { /* another thread may have added it */
+		cache_entry *way = &cache->entries[set * WAYS], *victim = &way[0];
+		for (int i = 1; i < WAYS; i++) {
+			if (way[i].last_used < victim->last_used) {
+				victim = &way[i]; /* an empty way (0) first, else the least recently used */
+			}
+		}
+		cache->size += victim->last_used == 0;
+		victim->variant = variant;
+		memcpy(victim->pk, pk, pk_len);
+		memcpy(victim->h, h, n * sizeof *h);
+		victim->last_used = ++cache->tick;
+	}
+	pthread_mutex_unlock(&cache->lock);
+}
