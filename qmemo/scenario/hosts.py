@@ -197,8 +197,7 @@ class Hosts:
             return []
         self.closed = True
         problems: list[str] = []
-        for process in self.processes:
-            problems += stop_process(process)
+        problems += stop_processes(self.processes)
         for host in self.hosts.values():
             _kill_namespace_processes(host.namespace)
             if run_ip(["ip", "netns", "del", host.namespace], check=False).returncode != 0:
@@ -210,23 +209,28 @@ class Hosts:
 
 
 def stop_process(process: Process, timeout_s: float = STOP_TIMEOUT_S) -> list[str]:
-    """SIGCONT + SIGTERM, wait, then SIGKILL (reported): one process, by its PID."""
-    popen = process.popen
-    if popen.poll() is not None:
-        return []
-    try:
-        popen.send_signal(signal.SIGCONT)
-        popen.send_signal(signal.SIGTERM)
-    except ProcessLookupError:
-        return []
+    return stop_processes([process], timeout_s)
+
+
+def stop_processes(processes: list[Process], timeout_s: float = STOP_TIMEOUT_S) -> list[str]:
+    """SIGCONT + SIGTERM to each (by PID), wait for all together, then SIGKILL (reported) what is left."""
+    alive = [p for p in processes if p.popen.poll() is None]
+    for process in alive:
+        try:
+            process.popen.send_signal(signal.SIGCONT)    # a stopped process would never act on SIGTERM
+            process.popen.send_signal(signal.SIGTERM)
+        except ProcessLookupError:
+            pass
     deadline = time.monotonic() + timeout_s
-    while popen.poll() is None and time.monotonic() < deadline:
+    while any(p.popen.poll() is None for p in alive) and time.monotonic() < deadline:
         time.sleep(0.05)
-    if popen.poll() is None:
-        popen.kill()
-        popen.wait(timeout=10)
-        return [f"{process.name} (pid {popen.pid}) did not stop in {timeout_s:.0f} s; killed"]
-    return []
+    problems = []
+    for process in alive:
+        if process.popen.poll() is None:
+            process.popen.kill()
+            process.popen.wait(timeout=10)
+            problems.append(f"{process.name} (pid {process.popen.pid}) did not stop in {timeout_s:.0f} s; killed")
+    return problems
 
 
 def leftovers(pid: int) -> list[str]:

@@ -95,9 +95,14 @@ def run_scenario(manifest: Manifest, manifest_path: Path, run_dir: Path, overrid
         end_state(cluster.urls, missing, run_dir, tips)
         results = evaluate(run_dir, manifest)
     finally:
+        # A second Ctrl-C or SIGTERM must not cut the cleanup short: it is the only one.
+        previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for sig in previous:
+            signal.signal(sig, signal.SIG_IGN)
         if sampler is not None:
             sampler.stop()
         problems = hosts.close()
+        signal.signal(signal.SIGINT, previous_int)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     verdict = Verdict(manifest.name, tuple(results), {
