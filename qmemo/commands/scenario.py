@@ -14,7 +14,7 @@ PROFILES_FILE = "profiles.toml"
 
 
 def register(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="scenario_command", metavar="<list|run>", required=True)
+    sub = parser.add_subparsers(dest="scenario_command", metavar="<list|run|show>", required=True)
     listing = sub.add_parser("list", help="the shipped scenarios and link profiles")
     listing.add_argument("--dir", type=Path, default=SCENARIOS_DIR, help="where manifests live (default scenarios/)")
     listing.set_defaults(run=run_list)
@@ -24,7 +24,13 @@ def register(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override a manifest value, e.g. load.duration_s=20 or perturbations.0.at_s=5")
     run.add_argument("--profiles", type=Path, help="link profiles file (default scenarios/profiles.toml)")
+    run.add_argument("--links", choices=("netem", "relay"), default="netem",
+                     help="how delays are made: tc netem (default), or a user-space TCP relay per node for "
+                          "kernels without sch_netem (no loss; see docs/scenarios.md)")
     run.set_defaults(run=run_one)
+    show = sub.add_parser("show", help="a markdown table of finished runs' figures and invariants")
+    show.add_argument("runs", type=Path, nargs="+", help="run folders (each with invariants.json)")
+    show.set_defaults(run=run_show)
 
 
 def _resolve(manifest: Path) -> Path:
@@ -68,7 +74,7 @@ def run_one(args: argparse.Namespace) -> int:
     path = _resolve(args.manifest)
     manifest = load_manifest(path, args.profiles or path.parent / PROFILES_FILE, args.overrides)
     out = args.out or Path("runs") / time.strftime(f"scenario-{manifest.name}-%Y%m%d-%H%M%S")
-    verdict = run_scenario(manifest, path, out, args.overrides)
+    verdict = run_scenario(manifest, path, out, args.overrides, args.links)
     console = Console(highlight=False)
     for result in verdict.results:
         mark = "[green]PASS[/]" if result.passed else "[red]FAIL[/]"
@@ -77,3 +83,19 @@ def run_one(args: argparse.Namespace) -> int:
         console.print(f"[yellow]cleanup:[/] {problem}")
     console.print(f"{'[green]all invariants hold' if verdict.passed else '[red]invariants failed'}[/]; run folder: {out}")
     return 0 if verdict.passed else 1
+
+
+def run_show(args: argparse.Namespace) -> int:
+    from qmemo.scenario.verdict import read
+
+    print("| scenario | committed TPS | p99 ms | invariants | failed: figures |")
+    print("|---|---|---|---|---|")
+    for run_dir in args.runs:
+        verdict = read(run_dir)
+        figures = {r.name: r for r in verdict.results}.get("throughput_within_bounds")
+        tps = f"{figures.figures['committed_tps']:,.1f}" if figures else "-"
+        p99 = f"{figures.figures['p99_ms']:,.0f}" if figures else "-"
+        marks = " ".join(f"{r.name} {'pass' if r.passed else '**FAIL**'}" for r in verdict.results)
+        failed = "; ".join(f"{r.name}: {r.detail}" for r in verdict.results if not r.passed) or "-"
+        print(f"| {verdict.scenario} | {tps} | {p99} | {marks} | {failed} |")
+    return 0

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import orjson
 
-from qmemo.scenario import links
+from qmemo.scenario import links, relay
 from qmemo.scenario.hosts import Hosts, Process, stop_process
 from qmemo.scenario.manifest import Manifest, Perturbation
 from qmemo.scenario.observe import get_json
@@ -39,8 +39,10 @@ class Cluster:
     hosts: Hosts
     devnet: Path
     run_dir: Path
+    links_backend: str = "netem"         # or "relay": delays by qmemo.scenario.relay, peers via 127.0.0.1
     t0: float = 0.0                      # wall time of the load's start (the timeline's zero)
     nodes: dict[int, Process] = field(default_factory=dict)
+    relays: dict[int, Process] = field(default_factory=dict)
     overrides: dict[frozenset[str], str] = field(default_factory=dict)
 
     def url(self, i: int) -> str:
@@ -50,8 +52,26 @@ class Cluster:
     def urls(self) -> dict[str, str]:
         return {f"node-{i}": self.url(i) for i in range(self.manifest.network.nodes)}
 
+    def peer_url(self, i: int, j: int) -> str:
+        """How node i reaches node j: directly, or through its relay."""
+        return f"http://127.0.0.1:{relay.listen_port(j)}" if self.links_backend == "relay" else self.url(j)
+
+    def start_relay(self, i: int) -> None:
+        """Node i's relay to every peer, with the one-way delay of the current profile between their zones."""
+        network = self.manifest.network
+        specs = []
+        for j in range(network.nodes):
+            if j != i:
+                profile = self.manifest.profiles[network.profile_between(network.zones[i], network.zones[j],
+                                                                         self.overrides)]
+                specs += ["--peer", f"{j}={self.hosts.hosts[f'node-{j}'].address}:{NODE_PORT}:"
+                                    f"{profile.delay_ms:g}:{profile.jitter_ms:g}"]
+        self.relays[i] = self.hosts.spawn(f"node-{i}", f"relay-{i}", [sys.executable, "-m", "qmemo.scenario.relay",
+                                                                      *specs],
+                                          self.run_dir / "logs" / f"relay-{i}.log")
+
     def start_node(self, i: int) -> None:
-        peers = ",".join(self.url(j) for j in range(self.manifest.network.nodes) if j != i)
+        peers = ",".join(self.peer_url(i, j) for j in range(self.manifest.network.nodes) if j != i)
         command = [str(Path(sys.executable).parent / "qmemo"), "node", "--genesis", str(self.devnet / "genesis.json"),
                    "--key", str(self.devnet / f"validator-{i}.keys.json"), "--data", str(self.devnet / f"data/node-{i}"),
                    "--host", self.hosts.hosts[f"node-{i}"].address, "--port", str(NODE_PORT), "--peers", peers,
@@ -110,7 +130,12 @@ class Cluster:
             if p.zones is None or p.profile is None:      # the parser never lets this through
                 return []
             self.overrides[frozenset(p.zones)] = p.profile
-            links.apply(self.hosts, self.manifest.network, self.manifest.profiles, self.overrides)
+            links.apply(self.hosts, self.manifest.network, self.manifest.profiles, self.overrides,
+                        netem=self.links_backend == "netem")
+            if self.links_backend == "relay":      # new delays: new relays (open connections are cut)
+                for i in range(self.manifest.network.nodes):
+                    stop_process(self.relays[i])
+                    self.start_relay(i)
             self.record("link profile", zones=list(p.zones), profile=p.profile)
             return []
         return []          # floods run as their own processes (runner.start_floods)

@@ -29,8 +29,11 @@ FIRST_CLASS = 10
 
 
 def plan(network: Network, profiles: dict[str, LinkProfile], node: int, addresses: list[str],
-         overrides: dict[frozenset[str], str] | None = None) -> list[list[str]]:
-    """The tc commands (without `ip netns exec`) that shape node `node`'s egress."""
+         overrides: dict[frozenset[str], str] | None = None, *, netem: bool = True) -> list[list[str]]:
+    """The tc commands (without `ip netns exec`) that shape node `node`'s egress.
+
+    With `netem=False` (the relay backend delays in user space) only the HTB rates are set.
+    """
     commands = [["tc", "qdisc", "replace", "dev", DEVICE, "root", "handle", "1:", "htb", "default", "1"],
                 ["tc", "class", "add", "dev", DEVICE, "parent", "1:", "classid", "1:1", "htb",
                  "rate", UNSHAPED_RATE]]
@@ -43,14 +46,14 @@ def plan(network: Network, profiles: dict[str, LinkProfile], node: int, addresse
         rate = f"{profile.rate_mbit:g}mbit"
         commands.append(["tc", "class", "add", "dev", DEVICE, "parent", "1:", "classid", f"1:{classid}", "htb",
                          "rate", rate, "ceil", rate])
-        if profile.needs_netem:
-            netem = ["tc", "qdisc", "add", "dev", DEVICE, "parent", f"1:{classid}", "handle", f"{classid}:", "netem",
+        if netem and profile.needs_netem:
+            netem_args = ["tc", "qdisc", "add", "dev", DEVICE, "parent", f"1:{classid}", "handle", f"{classid}:", "netem",
                      "limit", str(NETEM_LIMIT), "delay", f"{profile.delay_ms:g}ms"]
             if profile.jitter_ms > 0:
-                netem += [f"{profile.jitter_ms:g}ms", "distribution", "normal"]
+                netem_args += [f"{profile.jitter_ms:g}ms", "distribution", "normal"]
             if profile.loss_pct > 0:
-                netem += ["loss", f"{profile.loss_pct:g}%"]
-            commands.append(netem)
+                netem_args += ["loss", f"{profile.loss_pct:g}%"]
+            commands.append(netem_args)
     for other, address in enumerate(addresses):
         if other != node:
             commands.append(["tc", "filter", "add", "dev", DEVICE, "parent", "1:", "protocol", "ip", "prio", "1",
@@ -60,19 +63,25 @@ def plan(network: Network, profiles: dict[str, LinkProfile], node: int, addresse
 
 
 def apply(hosts: Hosts, network: Network, profiles: dict[str, LinkProfile],
-          overrides: dict[frozenset[str], str] | None = None) -> None:
+          overrides: dict[frozenset[str], str] | None = None, *, netem: bool = True) -> None:
     """Shape every node's egress (replacing the previous shaping)."""
     addresses = [hosts.hosts[f"node-{i}"].address for i in range(network.nodes)]
     for node in range(network.nodes):
         namespace = hosts.hosts[f"node-{node}"].namespace
         run_ip(["ip", "netns", "exec", namespace, "tc", "qdisc", "del", "dev", DEVICE, "root"], check=False)
-        for command in plan(network, profiles, node, addresses, overrides):
+        for command in plan(network, profiles, node, addresses, overrides, netem=netem):
             run_ip(["ip", "netns", "exec", namespace, *command])
 
 
-def require_netem(hosts: Hosts, needing: list[LinkProfile]) -> None:
-    """Fail in one line if a profile needs netem and this kernel has none."""
+def require_backend(hosts: Hosts, needing: list[LinkProfile], backend: str) -> None:
+    """Fail in one line if the profiles cannot be had: no netem in this kernel, or loss asked of the relay."""
     if not needing:
+        return
+    if backend == "relay":
+        lossy = [p.name for p in needing if p.loss_pct > 0]
+        if lossy:
+            raise SetupError(f"link profile(s) {', '.join(lossy)} ask for loss, which the relay backend cannot "
+                             "emulate (use --links netem on a kernel with sch_netem)")
         return
     namespace = hosts.hosts["gen"].namespace
     probe = ["ip", "netns", "exec", namespace, "tc", "qdisc", "add", "dev", DEVICE, "root", "netem", "delay", "1ms"]
@@ -81,5 +90,6 @@ def require_netem(hosts: Hosts, needing: list[LinkProfile]) -> None:
     except CommandFailed as exc:
         names = ", ".join(p.name for p in needing)
         raise SetupError(f"link profile(s) {names} need tc netem, which this kernel lacks "
-                         f"(CONFIG_NET_SCH_NETEM; tc said: {str(exc).rsplit(': ', 1)[-1]})") from None
+                         f"(CONFIG_NET_SCH_NETEM; tc said: {str(exc).rsplit(': ', 1)[-1]}); "
+                         "--links relay delays in user space instead") from None
     run_ip(["ip", "netns", "exec", namespace, "tc", "qdisc", "del", "dev", DEVICE, "root"], check=False)

@@ -54,7 +54,8 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
-def run_scenario(manifest: Manifest, manifest_path: Path, run_dir: Path, overrides: list[str]) -> Verdict:
+def run_scenario(manifest: Manifest, manifest_path: Path, run_dir: Path, overrides: list[str],
+                 links_backend: str = "netem") -> Verdict:
     hosts_mod.require_root_and_netns()
     run_dir.mkdir(parents=True, exist_ok=False)
     (run_dir / "logs").mkdir()
@@ -70,11 +71,13 @@ def run_scenario(manifest: Manifest, manifest_path: Path, run_dir: Path, overrid
     results: list[InvariantResult] = []
     try:
         hosts.create(manifest.network.nodes)
-        links.require_netem(hosts, [p for p in manifest.profiles_used() if p.needs_netem])
-        links.apply(hosts, manifest.network, manifest.profiles)
+        links.require_backend(hosts, [p for p in manifest.profiles_used() if p.needs_netem], links_backend)
+        links.apply(hosts, manifest.network, manifest.profiles, netem=links_backend == "netem")
         devnet = _make_devnet(manifest, run_dir)
-        cluster = Cluster(manifest, hosts, devnet, run_dir)
+        cluster = Cluster(manifest, hosts, devnet, run_dir, links_backend)
         for i in range(manifest.network.nodes):
+            if links_backend == "relay":
+                cluster.start_relay(i)
             cluster.start_node(i)
         _wait_healthy(cluster)
         sampler = Sampler(cluster.urls, run_dir)
@@ -107,7 +110,7 @@ def run_scenario(manifest: Manifest, manifest_path: Path, run_dir: Path, overrid
             signal.signal(sig, handler)
     verdict = Verdict(manifest.name, tuple(results), {
         "run_dir": str(run_dir), "started_s": started, "elapsed_s": round(time.time() - started, 1),
-        "subnet": str(hosts.subnet), "overrides": overrides, "swept_stale": swept, "cleanup_problems": problems})
+        "subnet": str(hosts.subnet), "links": links_backend, "overrides": overrides, "swept_stale": swept, "cleanup_problems": problems})
     write(run_dir, verdict)
     return verdict
 
