@@ -8,6 +8,8 @@ answers; past `MAX_IN_FLIGHT` outstanding requests a batch is skipped and counte
   check and costs the node a full signature verification before `bad_signature`;
 - held-queue: never-funded keys, nonces 1..64 (nonce 0 never comes), validly signed:
   the node's held queue and its verification pool are the target;
+- held-queue-funded: the same from the attacker's funded accounts (a balance to pass the
+  feasibility check), each round over nonces 1..64 with a new payload;
 - oversized-block: a block on the current tip with one transaction more than the chain
   allows, sent to `POST /peer/block` - the node must read and decode it to refuse it.
 
@@ -51,7 +53,8 @@ def _transactions_invalid_signature(keys, genesis, count: int) -> list[bytes]:
     return out
 
 
-def _transactions_held_queue(scheme_name: str, genesis, count: int) -> list[bytes]:
+def _transactions_held_queue(scheme_name: str, genesis, count: int, funded_keys=None) -> list[bytes]:
+    """`count` transactions at nonces 1..64: from fresh keys, or round after round from `funded_keys`."""
     from qmemo.core.transaction import Transaction
     from qmemo.crypto.schemes import get_scheme
 
@@ -59,12 +62,16 @@ def _transactions_held_queue(scheme_name: str, genesis, count: int) -> list[byte
     scheme_id = scheme.info.scheme_id
     senders = -(-count // HELD_NONCES)
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        pairs = list(pool.map(lambda _: scheme.keypair(), range(senders)))
+        if funded_keys:
+            pairs = [funded_keys[k % len(funded_keys)] for k in range(senders)]
+        else:
+            pairs = list(pool.map(lambda _: scheme.keypair(), range(senders)))
 
         def sign(i: int) -> bytes:
             pair = pairs[i // HELD_NONCES]
+            round_number = (i // HELD_NONCES) // len(funded_keys) if funded_keys else 0
             tx = Transaction(genesis.chain_id, scheme_id, pair.public_key, 1 + i % HELD_NONCES, bytes(32), 1, 1,
-                             b"\x00" * 64)
+                             round_number.to_bytes(8, "big") * 8)
             return tx.signed(lambda digest: scheme.sign(pair.secret_key, digest)).encoded
 
         return list(pool.map(sign, range(count), chunksize=256))
@@ -98,6 +105,8 @@ async def _flood(args: argparse.Namespace) -> dict:
         encodings = _transactions_invalid_signature(keys, genesis, requests * BATCH)
     elif args.kind == "held-queue":
         encodings = _transactions_held_queue(keys[0].scheme, genesis, requests * BATCH)
+    elif args.kind == "held-queue-funded":
+        encodings = _transactions_held_queue(keys[0].scheme, genesis, requests * BATCH, funded_keys=keys)
     else:
         encodings = _transactions_invalid_signature(keys, genesis, 1)
     bodies = [encode_tx_batch(encodings[i * BATCH:(i + 1) * BATCH]) for i in range(requests)] \
@@ -157,7 +166,7 @@ async def _flood(args: argparse.Namespace) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m qmemo.scenario.flood", description=__doc__.splitlines()[0])
-    parser.add_argument("--kind", required=True, choices=("invalid-signature", "held-queue", "oversized-block"))
+    parser.add_argument("--kind", required=True, choices=("invalid-signature", "held-queue", "held-queue-funded", "oversized-block"))
     parser.add_argument("--rate", type=float, required=True, help="transactions (or blocks) per second")
     parser.add_argument("--duration", type=float, required=True)
     parser.add_argument("--start-at", type=float, required=True, help="Unix time to start sending")

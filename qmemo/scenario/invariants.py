@@ -129,6 +129,13 @@ def throughput_within(summary: Mapping[str, Any], min_committed_tps: float | Non
 def honest_goodput(transactions: Iterable[TxRecord], windows: list[tuple[float, float]],
                    baseline_tps: float, min_share: float) -> InvariantResult:
     """Honest transactions intended during the floods and committed, per second, against the baseline."""
+    merged: list[tuple[float, float]] = []
+    for start, end in sorted(windows):            # overlapping floods: count their seconds once
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    windows = merged
     seconds = sum(end - start for start, end in windows)
     inside = [tx for tx in transactions if any(start <= tx.intended_s < end for start, end in windows)]
     committed = sum(1 for tx in inside if tx.committed_s is not None)

@@ -24,7 +24,7 @@ from qmemo.errors import ConfigError
 # Actions a perturbation can take, and the keys each one accepts besides at_s/action.
 NODE_ACTIONS = ("kill", "restart", "pause", "disconnect")
 ACTIONS = (*NODE_ACTIONS, "partition", "profile", "flood")
-FLOOD_KINDS = ("invalid-signature", "held-queue", "oversized-block")
+FLOOD_KINDS = ("invalid-signature", "held-queue", "held-queue-funded", "oversized-block")
 TARGETINGS = ("round-robin", "random", "single")
 # Zone names become part of tc class comments and log lines: keep them plain.
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")

@@ -31,7 +31,7 @@ from qmemo.errors import QmemoError
 from qmemo.scenario import hosts as hosts_mod
 from qmemo.scenario import links
 from qmemo.scenario.cluster import Cluster, FollowUp
-from qmemo.scenario.hosts import Hosts, Process
+from qmemo.scenario.hosts import Hosts, Process, stop_process
 from qmemo.scenario.invariants import evaluate, read_transactions
 from qmemo.scenario.manifest import Manifest
 from qmemo.scenario.observe import Sampler, end_state, wait_same_tip
@@ -40,6 +40,7 @@ from qmemo.scenario.verdict import InvariantResult, Verdict, write
 HEALTH_TIMEOUT_S = 60.0
 GEN_START_TIMEOUT_S = 120.0
 TICK_S = 0.05
+FLOOD_GRACE_S = 60.0     # after the load: how long a flood may still take to send and collect answers
 
 
 class ScenarioAborted(QmemoError):
@@ -85,8 +86,7 @@ def run_scenario(manifest: Manifest, manifest_path: Path, run_dir: Path, overrid
         generator = _start_generator(cluster)
         floods = _start_floods(cluster)
         _run_timeline(cluster, generator)
-        for flood in floods:
-            flood.popen.wait(timeout=max(60.0, max(f.end_s for f in manifest.floods) + 60))
+        _wait_floods(cluster, floods)
         tips = wait_same_tip(cluster.urls, manifest.invariants.settle_s)
         sampler.stop()
         sampler = None
@@ -222,6 +222,17 @@ def _start_floods(cluster: Cluster) -> list[Process]:
                                              cluster.run_dir / "logs" / f"flood-{k}.log"))
         cluster.record("flood scheduled", kind=flood.kind, rate=flood.rate, at_s=flood.at_s, for_s=flood.for_s)
     return processes
+
+
+def _wait_floods(cluster: Cluster, floods: list[Process]) -> None:
+    """Floods end on their own schedule; one that hangs past it is stopped (and says so in the timeline)."""
+    deadline = time.monotonic() + FLOOD_GRACE_S
+    for flood in floods:
+        try:
+            flood.popen.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            cluster.record("flood overran; stopped", flood=flood.name, problems=stop_process(flood))
+        cluster.record("flood finished", flood=flood.name, exit=flood.popen.returncode)
 
 
 def _run_timeline(cluster: Cluster, generator: Process) -> None:

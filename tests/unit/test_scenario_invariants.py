@@ -116,6 +116,12 @@ def test_honest_goodput_counts_only_transactions_intended_inside_the_flood() -> 
     assert result.passed and result.figures["honest_committed"] == 20 and result.figures["share"] == 1.0
 
 
+def test_overlapping_flood_windows_count_their_seconds_once() -> None:
+    records = [tx(str(i), intended_s=i / 10, committed_s=5.0) for i in range(100)]
+    result = inv.honest_goodput(records, [(2.0, 4.0), (3.0, 5.0)], baseline_tps=10.0, min_share=0.9)
+    assert result.figures["flood_seconds"] == 3.0 and result.figures["honest_committed"] == 30
+
+
 def test_honest_goodput_below_its_share_fails() -> None:
     records = [tx(str(i), intended_s=i / 10, committed_s=None if i % 2 else 5.0) for i in range(100)]
     result = inv.honest_goodput(records, [(0.0, 10.0)], baseline_tps=10.0, min_share=0.9)
