@@ -77,7 +77,12 @@ def _transactions_held_queue(scheme_name: str, genesis, count: int, funded_keys=
         return list(pool.map(sign, range(count), chunksize=256))
 
 
-def _oversized_block(genesis, status: dict, filler: bytes) -> bytes:
+def _oversized_block(genesis, tip: dict, filler: bytes) -> bytes:
+    """One transaction over the limit, on `tip` (a /block/latest answer), stamped at the primary's turn.
+
+    Stamped at the parent's timestamp plus one interval, so the timestamp rule does not
+    refuse it before its size is looked at.
+    """
     from qmemo.core.block import make_block
     from qmemo.core.transaction import Transaction
 
@@ -85,10 +90,11 @@ def _oversized_block(genesis, status: dict, filler: bytes) -> bytes:
     count = genesis.max_block_transactions + 1
     txs = [Transaction(template.chain_id, template.scheme_id, template.public_key, n, template.recipient, 1, 1,
                        template.payload, template.signature) for n in range(count)]
-    height = status["height"] + 1
+    height = tip["height"] + 1
     producer = (height - 1) % len(genesis.validators)
-    return make_block(chain_id=genesis.chain_id, height=height, previous_hash=bytes.fromhex(status["tip_hash"]),
-                      timestamp_ms=int(time.time() * 1000), producer_index=producer, transactions=txs,
+    return make_block(chain_id=genesis.chain_id, height=height, previous_hash=bytes.fromhex(tip["hash"]),
+                      timestamp_ms=tip["timestamp_ms"] + genesis.block_interval_ms, producer_index=producer,
+                      transactions=txs,
                       sign=lambda digest: bytes(666)).encode()
 
 
@@ -125,6 +131,8 @@ async def _flood(args: argparse.Namespace) -> dict:
                 if path == "/txs" and response.status == 200:
                     for result in orjson.loads(payload)["results"]:
                         codes[result.get("code") or result["status"]] += 1
+                elif response.status == 200:
+                    codes[orjson.loads(payload)["status"]] += 1
                 elif response.status != 200:
                     codes[orjson.loads(payload).get("error", "?") if payload[:1] == b"{" else "?"] += 1
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
@@ -144,12 +152,12 @@ async def _flood(args: argparse.Namespace) -> dict:
                 continue
             url = args.nodes[k % len(args.nodes)]
             if args.kind == "oversized-block":
-                async with session.get(url + "/status") as response:
-                    status = orjson.loads(await response.read()) if response.status == 200 else None
-                if status is None:
-                    answers["status_unavailable"] += 1
+                async with session.get(url + "/block/latest?txs=ids") as response:
+                    tip = orjson.loads(await response.read()) if response.status == 200 else None
+                if tip is None:
+                    answers["tip_unavailable"] += 1
                     continue
-                body, path = _oversized_block(genesis, status, encodings[0]), "/peer/block"
+                body, path = _oversized_block(genesis, tip, encodings[0]), "/peer/block"
             else:
                 body, path = bodies[k], "/txs"
             task = asyncio.ensure_future(post(session, url, body, path))

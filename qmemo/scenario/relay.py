@@ -66,17 +66,25 @@ def _handler(host: str, port: int, delay_s: float, jitter_s: float):
     rng = random.Random()
 
     async def handle(client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+        try:
+            await relay_connection(client_reader, client_writer)
+        except asyncio.CancelledError:
+            client_writer.close()   # shutting down: end quietly (a cancelled handler task logs a traceback)
+
+    async def relay_connection(client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
         await asyncio.sleep(delay_s)          # the connection's first leg
         try:
             upstream_reader, upstream_writer = await asyncio.open_connection(host, port)
         except OSError:
             client_writer.close()
             return
-        await asyncio.gather(_pump(client_reader, upstream_writer, delay_s, jitter_s, rng),
-                             _pump(upstream_reader, client_writer, delay_s, jitter_s, rng),
-                             return_exceptions=True)
-        for writer in (upstream_writer, client_writer):
-            writer.close()
+        try:
+            await asyncio.gather(_pump(client_reader, upstream_writer, delay_s, jitter_s, rng),
+                                 _pump(upstream_reader, client_writer, delay_s, jitter_s, rng),
+                                 return_exceptions=True)
+        finally:
+            for writer in (upstream_writer, client_writer):
+                writer.close()
 
     return handle
 
