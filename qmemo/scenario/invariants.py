@@ -55,11 +55,13 @@ def same_tip(tips: Mapping[str, tuple[int, str] | None]) -> InvariantResult:
 
 
 def accepted_once(transactions: Iterable[TxRecord], chain_ids: Counter[str],
-                  evictions: Mapping[str, str | None]) -> InvariantResult:
+                  evictions: Mapping[str, str | None],
+                  missing_status: Mapping[str, int] | None = None) -> InvariantResult:
     """Every accepted transaction is in the chain exactly once, or its node reports it evicted with a reason.
 
     `evictions` maps an accepted id missing from the chain to the reason `GET /tx/<id>`
-    gave (None when no node reported it evicted).
+    gave (None when no node reported it evicted); `missing_status` counts, for the rest,
+    what the nodes said instead (queued, pending, unknown, no answer), for the figures.
     """
     accepted = [tx for tx in transactions if tx.accepted]
     once = sum(1 for tx in accepted if chain_ids.get(tx.id, 0) == 1)
@@ -70,6 +72,7 @@ def accepted_once(transactions: Iterable[TxRecord], chain_ids: Counter[str],
     passed = not repeated and not unexplained
     figures = {"accepted": len(accepted), "committed_once": once, "in_chain_more_than_once": len(repeated),
                "evicted": dict(evicted), "missing_without_reason": len(unexplained),
+               "missing_by_node_status": dict(missing_status or {}),
                "examples_missing": unexplained[:EXAMPLES], "examples_repeated": repeated[:EXAMPLES]}
     detail = (f"{once:,} of {len(accepted):,} accepted committed once, {sum(evicted.values()):,} evicted with a "
               f"reason, {len(unexplained):,} missing without one, {len(repeated):,} in the chain twice or more")
@@ -174,7 +177,7 @@ def evaluate(run_dir: Path, manifest: Manifest) -> list[InvariantResult]:
     results = [same_tip(tips)]
     transactions = read_transactions(run_dir / "gen" / "transactions.csv")
     chain_ids = Counter((run_dir / "chain" / "tx-ids.txt").read_text().split())
-    results.append(accepted_once(transactions, chain_ids, end["evictions"]))
+    results.append(accepted_once(transactions, chain_ids, end["evictions"], end["missing_status"]))
     observed = [(o["node"], o["height"], o["hash"]) for o in read_jsonl(run_dir / "chain" / "final-observed.jsonl")]
     end_chains = {node: ({int(h): block_hash for h, block_hash in chain.items()} if chain is not None else None)
                   for node, chain in end["chains"].items()}

@@ -107,6 +107,7 @@ class Perturbation:
 @dataclass(frozen=True, slots=True)
 class Bounds:
     settle_s: float
+    drain_s: float
     min_committed_tps: float | None
     max_p99_ms: float | None
     goodput_baseline_tps: float | None
@@ -402,9 +403,11 @@ def _parse_perturbation(table: Any, index: int, network: Network, profiles: dict
 
 def _parse_bounds(table: dict[str, Any], perturbations: tuple[Perturbation, ...]) -> Bounds:
     where = "invariants."
-    _unknown(table, where, {"settle_s", "min_committed_tps", "max_p99_ms", "goodput_baseline_tps",
+    _unknown(table, where, {"settle_s", "drain_s", "min_committed_tps", "max_p99_ms", "goodput_baseline_tps",
                             "min_goodput_share"})
     bounds = Bounds(settle_s=_number(table, "settle_s", where, 30.0, strict=True),
+                    # the node's held-nonce TTL is 30 s: a held transaction is evicted within 40
+                    drain_s=_number(table, "drain_s", where, 40.0),
                     min_committed_tps=_optional(table, "min_committed_tps", where),
                     max_p99_ms=_optional(table, "max_p99_ms", where, strict=True),
                     goodput_baseline_tps=_optional(table, "goodput_baseline_tps", where, strict=True),

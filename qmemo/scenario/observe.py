@@ -15,6 +15,7 @@ transaction ids, and asks the nodes about accepted transactions missing from the
 from __future__ import annotations
 
 import threading
+from collections import Counter
 import time
 import urllib.error
 import urllib.request
@@ -116,6 +117,25 @@ def tips(urls: dict[str, str]) -> dict[str, tuple[int, str] | None]:
     return out
 
 
+def wait_drained(urls: dict[str, str], drain_s: float) -> dict[str, dict[str, Any] | None]:
+    """Poll until no node has anything pending or held (all committed or evicted), or `drain_s` passes.
+
+    Only then can "committed or evicted with a reason" be asked of every accepted
+    transaction: a held one is evicted only when its TTL runs out. The last mempools seen.
+    """
+    deadline = time.monotonic() + drain_s
+    while True:
+        mempools = {}
+        for node, url in urls.items():
+            status = get_json(f"{url}/status", timeout=2.0)
+            mempools[node] = ({"pending": status["mempool"], "queued": status["mempool_queued"]}
+                              if status else None)
+        if all(m is not None and m["pending"] == 0 and m["queued"] == 0 for m in mempools.values()) \
+                or time.monotonic() > deadline:
+            return mempools
+        time.sleep(0.5)
+
+
 def wait_same_tip(urls: dict[str, str], settle_s: float) -> dict[str, tuple[int, str] | None]:
     """Poll until every node reports one tip, or `settle_s` passes: the last tips seen."""
     deadline = time.monotonic() + settle_s
@@ -128,8 +148,8 @@ def wait_same_tip(urls: dict[str, str], settle_s: float) -> dict[str, tuple[int,
 
 
 def end_state(urls: dict[str, str], accepted_missing: Iterable[str] | None, run_dir: Path,
-              final_tips: dict[str, tuple[int, str] | None]) -> None:
-    """Write chain/end.json (tips, each chain's hashes, evictions) and chain/tx-ids.txt."""
+              final_tips: dict[str, tuple[int, str] | None], mempools: dict[str, dict[str, Any] | None]) -> None:
+    """Write chain/end.json (tips, each chain's hashes, mempools, evictions, others' statuses) and chain/tx-ids.txt."""
     chains: dict[str, dict[int, str] | None] = {}
     reference: list[dict[str, Any]] | None = None
     for node, url in urls.items():
@@ -141,22 +161,29 @@ def end_state(urls: dict[str, str], accepted_missing: Iterable[str] | None, run_
     (run_dir / "chain" / "tx-ids.txt").write_text("\n".join(ids) + "\n")
     in_chain = set(ids)
     missing = [tx_id for tx_id in (accepted_missing or []) if tx_id not in in_chain]
-    evictions = _evictions(list(urls.values()), missing)
+    statuses = _statuses(list(urls.values()), missing)
     document = {"tips": {node: list(tip) if tip else None for node, tip in final_tips.items()},
                 "chains": {node: ({str(h): v for h, v in chain.items()} if chain is not None else None)
                            for node, chain in chains.items()},
-                "evictions": evictions}
+                "mempools": mempools,
+                "evictions": {tx_id: reason for tx_id, (status, reason) in statuses.items()},
+                "missing_status": dict(Counter(status for status, reason in statuses.values() if not reason))}
     (run_dir / "chain" / "end.json").write_bytes(orjson.dumps(document))
 
 
-def _evictions(urls: list[str], missing: list[str]) -> dict[str, str | None]:
-    """For each id: the eviction reason some node reports, else None."""
-    def ask(tx_id: str) -> tuple[str, str | None]:
+def _statuses(urls: list[str], missing: list[str]) -> dict[str, tuple[str, str | None]]:
+    """For each id: (status, eviction reason) - evicted as some node reports it, else the best other status."""
+    rank = {"committed": 4, "pending": 3, "queued": 2, "unknown": 1, "no answer": 0}
+
+    def ask(tx_id: str) -> tuple[str, tuple[str, str | None]]:
+        best = "no answer"
         for url in urls:
             answer = get_json(f"{url}/tx/{tx_id}", timeout=5.0)
             if answer and answer.get("status") == "evicted":
-                return tx_id, answer.get("reason") or "evicted (no reason given)"
-        return tx_id, None
+                return tx_id, ("evicted", answer.get("reason") or "evicted (no reason given)")
+            if answer and rank.get(answer.get("status"), 0) > rank[best]:
+                best = answer["status"]
+        return tx_id, (best, None)
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         return dict(pool.map(ask, missing))

@@ -34,7 +34,7 @@ from qmemo.scenario.cluster import Cluster, FollowUp
 from qmemo.scenario.hosts import Hosts, Process, stop_process
 from qmemo.scenario.invariants import evaluate, read_transactions
 from qmemo.scenario.manifest import Manifest
-from qmemo.scenario.observe import Sampler, end_state, wait_same_tip
+from qmemo.scenario.observe import Sampler, end_state, wait_drained, wait_same_tip
 from qmemo.scenario.verdict import InvariantResult, Verdict, write
 
 HEALTH_TIMEOUT_S = 60.0
@@ -87,6 +87,9 @@ def run_scenario(manifest: Manifest, manifest_path: Path, run_dir: Path, overrid
         floods = _start_floods(cluster)
         _run_timeline(cluster, generator)
         _wait_floods(cluster, floods)
+        mempools = wait_drained(cluster.urls, manifest.invariants.drain_s)
+        cluster.record("mempools drained" if all(m and not m["pending"] and not m["queued"] for m in mempools.values())
+                       else "mempools not drained", mempools=mempools)
         tips = wait_same_tip(cluster.urls, manifest.invariants.settle_s)
         sampler.stop()
         sampler = None
@@ -95,7 +98,7 @@ def run_scenario(manifest: Manifest, manifest_path: Path, run_dir: Path, overrid
                                   f"see {run_dir / 'logs' / 'gen.log'}")
         missing = [tx.id for tx in read_transactions(run_dir / "gen" / "transactions.csv")
                    if tx.accepted and tx.committed_s is None]
-        end_state(cluster.urls, missing, run_dir, tips)
+        end_state(cluster.urls, missing, run_dir, tips, mempools)
         results = evaluate(run_dir, manifest)
     finally:
         # A second Ctrl-C or SIGTERM must not cut the cleanup short: it is the only one.
