@@ -1,4 +1,4 @@
-"""Scenarios for real: lan-baseline and pause-node in short form, and SIGTERM mid-run.
+"""Scenarios for real: lan-baseline and pause-node in short form, SIGTERM mid-run, the sweep after kill -9.
 
 Each runs `qmemo scenario run` as its own process (nodes in network namespaces, the
 generator in another) and checks its verdict, then that nothing is left behind: no
@@ -19,7 +19,7 @@ import orjson
 import pytest
 
 from qmemo.errors import SetupError
-from qmemo.scenario.hosts import leftovers, require_root_and_netns
+from qmemo.scenario.hosts import leftovers, require_root_and_netns, sweep_stale
 from qmemo.scenario.verdict import read
 from tests.conftest import REPO_ROOT, VENV_BIN
 
@@ -113,4 +113,21 @@ def test_sigterm_mid_run_stops_everything_and_exits_130(tmp_path: Path) -> None:
     os.kill(process.pid, signal.SIGTERM)
     output, _ = process.communicate(timeout=60)
     assert process.returncode == 130, output
+    assert_nothing_left(process.pid, out)
+
+
+def test_the_sweep_removes_what_a_killed_runner_left_behind(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    process = scenario("lan-baseline", out, "load.duration_s=30", "load.tps=100")
+    deadline = time.monotonic() + 90
+    timeline = out / "timeline.jsonl"
+    while not (timeline.exists() and b"nodes healthy" in timeline.read_bytes()):
+        assert process.poll() is None, process.communicate()[0]
+        assert time.monotonic() < deadline, "the nodes never became healthy"
+        time.sleep(0.2)
+    process.kill()                                # no cleanup: namespaces and nodes stay behind
+    process.communicate(timeout=30)
+    assert leftovers(process.pid) != [] and processes_using(out) != []
+    removed = sweep_stale()
+    assert any(item.startswith(f"netns qms-{process.pid}-") for item in removed)
     assert_nothing_left(process.pid, out)
