@@ -147,7 +147,7 @@ def wait_same_tip(urls: dict[str, str], settle_s: float) -> dict[str, tuple[int,
         time.sleep(0.2)
 
 
-def end_state(urls: dict[str, str], accepted_missing: Iterable[str] | None, run_dir: Path,
+def end_state(urls: dict[str, str], accepted: Iterable[str] | None, run_dir: Path,
               final_tips: dict[str, tuple[int, str] | None], mempools: dict[str, dict[str, Any] | None]) -> None:
     """Write chain/end.json (tips, each chain's hashes, mempools, evictions, others' statuses) and chain/tx-ids.txt."""
     chains: dict[str, dict[int, str] | None] = {}
@@ -160,7 +160,7 @@ def end_state(urls: dict[str, str], accepted_missing: Iterable[str] | None, run_
     ids = [tx_id for block in reference or [] for tx_id in block["tx_ids"]]
     (run_dir / "chain" / "tx-ids.txt").write_text("\n".join(ids) + "\n")
     in_chain = set(ids)
-    missing = [tx_id for tx_id in (accepted_missing or []) if tx_id not in in_chain]
+    missing = [tx_id for tx_id in (accepted or []) if tx_id not in in_chain]
     statuses = _statuses(list(urls.values()), missing)
     document = {"tips": {node: list(tip) if tip else None for node, tip in final_tips.items()},
                 "chains": {node: ({str(h): v for h, v in chain.items()} if chain is not None else None)
