@@ -14,6 +14,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEPS_DIR = REPO_ROOT / ".deps"
 LIBOQS_DIR = DEPS_DIR / "liboqs"          # what scripts/setup.sh installs (or links)
+NATIVE_DIR = DEPS_DIR / "native"          # our batch verifier, built by the setup
 BENCH_C_DIR = REPO_ROOT / "bench_c"
 RESULTS_DIR = REPO_ROOT / "results"       # measured here, never committed
 DOCS_RESULTS_DIR = REPO_ROOT / "docs" / "results"

@@ -17,16 +17,24 @@ say so, not half-parse). Field metadata covers the two irregular shapes the file
 Values are kept as they were read (an integer in a float field stays an integer), so
 `to_json(from_json(cls, data)) == data` for every file the writer produced.
 
-This module must import nothing from qmemo but the errors, and do no I/O.
+Every result file names its format in a "schema" key ("qmemo-load-summary/3"); `decode`
+checks it before decoding, and says plainly when a file is an older version of the same
+format (re-run the command that wrote it) rather than listing key mismatches. The only
+I/O here is `read_json` / `write_json` / `read_record` / `write_record` at the bottom,
+the one place result files are read and written.
+
+This module must import nothing from qmemo but the errors.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import types
 import typing
 from collections.abc import Mapping
 from functools import cache
+from pathlib import Path
 from typing import Any, TypeVar, Union
 
 from qmemo.errors import DecodeError
@@ -54,6 +62,7 @@ def _optional_inner(tp: Any) -> Any:
 def to_json(value: Any) -> Any:
     """A dataclass (or a container of them) as plain JSON values, keys in field order."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        _keys(type(value))   # refuses a layout that cannot be read back, before writing it
         out: dict[str, Any] = {}
         for f in dataclasses.fields(value):
             item = getattr(value, f.name)
@@ -75,15 +84,22 @@ def from_json(cls: type[T], data: Any, where: str = "$") -> T:
     return _decode(cls, data, where)
 
 
-def _keys(cls: type) -> set[str]:
-    """Every JSON key a dataclass's object may hold, flattened fields included."""
+@cache
+def _keys(cls: type) -> frozenset[str]:
+    """Every JSON key a dataclass's object may hold, flattened fields included (computed
+    once per class: it is asked for every object decoded)."""
     keys: set[str] = set()
     for f in dataclasses.fields(cls):
         if f.metadata.get("flatten"):
-            keys |= _keys(_optional_inner(_hints(cls)[f.name]) or _hints(cls)[f.name])
+            inner = _optional_inner(_hints(cls)[f.name]) or _hints(cls)[f.name]
+            if all(g.metadata.get("omit_none") for g in dataclasses.fields(inner)):
+                # Its all-None value would encode to no keys at all and read back as None.
+                raise TypeError(f"{cls.__name__}.{f.name}: a FLATTEN field needs a field that is never "
+                                f"omitted in {inner.__name__}, or it cannot round-trip")
+            keys |= _keys(inner)
         else:
             keys.add(f.name)
-    return keys
+    return frozenset(keys)
 
 
 def _decode_dataclass(cls: type, data: Any, where: str) -> Any:
@@ -141,3 +157,48 @@ def _scalar(tp: Any, data: Any, where: str) -> Any:
     if not ok:
         raise DecodeError(f"{where}: expected {tp.__name__}, got {type(data).__name__} {data!r}")
     return data
+
+
+# --- files ------------------------------------------------------------------------------------
+
+def _version(schema: str) -> tuple[str, str]:
+    name, _, version = schema.rpartition("/")
+    return name, version
+
+
+def decode(cls: type[T], schema: str, data: Any, where: str, what: str | None = None) -> T:
+    """`data` as `cls` if its "schema" is `schema`; DecodeError (one line) otherwise.
+    `what` names the file for people ("a C baseline"; default: "a <schema> file")."""
+    found = data.get("schema") if isinstance(data, Mapping) else None
+    if found != schema:
+        message = f"{where} is not {what or f'a {schema} file'} (schema {found!r}, expected {schema!r})"
+        if isinstance(found, str) and _version(found)[0] == _version(schema)[0]:
+            message += (f": it is a {found} file, from an older or newer qMEMO, which this one does not read; "
+                        "re-run the command that wrote it")
+        raise DecodeError(message)
+    return from_json(cls, data, where)
+
+
+def read_json(path: Path) -> Any:
+    """A JSON file's content; DecodeError if it is not JSON (OSError if unreadable)."""
+    try:
+        return json.loads(path.read_bytes())
+    except ValueError as exc:
+        raise DecodeError(f"{path} is not JSON: {exc}") from exc
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write atomically (a reader never sees half a file), indented, a newline at the end.
+    NaN is not JSON: ValueError (a value nothing was measured for is None, null)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, allow_nan=False) + "\n")
+    tmp.replace(path)
+
+
+def read_record(cls: type[T], schema: str, path: Path, what: str | None = None) -> T:
+    """The result file at `path` as `cls`, its schema checked."""
+    return decode(cls, schema, read_json(path), str(path), what)
+
+
+def write_record(path: Path, record: Any) -> None:
+    write_json(path, to_json(record))

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from qmemo.paths import REPO_ROOT  # noqa: F401 - one definition of the checkout's root, re-exported for tests
 VENV_BIN = Path(sys.executable).parent
 
 

@@ -61,16 +61,6 @@ class CBaseline:
         section = self.summary.multicore.get("verify") or self.summary.multicore.get("sign")
         return section.scheme if section else None
 
-    @property
-    def validate_ratios(self) -> dict[str, float]:
-        """Our verify median / speed_sig's, per scheme ({} when validation did not run)."""
-        return {k: r.ratio for k, r in self.summary.validate.ratios.items()} if self.summary.validate else {}
-
-    @property
-    def kat_verdict(self) -> str | None:
-        """"pass", "fail", or None when validation did not run."""
-        return self.summary.validate.kat.verdict if self.summary.validate else None
-
     def scheme(self, name: str) -> SchemeRow:
         """The row for an id ("Ed25519/OpenSSL") or a name ("Ed25519").
 

@@ -2,11 +2,12 @@
 
 The generator writes its run folder in one schema, qmemo.load.summary, and this module
 reads it with the same dataclasses: no second spellings, no figure re-derived. In
-particular whether a run saturated the chain is the writer's verdict, read from the file.
-Two layouts (docs/devnet.md):
+particular what limited a run is the writer's verdicts, read from the file; the report
+calls a committed rate a capacity only where the chain's throughput saturated. Two
+layouts (docs/devnet.md):
 
-    <run>/summary.json           one run ("qmemo-load-summary/2")
-    <run>/sweep.json             a sweep ("qmemo-sweep/2"), one stage folder per row,
+    <run>/summary.json           one run ("qmemo-load-summary/3")
+    <run>/sweep.json             a sweep ("qmemo-sweep/3"), one stage folder per row,
     <run>/stage-<rate>tps/...    each with its own summary.json
 
 Pure parsing apart from `load_devnet_run`, which reads the files.
@@ -32,7 +33,7 @@ class SweepPoint:
     committed_tps: float
     p50_ms: float | None
     p99_ms: float | None
-    saturated: bool
+    throughput_saturated: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +47,8 @@ class DevnetRun:
     latency_ms: Mapping[str, Mapping[str, float]]  # kind -> percentile (p50 .. p99_9, max) -> ms
     generator_fell_behind: bool
     schedule_lag_ms: Mapping[str, float]
-    run_saturated: bool                           # the writer's verdict on this run
+    throughput_saturated: bool                    # the writer's verdicts on this run
+    latency_saturated: bool
     sweep: tuple[SweepPoint, ...] = ()
     sweep_source: Path | None = None              # sweep.json, for a sweep folder
 
@@ -56,10 +58,12 @@ class DevnetRun:
 
     @property
     def saturated(self) -> bool:
-        """Whether the chain fell short of the offered load somewhere in this run or its
-        sweep (the writer's verdict): only then is the committed rate a capacity, not a
-        lower bound of one."""
-        return self.run_saturated or any(p.saturated for p in self.sweep)
+        """Whether the chain's throughput fell short of the offered load somewhere in this
+        run or its sweep (the writer's `throughput_saturated`): only then is the committed
+        rate a capacity, not a lower bound of one. Latency past its bound or a generator
+        behind its schedule does not make one: the chain committed all it was offered, or
+        the generator, not the chain, set the rate."""
+        return self.throughput_saturated or any(p.throughput_saturated for p in self.sweep)
 
     @property
     def max_committed_tps(self) -> float:
@@ -88,12 +92,12 @@ def devnet_run(summary: LoadSummary, source: Path, run_id: str) -> DevnetRun:
         latency_ms={kind: p for kind in LATENCY_KINDS if (p := _percentiles(getattr(summary.latency_ms, kind)))},
         generator_fell_behind=summary.generator_fell_behind,
         schedule_lag_ms=_percentiles(summary.schedule_lag_ms),
-        run_saturated=summary.saturated,
+        throughput_saturated=summary.throughput_saturated, latency_saturated=summary.latency_saturated,
     )
 
 
 def sweep_points(sweep: Sweep) -> tuple[SweepPoint, ...]:
-    return tuple(sorted((SweepPoint(r.target_tps, r.committed_tps, r.p50_ms, r.p99_ms, r.saturated)
+    return tuple(sorted((SweepPoint(r.target_tps, r.committed_tps, r.p50_ms, r.p99_ms, r.throughput_saturated)
                          for r in sweep.rows), key=lambda p: p.target_tps))
 
 
@@ -112,15 +116,16 @@ def load_devnet_run(run_dir: str | Path) -> DevnetRun:
 
 
 def _load_sweep_run(run_dir: Path, sweep_file: Path) -> DevnetRun:
-    """A `qmemo gen --sweep` folder: its sweep, with the highest unsaturated stage as the run.
+    """A `qmemo gen --sweep` folder: its sweep, with the highest unlimited stage as the run.
 
     Each row of sweep.json names its stage's folder ("run"); the stage that committed the
-    most without saturating stands for the run's summary (or the highest if all saturated).
+    most with no verdict against it stands for the run's summary (or the highest if every
+    stage was limited).
     """
     sweep = read_sweep(sweep_file)
     if not sweep.rows:
         raise ConfigError(f"{sweep_file} names no stage folders")
-    calm = [r for r in sweep.rows if not r.saturated] or list(sweep.rows)
+    calm = [r for r in sweep.rows if not r.limited] or list(sweep.rows)
     best = max(calm, key=lambda r: r.committed_tps)
     # The folder may have moved since the sweep ran (a fixture, a copy): then the stage
     # is looked for beside sweep.json under its own name.

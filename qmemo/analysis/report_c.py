@@ -15,8 +15,9 @@ from typing import Any
 
 from qmemo.analysis import plots
 from qmemo.analysis.markdown import MISSING, Section, image, num, percent, source_note, table, times
-from qmemo.analysis.results import FALCON, Results
+from qmemo.analysis.results import FALCON, Results, display_path
 from qmemo.bench.c_validate import read_validation
+from qmemo.errors import DecodeError
 
 JB_CRITICAL_5PCT = 5.991  # chi-squared(2) at 5%: Jarque-Bera's null distribution (bench_c/src/stats.h)
 # Two figures of the same quantity further apart than this are called out as disagreeing
@@ -99,7 +100,7 @@ def normality_sentence(stats: Mapping[str, Any]) -> str:
 
 def verification(results: Results, plot_dir: Path) -> Section:
     blocks = []
-    single = results.scheme_results("verify")
+    single = results.rows("verify")
     if single:
         blocks += ["### Single pass", table(
             ("scheme", "verifications", "message B", "verify/s", "us/verify", "TSC ticks/verify"),
@@ -107,7 +108,7 @@ def verification(results: Results, plot_dir: Path) -> Section:
               num(r["tsc_ticks_per_op"])) for r in single]),
             source_note(results.source("verify"))]
     plot_names: list[str] = []
-    for row in results.scheme_results("statistical"):
+    for row in results.rows("statistical"):
         stats = row["ops_per_s"]
         blocks += [f"### Distribution: {row['scheme']}, {row['trials']:,} trials x {row['batch']:,} verifications",
                    _distribution_table(stats), normality_sentence(stats),
@@ -132,6 +133,19 @@ def verification(results: Results, plot_dir: Path) -> Section:
     return Section("Verification results", "\n\n".join(blocks), tuple(plot_names))
 
 
+def _validation_method(results: Results) -> str | None:
+    """validate.json's method sentence; only that is read from it (the figures are in the
+    summary), so a missing or unreadable file costs the report that sentence and says why,
+    nothing more."""
+    path = results.file("validate")
+    if not path.exists():
+        return None
+    try:
+        return read_validation(path).method
+    except (OSError, DecodeError) as exc:
+        return f"not shown: {display_path(path)} could not be read ({exc})"
+
+
 def _validation(results: Results) -> list[str]:
     summary = results.baseline.summary
     validate = summary.validate
@@ -142,8 +156,7 @@ def _validation(results: Results) -> list[str]:
              "rounds"),
             [(k, num(v.ours_median_us_per_op, 2), num(v.speed_sig_median_us_per_op, 2), num(v.ratio, 3),
               "yes" if v.within_tolerance else "**no**", v.rounds) for k, v in validate.ratios.items()])]
-        validation_file = results.file("validate")
-        method = read_validation(validation_file).method if validation_file.exists() else None
+        method = _validation_method(results)
         if method:
             blocks.append(f"Method: {method}. A ratio above 1 means our harness measured slower verifications "
                           "than `speed_sig` did in the same session.")
@@ -247,7 +260,7 @@ def multicore(results: Results, plot_dir: Path) -> Section:
         # The 1-minute load average after each row (from the benchmark's own file): how busy
         # the shared machine was, which explains a row that scales badly.
         load = {r["threads"]: (r.get("loadavg_after") or [None])[0]
-                for r in ((results.doc(f"multicore_{op}") or {}).get("results") or {}).get("rows", [])}
+                for r in results.rows(f"multicore_{op}")}
         body += [f"### {b.multicore_scheme} {op}", table(
             ("threads", f"{op}/s", f"{op}/s per thread", "speedup", "efficiency", "load average after (1 min)"),
             [(r.threads, num(r.ops_per_s), num(r.ops_per_s / r.threads), times(r.speedup, 2), percent(r.efficiency, 0),
@@ -303,7 +316,7 @@ def signature_sizes(results: Results, plot_dir: Path) -> Section:
              num(s.max), num(s.signature_bytes_max), percent(s.max / s.signature_bytes_max),
              "yes" if s.fixed_length else "no") for scheme, s in sizes.items()]
     histograms = {r["scheme"]: {int(length): int(count) for length, count in r.get("histogram", [])}
-                  for r in results.scheme_results("sizes")}
+                  for r in results.rows("sizes")}
     name = "signature_sizes.png"
     plots.signature_sizes(plot_dir / name, histograms, {k: s.signature_bytes_max for k, s in sizes.items()},
                           _caption(results, results.source("sizes")))

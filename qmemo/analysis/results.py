@@ -12,17 +12,16 @@ take (`capacities`, `scheme_sizes`). It reads files; it computes nothing.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from qmemo.analysis.c_baseline import CBaseline, load_c_baseline
+from qmemo.bench.c_files import BenchFile, completed_bench_file
 from qmemo.bench.c_summary import System
 from qmemo.analysis.footprint import SchemeSizes
 from qmemo.analysis.headroom import Capacity
-from qmemo.errors import ConfigError, UnknownScheme
+from qmemo.errors import ConfigError, DecodeError, UnknownScheme
 from qmemo.paths import REPO_ROOT, RESULTS_DIR
 
 DEFAULT_RESULTS = RESULTS_DIR / "latest"
@@ -42,7 +41,7 @@ def display_path(path: Path) -> str:
 class Results:
     baseline: CBaseline
     run_dir: Path                                   # resolved: names the run, not "latest"
-    _docs: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    _docs: dict[str, BenchFile | None] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def summary_source(self) -> str:
@@ -60,24 +59,21 @@ class Results:
     def source(self, name: str) -> str:
         return display_path(self.file(name))
 
-    def doc(self, name: str) -> Mapping[str, Any] | None:
-        """A per-benchmark JSON, or None when the run did not produce it (or it failed)."""
+    def doc(self, name: str) -> BenchFile | None:
+        """A per-benchmark file (qmemo.bench.c_files), or None when the run did not produce
+        it or it failed; ConfigError when it is there but unreadable."""
         if name not in self._docs:
             path = self.file(name)
             try:
-                data = json.loads(path.read_text())
-            except FileNotFoundError:
-                data = None
-            except (OSError, ValueError) as exc:
+                self._docs[name] = completed_bench_file(path)
+            except (OSError, DecodeError) as exc:
                 raise ConfigError(f"cannot read {display_path(path)}: {exc}") from exc
-            self._docs[name] = data if isinstance(data, Mapping) and data.get("ok", True) else None
         return self._docs[name]
 
-    def scheme_results(self, name: str) -> list[Mapping[str, Any]]:
-        """results.schemes (or results.rows) of a per-benchmark file; [] when absent."""
-        doc = self.doc(name) or {}
-        results = doc.get("results") or {}
-        return list(results.get("schemes") or results.get("rows") or [])
+    def rows(self, name: str) -> list[dict[str, Any]]:
+        """The row list of a per-benchmark file (its one key, c_files.ROW_KEY); [] when absent."""
+        doc = self.doc(name)
+        return doc.rows if doc else []
 
     def machine_caption(self) -> str:
         """One line naming the machine and build, for plot captions."""

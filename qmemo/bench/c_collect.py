@@ -16,10 +16,12 @@ from typing import Any
 from qmemo.bench.c_summary import (
     SUMMARY_SCHEMA, BinaryRun, Compare, CompareRatio, CSummary, InvalidCase, Inspect, KatSummary, Multicore,
     MulticoreRow, Pool, PoolMode, SchemeRow, SignatureSizes, SingleCoreEntry, SinglePass, StatisticalVerify,
-    StepRecord, System, ValidateRatio, ValidateSummary, ValidationRun, VerifyImplementation, read_json,
+    StepRecord, System, ValidateRatio, ValidateSummary, ValidationRun, VerifyImplementation,
 )
-from qmemo.bench.c_falcon import FILE as VERIFY_IMPLEMENTATIONS_FILE
+from qmemo.bench.c_falcon import FILE as VERIFY_IMPLEMENTATIONS_FILE, read_rows as read_verify_implementations
+from qmemo.bench.c_files import BenchFile, completed_bench_file, read_bench_file
 from qmemo.bench.c_validate import Validation, read_validation
+from qmemo.errors import DecodeError
 from qmemo.records import from_json
 
 # Every benchmark file a full run writes, by step name (the runner's STEPS, in order).
@@ -30,16 +32,13 @@ _RATE_KEYS = ("scheme", "name", "library", "implementation", "post_quantum", "ni
               "keygen_per_s", "sign_per_s", "verify_per_s", "verify_preparsed_per_s")
 
 
-def _load_result(out: Path, name: str) -> dict[str, Any] | None:
-    """A benchmark's JSON if it exists and completed ("ok": true), else None."""
-    path = out / f"{name}.json"
-    if not path.exists():
-        return None
+def _load_result(out: Path, name: str) -> BenchFile | None:
+    """A benchmark's file if it exists and completed ("ok": true), else None (also when
+    it cannot be read: a benchmark that crashed mid-file did not produce one)."""
     try:
-        data = read_json(path)
-    except ValueError:
+        return completed_bench_file(out / f"{name}.json")
+    except DecodeError:
         return None
-    return data if data.get("ok", True) else None
 
 
 def step_record(ok: bool, exit_code: int, wall_s: float, file: str, *, argv: list[str] | None = None,
@@ -50,8 +49,8 @@ def step_record(ok: bool, exit_code: int, wall_s: float, file: str, *, argv: lis
                       validation=ValidationRun(error) if validation else None)
 
 
-def _system(doc: dict[str, Any]) -> System:
-    s = doc["system"]
+def _system(doc: BenchFile) -> System:
+    s = doc.system
     return System(
         cpu_model=s["cpu_model"], cores=s["cores_online"], avx2=s["liboqs_avx2_active"], cpu_flags=s["cpu_flags"],
         governor=s["governor"], kernel=s["kernel"], compiler=s["compiler"], cflags=s["cflags"],
@@ -62,26 +61,26 @@ def _system(doc: dict[str, Any]) -> System:
     )
 
 
-def _schemes(results: dict[str, Any], files: dict[str, str]) -> dict[str, dict[str, Any]]:
+def _schemes(results: dict[str, BenchFile | None], files: dict[str, str]) -> dict[str, dict[str, Any]]:
     """Every scheme: sizes from `list` (all built), rates from `all` (and `classical`)."""
     rows: dict[str, dict[str, Any]] = {}
     if results["system"]:
-        for row in results["system"]["results"]["schemes"]:
+        for row in results["system"].rows:
             rows[row["scheme"]] = {k: row.get(k) for k in _RATE_KEYS if k in row or k != "verify_preparsed_per_s"}
     for source in ("all", "classical"):
         if results[source]:
-            for row in results[source]["results"]["rows"]:
+            for row in results[source].rows:
                 rates = {k: row[k] for k in _RATE_KEYS if row.get(k) is not None}
                 rows[row["scheme"]] = rows.get(row["scheme"], {}) | rates | {"rates_from": f"{source}.json"}
             files[f"schemes ({source})"] = f"{source}.json"
     return rows
 
 
-def _single_core(results: dict[str, Any], files: dict[str, str]) -> dict[str, SingleCoreEntry]:
+def _single_core(results: dict[str, BenchFile | None], files: dict[str, str]) -> dict[str, SingleCoreEntry]:
     stats: dict[str, StatisticalVerify] = {}
     passes: dict[str, SinglePass] = {}
     if results["statistical"]:
-        for row in results["statistical"]["results"]["schemes"]:
+        for row in results["statistical"].rows:
             stats[row["scheme"]] = StatisticalVerify(
                 ops_per_s=row["median_ops_per_s"], median_us_per_op=row["median_us_per_op"],
                 p99_us_per_op=row["p99_us_per_op"], tsc_ticks_per_op=row["median_tsc_ticks_per_op"],
@@ -91,27 +90,27 @@ def _single_core(results: dict[str, Any], files: dict[str, str]) -> dict[str, Si
                 file="statistical.json")
         files["single_core_verify"] = "statistical.json"
     if results["verify"]:
-        for row in results["verify"]["results"]["schemes"]:
+        for row in results["verify"].rows:
             passes[row["scheme"]] = SinglePass(row["ops_per_s"], row["us_per_op"], row["tsc_ticks_per_op"],
                                                row["iterations"], "verify.json")
         files["single_core_verify.single_pass"] = "verify.json"
     return {scheme: SingleCoreEntry(stats.get(scheme), passes.get(scheme)) for scheme in [*stats, *passes]}
 
 
-def _multicore(results: dict[str, Any], files: dict[str, str]) -> dict[str, Multicore]:
+def _multicore(results: dict[str, BenchFile | None], files: dict[str, str]) -> dict[str, Multicore]:
     out: dict[str, Multicore] = {}
     for op in ("verify", "sign"):
         doc = results[f"multicore_{op}"]
         if doc:
             rows = tuple(MulticoreRow(r["threads"], r["ops_per_s"], r["per_thread_ops_per_s"], r["speedup"],
-                                      r["efficiency"]) for r in doc["results"]["rows"])
-            out[op] = Multicore(doc["results"]["scheme"], rows, f"multicore_{op}.json")
+                                      r["efficiency"]) for r in doc.rows)
+            out[op] = Multicore(doc.results["scheme"], rows, f"multicore_{op}.json")
             files[f"multicore.{op}"] = f"multicore_{op}.json"
     return out
 
 
-def _pool(doc: dict[str, Any]) -> Pool:
-    p = doc["results"]
+def _pool(doc: BenchFile) -> Pool:
+    p = doc.results
 
     def mode(name: str) -> PoolMode:
         m = p[name]
@@ -126,11 +125,11 @@ def _inspect(out: Path) -> Inspect | None:
     path = out / "inspect.json"
     if not path.exists():
         return None
-    doc = read_json(path)   # read even when it failed: its surprises are the point
-    res = doc.get("results", {})
-    return Inspect(bool(doc.get("ok")), res.get("surprises"), res.get("notes"),
-                   tuple(t for s in res.get("schemes", []) for t in s.get("surprises", [])),
-                   tuple(t for s in res.get("schemes", []) for t in s.get("notes", [])), "inspect.json")
+    doc = read_bench_file(path)   # read even when it failed: its surprises are the point
+    res = doc.results or {}
+    return Inspect(doc.ok, res.get("surprises"), res.get("notes"),
+                   tuple(t for s in doc.rows for t in s.get("surprises", [])),
+                   tuple(t for s in doc.rows for t in s.get("notes", [])), "inspect.json")
 
 
 def _validate(validation: Validation) -> ValidateSummary:
@@ -163,7 +162,7 @@ def build_summary(out: Path, *, run_id: str, created: str, profile: str, steps: 
         files["pool"] = "pool.json"
     sizes: dict[str, SignatureSizes] = {}
     if results["sizes"]:
-        for row in results["sizes"]["results"]["schemes"]:
+        for row in results["sizes"].rows:
             sizes[row["scheme"]] = SignatureSizes(*(row[k] for k in ("signatures", "mean", "stdev", "min", "max",
                                                                      "p99", "signature_bytes_max", "fixed_length")))
             if row["scheme"] in scheme_rows:
@@ -172,11 +171,11 @@ def build_summary(out: Path, *, run_id: str, created: str, profile: str, steps: 
     compare = None
     if results["compare"]:
         compare = Compare(tuple(from_json(CompareRatio, r, "compare.json ratios")
-                                for r in results["compare"]["results"].get("ratios", [])), "compare.json")
+                                for r in results["compare"].results.get("ratios", [])), "compare.json")
         files["compare"] = "compare.json"
     invalid: dict[str, dict[str, InvalidCase]] = {}
     if results["invalid"]:
-        for row in results["invalid"]["results"]["schemes"]:
+        for row in results["invalid"].rows:
             invalid[row["scheme"]] = {c["case"]: InvalidCase(c["ops_per_s"], c["cost_relative_to_valid"])
                                       for c in row["cases"]}
         files["invalid"] = "invalid.json"
@@ -189,10 +188,10 @@ def build_summary(out: Path, *, run_id: str, created: str, profile: str, steps: 
         files["validate"] = "validate.json"
 
     verify_implementations = None
-    implementations = _load_result(out, VERIFY_IMPLEMENTATIONS_FILE.removesuffix(".json"))
+    implementations = read_verify_implementations(out)
     if implementations:
         verify_implementations = tuple(from_json(VerifyImplementation, row, f"{VERIFY_IMPLEMENTATIONS_FILE} rows")
-                                       for row in implementations["rows"])
+                                       for row in implementations)
         files["verify_implementations"] = VERIFY_IMPLEMENTATIONS_FILE
 
     complete = set(only) == set(all_steps)

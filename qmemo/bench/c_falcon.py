@@ -80,6 +80,17 @@ def run_verify_implementations(folder: Path, profile: str, log: IO[str]) -> tupl
     return bool(falcon), None if falcon else "; ".join(notes) or "falcon_count gave no rows"
 
 
+def read_rows(folder: Path) -> list[dict[str, Any]] | None:
+    """The rows of FILE in `folder` if the step wrote it and it completed, else None."""
+    try:
+        document = json.loads((folder / FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(document, dict) or document.get("schema") != SCHEMA or not document.get("ok"):
+        return None
+    return document["rows"]
+
+
 def _row(raw: dict[str, Any], liboqs_rate: float | None) -> dict[str, Any]:
     rate = raw["ops_per_s"]
     return {

@@ -13,13 +13,11 @@ measures or computes one. This module never runs anything.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qmemo.errors import DecodeError
-from qmemo.records import FLATTEN, OMIT_NONE, from_json, to_json
+from qmemo.records import FLATTEN, OMIT_NONE, decode, read_record, to_json, write_record
 
 SUMMARY_SCHEMA = "qmemo-c-baseline/1"
 
@@ -282,31 +280,13 @@ def summary_to_json(summary: CSummary) -> dict[str, Any]:
 
 def summary_from_json(data: Any, where: str = "summary.json") -> CSummary:
     """Decode a parsed summary.json; DecodeError if it is not this schema."""
-    schema = data.get("schema") if isinstance(data, dict) else None
-    if schema != SUMMARY_SCHEMA:
-        raise DecodeError(f"{where} is not a C baseline (schema {schema!r}, expected {SUMMARY_SCHEMA!r})")
-    return from_json(CSummary, data, where)
-
-
-def read_json(path: Path) -> Any:
-    return json.loads(path.read_text())
-
-
-def write_json(path: Path, data: Any) -> None:
-    """Write atomically: a reader never sees half a file."""
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2, allow_nan=False) + "\n")
-    tmp.replace(path)
+    return decode(CSummary, SUMMARY_SCHEMA, data, where, "a C baseline")
 
 
 def write_summary(path: Path, summary: CSummary) -> None:
-    write_json(path, summary_to_json(summary))
+    write_record(path, summary)
 
 
 def read_summary(path: Path) -> CSummary:
     """The summary at `path`; FileNotFoundError if absent, DecodeError if unreadable."""
-    try:
-        data = read_json(path)
-    except ValueError as exc:
-        raise DecodeError(f"{path} is not JSON: {exc}") from exc
-    return summary_from_json(data, str(path))
+    return read_record(CSummary, SUMMARY_SCHEMA, path, "a C baseline")

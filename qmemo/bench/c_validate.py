@@ -19,12 +19,11 @@ import subprocess
 import tempfile
 from pathlib import Path
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO
 
-from qmemo.bench.c_summary import read_json
-from qmemo.errors import BenchmarkError, DecodeError
+from qmemo.errors import BenchmarkError
 from qmemo.paths import LIBOQS_DIR, REPO_ROOT
-from qmemo.records import from_json
+from qmemo.records import from_json, read_json, read_record
 
 VALIDATE_SCHEMA = "qmemo-c-validate/1"
 # The two schemes validated against speed_sig, and the message length speed_sig
@@ -92,10 +91,7 @@ class Validation:
 
 
 def read_validation(path: Path) -> Validation:
-    data = read_json(path)
-    if not isinstance(data, dict) or data.get("schema") != VALIDATE_SCHEMA:
-        raise DecodeError(f"{path} is not a {VALIDATE_SCHEMA} file")
-    return from_json(Validation, data, str(path))
+    return read_record(Validation, VALIDATE_SCHEMA, path)
 
 
 # --- running the checks ---------------------------------------------------------------------

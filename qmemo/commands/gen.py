@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         if json_log:
             json_event("gen", "sweep finished", rows=row_documents, table=str(out / "sweep.csv"))
             return 0
-        console.print(render_sweep(row_documents))
+        console.print(render_sweep(rows))
         console.print(f"sweep table: {out / 'sweep.csv'}")
         return 0
     result = run_load(config, quiet=quiet)
@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     if json_log:
         json_event("gen", "run finished", out=str(result.out), **document)
     else:
-        console.print(render_summary(document, str(result.out)))
+        console.print(render_summary(result.file_summary, str(result.out)))
     return 0 if result.summary.counts.accounted == result.summary.counts.planned else 1
 
 

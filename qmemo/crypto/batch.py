@@ -21,10 +21,11 @@ from enum import IntEnum
 from functools import cache
 
 from qmemo.core.scheme_rules import SchemeRules
-from qmemo.crypto.liboqs import REPO_ROOT, SETUP_COMMAND, native
+from qmemo.crypto.liboqs import SETUP_COMMAND, native
 from qmemo.errors import CryptoError, SetupError
+from qmemo.paths import NATIVE_DIR
 
-LIBRARY = REPO_ROOT / ".deps" / "native" / "libqmemo_batch.so"
+LIBRARY = NATIVE_DIR / "libqmemo_batch.so"
 
 
 class Verdict(IntEnum):

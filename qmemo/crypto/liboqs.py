@@ -26,8 +26,8 @@ from types import ModuleType
 
 from qmemo.errors import LiboqsNotFound
 
-from qmemo.paths import REPO_ROOT  # the checkout's root, defined once
-DEFAULT_PREFIX = REPO_ROOT / ".deps" / "liboqs"
+from qmemo.paths import LIBOQS_DIR, REPO_ROOT  # the checkout's folders, defined once
+DEFAULT_PREFIX = LIBOQS_DIR
 SETUP_COMMAND = "scripts/setup.sh"
 
 

@@ -306,7 +306,7 @@ def _cell(value: float) -> str:
 # --- sweep -------------------------------------------------------------------------------
 
 def run_sweep(config: GenConfig, rates: list[float], stage_s: float, *, quiet: bool = False) -> list[SweepRow]:
-    """Constant-rate stages at each rate until one saturates; writes sweep.json and sweep.csv."""
+    """Constant-rate stages at each rate until one is limited (any verdict); writes sweep.json and sweep.csv."""
     genesis = load_genesis(config.genesis)
     rows: list[SweepRow] = []
     for rate in rates:
@@ -314,12 +314,18 @@ def run_sweep(config: GenConfig, rates: list[float], stage_s: float, *, quiet: b
                         out=config.out / f"stage-{rate:g}tps")
         result = run_load(stage, quiet=quiet, genesis=genesis)
         rows.append(sweep_row(result.file_summary, result.out))
-        if rows[-1].saturated or result.interrupted:
+        if rows[-1].limited or result.interrupted:
             break
     config.out.mkdir(parents=True, exist_ok=True)
     write(config.out / "sweep.json", Sweep(SWEEP_SCHEMA, tuple(rows)))
-    with (config.out / "sweep.csv").open("w", newline="") as out:
+    write_sweep_csv(config.out / "sweep.csv", rows)
+    return rows
+
+
+def write_sweep_csv(path: Path, rows: list[SweepRow]) -> None:
+    """sweep.json's rows as a table. A latency nothing was measured for is null in JSON
+    and "nan" in the CSV, as it always was (a spreadsheet reads it as not-a-number)."""
+    with path.open("w", newline="") as out:
         writer = csv.DictWriter(out, fieldnames=list(SweepRow.__dataclass_fields__))
         writer.writeheader()
-        writer.writerows(to_json(row) for row in rows)
-    return rows
+        writer.writerows({k: "nan" if v is None else v for k, v in to_json(row).items()} for row in rows)

@@ -2,9 +2,13 @@
 
 One schema for each, as dataclasses that the writer (qmemo.load.run) fills and the
 reader (qmemo.analysis.devnet, for the report) decodes with the same classes
-(qmemo.records: strict, a missing or unknown key is an error). Whether a run saturated
-the chain is decided here, once, when the summary is made; readers take the verdict
-from the file instead of re-deriving it. docs/devnet.md describes every field.
+(qmemo.records: strict, a missing or unknown key is an error). What limited a run is
+decided here, once, when the summary is made, as three separate verdicts: the chain's
+throughput fell short (`throughput_saturated`: the only one that makes the committed
+rate a capacity), latency ran past 3 block intervals (`latency_saturated`), or the
+generator fell behind its own schedule (`generator_fell_behind`: then the generator,
+not the chain, limited the run). A sweep stops on any of them. Readers take the
+verdicts from the file instead of re-deriving them. docs/devnet.md describes every field.
 
 Pure: no I/O beyond `read_*`/`write_*` at the bottom, no clock.
 """
@@ -14,16 +18,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import orjson
-
-from qmemo.errors import DecodeError
 from qmemo.load.latency import LatencySummary, RunCounts, RunSummary
-from qmemo.records import from_json, to_json
+from qmemo.records import read_record, write_record
 
-SUMMARY_SCHEMA = "qmemo-load-summary/2"   # /2: the writer's saturation verdict ("saturated", "why")
-SWEEP_SCHEMA = "qmemo-sweep/2"
+# /2 had one "saturated" for all three reasons; /3 keeps the verdicts apart.
+SUMMARY_SCHEMA = "qmemo-load-summary/3"
+SWEEP_SCHEMA = "qmemo-sweep/3"
 
 SATURATION_SHARE = 0.9          # committed below 90% of the target: the chain cannot keep up
 SATURATION_P99_INTERVALS = 3    # or p99 intended->committed beyond 3 block intervals
@@ -74,9 +75,15 @@ class LoadSummary:
     counts: Counts
     latency_ms: Latencies
     schedule_lag_ms: Latency
-    generator_fell_behind: bool
-    saturated: bool                             # the chain could not keep up with the offered load
-    why: str                                    # the saturation reasons, "; "-separated ("" if none)
+    generator_fell_behind: bool                 # the generator, not the chain, limited the run
+    throughput_saturated: bool                  # the chain committed < 90% of what was offered
+    latency_saturated: bool                     # p99 intended->committed beyond 3 block intervals
+    why: str                                    # the verdicts that hold, "; "-separated ("" if none)
+
+    @property
+    def limited(self) -> bool:
+        """Whether anything limited this run (a sweep stops at such a stage)."""
+        return self.throughput_saturated or self.latency_saturated or self.generator_fell_behind
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,9 +95,15 @@ class SweepRow:
     lost: int
     rejected: int
     failed: int
-    saturated: bool
+    throughput_saturated: bool                  # the stage's verdicts, as in its summary
+    latency_saturated: bool
+    generator_fell_behind: bool
     why: str
     run: str                                    # the stage's run folder
+
+    @property
+    def limited(self) -> bool:
+        return self.throughput_saturated or self.latency_saturated or self.generator_fell_behind
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,29 +128,44 @@ def _counts(counts: RunCounts) -> Counts:
                   counts.accounted)
 
 
-def saturation_reasons(run: RunSummary, target_tps: float, block_interval_s: float) -> list[str]:
-    """Why this run says the chain was at its limit (empty: it kept up)."""
-    reasons = []
-    if run.committed_tps < SATURATION_SHARE * target_tps:
-        reasons.append("committed < 90% of target")
+@dataclass(frozen=True, slots=True)
+class Verdicts:
+    """What limited one run, each verdict on its own."""
+
+    throughput_saturated: bool
+    latency_saturated: bool
+    generator_fell_behind: bool
+
+    def why(self) -> str:
+        names = (("committed < 90% of target", self.throughput_saturated),
+                 ("p99 > 3 block intervals", self.latency_saturated),
+                 ("generator fell behind", self.generator_fell_behind))
+        return "; ".join(name for name, holds in names if holds)
+
+
+def verdicts(run: RunSummary, target_tps: float, block_interval_s: float) -> Verdicts:
+    """The run's verdicts. A run whose generator fell behind offered less than its target,
+    so committing less than the target says nothing about the chain: it is never
+    throughput-saturated (and so never reported as a capacity)."""
     p99 = run.intended_to_committed.percentiles_ms["p99"]
-    if not p99 <= SATURATION_P99_INTERVALS * block_interval_s * 1e3:  # also true for NaN: nothing committed
-        reasons.append("p99 > 3 block intervals")
-    if run.generator_fell_behind:
-        reasons.append("generator fell behind")
-    return reasons
+    return Verdicts(
+        throughput_saturated=(run.committed_tps < SATURATION_SHARE * target_tps and not run.generator_fell_behind),
+        latency_saturated=not p99 <= SATURATION_P99_INTERVALS * block_interval_s * 1e3,  # also NaN: nothing committed
+        generator_fell_behind=run.generator_fell_behind,
+    )
 
 
 def load_summary(run: RunSummary, *, target_tps: float, interrupted: bool, block_interval_s: float) -> LoadSummary:
     """The summary.json of one run."""
-    reasons = saturation_reasons(run, target_tps, block_interval_s)
+    verdict = verdicts(run, target_tps, block_interval_s)
     return LoadSummary(
         schema=SUMMARY_SCHEMA, target_tps=target_tps, committed_tps=run.committed_tps, measured_s=run.measured_s,
         warmup_s=run.warmup_s, interrupted=interrupted, counts=_counts(run.counts),
         latency_ms=Latencies(_latency(run.intended_to_committed), _latency(run.sent_to_committed),
                              _latency(run.sent_to_accepted)),
-        schedule_lag_ms=_latency(run.schedule_lag), generator_fell_behind=run.generator_fell_behind,
-        saturated=bool(reasons), why="; ".join(reasons),
+        schedule_lag_ms=_latency(run.schedule_lag), generator_fell_behind=verdict.generator_fell_behind,
+        throughput_saturated=verdict.throughput_saturated, latency_saturated=verdict.latency_saturated,
+        why=verdict.why(),
     )
 
 
@@ -145,33 +173,20 @@ def sweep_row(summary: LoadSummary, run_dir: Path) -> SweepRow:
     """One stage of a sweep: its summary's figures and verdict, and where it is."""
     percentiles = summary.latency_ms.intended_to_committed.percentiles_ms
     return SweepRow(summary.target_tps, summary.committed_tps, percentiles["p50"], percentiles["p99"],
-                    summary.counts.lost, summary.counts.rejected_total, summary.counts.failed, summary.saturated,
+                    summary.counts.lost, summary.counts.rejected_total, summary.counts.failed,
+                    summary.throughput_saturated, summary.latency_saturated, summary.generator_fell_behind,
                     summary.why, str(run_dir))
 
 
 # --- files ------------------------------------------------------------------------------------
 
-def _decode(cls: type, schema: str, data: Any, where: str) -> Any:
-    found = data.get("schema") if isinstance(data, dict) else None
-    if found != schema:
-        raise DecodeError(f"{where} is not a {schema} file (schema {found!r})")
-    return from_json(cls, data, where)
-
-
 def read_summary(path: Path) -> LoadSummary:
-    return _decode(LoadSummary, SUMMARY_SCHEMA, _read(path), str(path))
+    return read_record(LoadSummary, SUMMARY_SCHEMA, path)
 
 
 def read_sweep(path: Path) -> Sweep:
-    return _decode(Sweep, SWEEP_SCHEMA, _read(path), str(path))
+    return read_record(Sweep, SWEEP_SCHEMA, path)
 
 
 def write(path: Path, record: LoadSummary | Sweep) -> None:
-    path.write_bytes(orjson.dumps(to_json(record), option=orjson.OPT_INDENT_2))
-
-
-def _read(path: Path) -> Any:
-    try:
-        return orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError as exc:
-        raise DecodeError(f"{path} is not JSON: {exc}") from exc
+    write_record(path, record)

@@ -10,6 +10,9 @@ import json
 
 import pytest
 
+from qmemo.analysis.c_baseline import load_c_baseline
+from qmemo.bench.node_references import C_BASELINE_MISSING
+from qmemo.errors import QmemoError
 from tests.conftest import VENV_BIN, run_command
 
 pytestmark = pytest.mark.slow
@@ -35,8 +38,22 @@ def test_the_document_names_its_schema_parameters_and_machine(document):
                                       "gil_switch_interval_s": None, "verifier": "fast"}
     assert document["machine"]
     assert document["speedup_2_vs_1_threads"] is None      # only one thread count ran
+
+def test_the_c_baseline_is_the_one_this_checkout_has(document):
+    """What the document says of the C baseline is what results/latest holds: its rate,
+    that it is missing, or why it could not be read."""
     baseline = document["c_baseline"]
-    assert ("ops_per_s" in baseline and baseline["ops_per_s"] > 0) or "missing" in baseline or "error" in baseline
+    try:
+        expected = load_c_baseline()
+    except QmemoError as exc:
+        assert baseline == {"error": str(exc)}
+        return
+    if expected is None:
+        assert baseline == {"missing": C_BASELINE_MISSING}
+    else:
+        assert baseline == {"ops_per_s": expected.verify_ops_per_s("Falcon-512"),
+                            "source": str(expected.path.resolve()), "run_id": expected.run_id,
+                            "quick": expected.quick}
 
 
 def test_every_offered_transaction_is_admitted_once(document):
@@ -84,3 +101,14 @@ def test_headline_sets_the_node_against_its_own_verifiers_native_loop(document):
     assert run["ratio_to_same_run"]["native_loop_verify"] == pytest.approx(head["ratio"])
     # The fast verifier's key cache served the node: far fewer keys than transactions, mostly hits.
     assert run["key_cache"]["size"] >= 1 and run["key_cache"]["hits"] > run["key_cache"]["misses"]
+
+
+def test_zero_verify_threads_runs_the_node_verifying_inline(tmp_path):
+    """--threads 0 is a node that verifies on its event loop (qmemo node --verify-threads 0)."""
+    out = tmp_path / "inline.json"
+    done = run_command([str(VENV_BIN / "qmemo"), "bench", "node", "--txs", str(BATCH), "--warmup", "0",
+                        "--batch", str(BATCH), "--concurrency", "1", "--threads", "0", "--out", str(out)],
+                       timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [run] = json.loads(out.read_text())["runs"]
+    assert run["threads"] == 0 and run["accepted"] == run["transactions"] == BATCH

@@ -160,7 +160,7 @@ def test_latencies_are_ordered_for_every_transaction(devnet_run):
 def test_summary_has_every_documented_field(devnet_run):
     summary = orjson.loads((devnet_run["run"] / "gen" / "summary.json").read_bytes())
     for key in ("schema", "target_tps", "committed_tps", "counts", "latency_ms", "schedule_lag_ms",
-                "generator_fell_behind", "warmup_s", "measured_s", "saturated", "why"):
+                "generator_fell_behind", "warmup_s", "measured_s", "throughput_saturated", "latency_saturated", "why"):
         assert key in summary
     for name in ("intended_to_committed", "sent_to_committed", "sent_to_accepted"):
         percentiles = summary["latency_ms"][name]["percentiles_ms"]
@@ -169,9 +169,10 @@ def test_summary_has_every_documented_field(devnet_run):
     assert (ordered["intended_to_committed"]["percentiles_ms"]["p50"]
             >= ordered["sent_to_committed"]["percentiles_ms"]["p50"]
             >= ordered["sent_to_accepted"]["percentiles_ms"]["p50"])
-    # The report reads the run with the writer's own schema, verdict included.
+    # The report reads the run with the writer's own schema, verdicts included.
     run = load_devnet_run(devnet_run["run"] / "gen")
-    assert (run.committed_tps, run.run_saturated) == (summary["committed_tps"], summary["saturated"])
+    assert (run.committed_tps, run.throughput_saturated, run.latency_saturated) == \
+        (summary["committed_tps"], summary["throughput_saturated"], summary["latency_saturated"])
     manifest = orjson.loads((devnet_run["run"] / "gen" / "manifest.json").read_bytes())
     assert manifest["genesis_hash"] and manifest["machine"]["cpu_model"]
     sender = manifest["sender"]

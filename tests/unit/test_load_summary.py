@@ -1,7 +1,8 @@
 """The generator's summary.json and sweep.json: one schema (qmemo.load.summary) for writer and reader.
 
-The saturation verdict is the writer's, made once in `load_summary`; these tests pin
-its rule (the reader only reads it: tests/integration/test_report.py).
+The verdicts (throughput saturated, latency saturated, generator behind) are the
+writer's, made once in `load_summary`; these tests pin their rules (the reader only
+reads them: tests/integration/test_report.py).
 """
 
 from __future__ import annotations
@@ -40,20 +41,35 @@ def summary(committed_tps: float, target_tps: float = 200.0, **kw) -> LoadSummar
     return load_summary(run(committed_tps, **kw), target_tps=target_tps, interrupted=False, block_interval_s=BLOCK_S)
 
 
+def verdicts(s: LoadSummary) -> tuple[bool, bool, bool]:
+    return s.throughput_saturated, s.latency_saturated, s.generator_fell_behind
+
+
 def test_a_run_that_kept_up_is_not_saturated():
     s = summary(180.0)                       # 90% of the target: keeping up
-    assert (s.saturated, s.why) == (False, "")
+    assert (verdicts(s), s.why, s.limited) == ((False, False, False), "", False)
 
 
-@pytest.mark.parametrize("kw, why", [
-    ({"committed_tps": 5.0, "target_tps": 10.0}, "committed < 90% of target"),
-    ({"committed_tps": 200.0, "p99_ms": 3 * BLOCK_S * 1e3 + 1}, "p99 > 3 block intervals"),
-    ({"committed_tps": 200.0, "p99_ms": math.nan}, "p99 > 3 block intervals"),   # nothing committed at all
-    ({"committed_tps": 200.0, "behind": True}, "generator fell behind"),
+@pytest.mark.parametrize("kw, expected, why", [
+    ({"committed_tps": 5.0, "target_tps": 10.0}, (True, False, False), "committed < 90% of target"),
+    ({"committed_tps": 200.0, "p99_ms": 3 * BLOCK_S * 1e3 + 1}, (False, True, False), "p99 > 3 block intervals"),
+    ({"committed_tps": 200.0, "p99_ms": math.nan}, (False, True, False), "p99 > 3 block intervals"),  # none committed
+    ({"committed_tps": 200.0, "behind": True}, (False, False, True), "generator fell behind"),
 ])
-def test_each_saturation_reason_is_named(kw, why):
+def test_each_verdict_is_kept_apart_and_named(kw, expected, why):
     s = summary(**kw)
-    assert s.saturated and s.why == why
+    assert verdicts(s) == expected and s.why == why and s.limited
+
+
+def test_a_run_that_committed_all_it_was_offered_is_not_throughput_saturated_however_slow():
+    s = summary(200.0, p99_ms=20_000.0)
+    assert not s.throughput_saturated and s.latency_saturated
+
+
+def test_a_run_whose_generator_fell_behind_is_never_throughput_saturated():
+    # it committed far below the target, but the generator did not offer the target
+    s = summary(20.0, behind=True)
+    assert verdicts(s) == (False, False, True) and s.why == "generator fell behind"
 
 
 def test_unmeasured_latencies_are_null_not_nan():
@@ -74,7 +90,7 @@ def test_summary_and_sweep_read_back_what_was_written(tmp_path):
     sweep = Sweep(SWEEP_SCHEMA, (sweep_row(summary(180.0), tmp_path / "a"), sweep_row(s, tmp_path / "b")))
     write(tmp_path / "sweep.json", sweep)
     assert read_sweep(tmp_path / "sweep.json") == sweep
-    assert to_json(sweep.rows[1])["saturated"] is True and sweep.rows[1].run == str(tmp_path / "b")
+    assert to_json(sweep.rows[1])["throughput_saturated"] is True and sweep.rows[1].run == str(tmp_path / "b")
 
 
 def test_the_recorded_fixtures_are_in_the_current_schema():
@@ -82,15 +98,27 @@ def test_the_recorded_fixtures_are_in_the_current_schema():
     sweep = read_sweep(FIXTURES / "devnet-sweep" / "sweep.json")
     for row in sweep.rows:
         stage = read_summary(FIXTURES / "devnet-sweep" / Path(row.run).name / "summary.json")
-        assert (stage.saturated, stage.why, stage.committed_tps) == (row.saturated, row.why, row.committed_tps)
+        assert (verdicts(stage), stage.why, stage.committed_tps) == \
+            ((row.throughput_saturated, row.latency_saturated, row.generator_fell_behind), row.why, row.committed_tps)
 
 
 def test_an_older_or_other_file_is_refused(tmp_path):
     (tmp_path / "summary.json").write_text('{"schema": "qmemo-load-summary/1"}')
-    with pytest.raises(DecodeError):
+    with pytest.raises(DecodeError, match=r"'qmemo-load-summary/1'.*it is a qmemo-load-summary/1 file, from an older or newer qMEMO.*re-run"):
         read_summary(tmp_path / "summary.json")
     data = to_json(summary(150.0))
     data["extra"] = 1
     (tmp_path / "summary.json").write_text(json.dumps(data))
     with pytest.raises(DecodeError):
         read_summary(tmp_path / "summary.json")
+
+
+def test_sweep_csv_writes_nan_for_a_latency_nothing_was_measured_for(tmp_path):
+    from qmemo.load.run import write_sweep_csv
+
+    row = sweep_row(summary(200.0, p99_ms=math.nan), tmp_path / "a")
+    assert row.p99_ms is None
+    write_sweep_csv(tmp_path / "sweep.csv", [row])
+    header, line = (tmp_path / "sweep.csv").read_text().splitlines()
+    cells = dict(zip(header.split(","), line.split(",")))
+    assert (cells["p50_ms"], cells["p99_ms"], cells["latency_saturated"]) == ("1200.0", "nan", "True")

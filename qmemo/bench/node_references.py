@@ -1,0 +1,90 @@
+"""`qmemo bench node`, the references its figures are read against: same-run single-thread
+verify rates measured here through the node's own Falcon verifier (a native loop over all
+the transactions, the registry call the node makes, the bare ctypes call, two threads at
+once) and the C baseline's single-core rate from bench_c's latest
+summary.json.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from qmemo.analysis.c_baseline import load_c_baseline
+from qmemo.crypto.schemes import get_scheme
+from qmemo.errors import BenchmarkError, QmemoError
+
+C_BASELINE_MISSING = "no results/latest/summary.json; run `qmemo bench c`"
+
+
+def same_run_references(scheme_name: str, verifier: str, transactions: list) -> dict[str, Any]:
+    """Same-run single-thread verify rates through `verifier`: a native loop over all the
+    transactions, the registry call, and the bare ctypes call."""
+    scheme = get_scheme(scheme_name, verifier)
+    args = [(tx.public_key, tx.signing_digest, tx.signature) for tx in transactions]
+    verify = scheme.verify
+    out: dict[str, Any] = {"verifier": verifier, "implementation": scheme.info.implementation}
+    best = 0.0
+    for _ in range(3):       # the first pass also fills the fast verifier's key cache, as the node's warm-up does
+        started = time.perf_counter()
+        ok, _durations = scheme.verify_many(args)
+        best = max(best, len(args) / (time.perf_counter() - started))
+        if not all(ok):
+            raise BenchmarkError(f"{sum(not v for v in ok)} of the benchmark's own signatures did not verify")
+    out["native_loop_verify"] = {"ops_per_s": best, "us_per_op": 1e6 / best, "samples": len(args), "best_of": 3}
+    for label, call in (("registry_verify", verify), ("ctypes_verify", _bare_ctypes(scheme))):
+        if call is None:
+            continue
+        best = 0.0
+        for _ in range(3):
+            started = time.perf_counter()
+            for pk, msg, sig in args:
+                call(pk, msg, sig)
+            best = max(best, len(args) / (time.perf_counter() - started))
+        out[label] = {"ops_per_s": best, "us_per_op": 1e6 / best, "samples": len(args), "best_of": 3}
+    out["two_threads_verify"] = _two_threads(verify, args, out["registry_verify"]["ops_per_s"])
+    return out
+
+
+def _two_threads(verify: Any, args: list, one_thread_per_s: float) -> dict[str, float]:
+    """The same verify loop on two threads at once: how much of a second core this process
+    really got (about 2x on an idle 2-core machine, 1x if another process held a core)."""
+    def loop() -> None:
+        for pk, msg, sig in args:
+            verify(pk, msg, sig)
+
+    threads = [threading.Thread(target=loop) for _ in range(2)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    rate = 2 * len(args) / (time.perf_counter() - started)
+    return {"ops_per_s": rate, "speedup": rate / one_thread_per_s}
+
+
+def _bare_ctypes(scheme: Any):
+    """The verifier's ctypes call with nothing around it: OQS_SIG_verify for liboqs schemes,
+    the fast Falcon verifier's own wrapper (its length checks and one ctypes call) for it."""
+    fast = getattr(scheme, "_fast", None)
+    if fast is not None:
+        return fast.verify
+    lib, sig = getattr(scheme, "_lib", None), getattr(scheme, "_sig", None)
+    if lib is None or sig is None:
+        return None
+    verify = lib.OQS_SIG_verify
+    return lambda pk, msg, signature: verify(sig, msg, len(msg), signature, len(signature), pk) == 0
+
+
+def c_baseline_reference(scheme: str) -> dict[str, Any]:
+    """The C single-core verify rate and where it came from; {"missing": ..} when bench_c
+    has not run, {"error": ..} when its summary cannot be read."""
+    try:
+        baseline = load_c_baseline()
+        if baseline is None:
+            return {"missing": C_BASELINE_MISSING}
+        return {"ops_per_s": baseline.verify_ops_per_s(scheme), "source": str(baseline.path.resolve()),
+                "run_id": baseline.run_id, "quick": baseline.quick}
+    except QmemoError as exc:
+        return {"error": str(exc)}

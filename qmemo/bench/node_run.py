@@ -1,0 +1,130 @@
+"""`qmemo bench node`, one node run: a fresh `qmemo node` subprocess with N verify threads,
+a warm-up, then the pre-framed `POST /txs` bodies sent over loopback with a fixed number
+of requests in flight. Measured over the timed span: wall time, the node's CPU time by
+thread group (qmemo.bench.proc_cpu), the client's CPU time, and the node's own verify
+counters from /metrics. Every timed transaction must be accepted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+
+from qmemo.bench.node_setup import TXS_PER_ACCOUNT, BenchDevnet
+from qmemo.bench.proc_cpu import thread_cpu_s
+from qmemo.core.transaction import Transaction
+from qmemo.devnet.files import GENESIS_FILE, validator_key_file
+from qmemo.devnet.health import wait_ready
+from qmemo.errors import BenchmarkError
+from qmemo.net.wire import encode_tx_batch
+
+NODE_READY_S = 30.0     # a node that is not answering /health by then has failed to start
+
+
+def run_node(workdir: Path, devnet: BenchDevnet, transactions: list[Transaction], threads: int, *,
+             batch: int, warmup: int, concurrency: int, gil_switch_interval_s: float | None,
+             verifier: str, progress: Callable[[str], None]) -> dict[str, Any]:
+    """One node run with `threads` verify threads (0: verify inline); its measured figures."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    node_config = workdir / f"node-{threads}.json"
+    settings = {"mempool_max_txs": 10 * len(transactions), "mempool_max_bytes": 1 << 34,
+                "mempool_max_per_sender": 10 * TXS_PER_ACCOUNT}
+    if gil_switch_interval_s is not None:
+        settings["gil_switch_interval_s"] = gil_switch_interval_s
+    node_config.write_bytes(orjson.dumps(settings))
+    log = (workdir / f"node-{threads}.log").open("wb")
+    qmemo = Path(sys.executable).with_name("qmemo")
+    process = subprocess.Popen(
+        [str(qmemo), "node", "--genesis", str(devnet.dir / GENESIS_FILE),
+         "--key", str(devnet.dir / validator_key_file(0)), "--data", str(workdir / f"data-{threads}"),
+         "--port", str(port), "--verify-threads", str(threads), "--config", str(node_config),
+         "--verifier", verifier, "--log-level", "WARNING"],
+        stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    bodies = [encode_tx_batch([tx.encoded for tx in transactions[i:i + batch]])
+              for i in range(0, len(transactions), batch)]
+    warm = -(-warmup // batch)
+    try:
+        progress(f"node with {threads} verify thread(s): admitting {len(transactions) - warm * batch:,} "
+                 "transactions ...")
+        result = asyncio.run(_drive(url, process.pid, bodies[:warm], bodies[warm:], concurrency))
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()
+    expected = sum(min(batch, len(transactions) - i)
+                   for i in range(warm * batch, len(transactions), batch))
+    if result["accepted"] != expected:
+        tail = (workdir / f"node-{threads}.log").read_text(errors="replace")[-2000:]
+        raise BenchmarkError(f"the node accepted {result['accepted']} of {expected} transactions "
+                           f"({result['answers']}); its log ends:\n{tail}")
+    if result["verifier"] != verifier:
+        raise BenchmarkError(f"the node verified with {result['verifier']!r}, not {verifier!r}")
+    result["threads"] = threads
+    result["transactions"] = expected
+    return result
+
+
+async def _drive(url: str, pid: int, warmup: list[bytes], bodies: list[bytes], concurrency: int) -> dict[str, Any]:
+    if not (await wait_ready([url], NODE_READY_S))[url]:
+        raise BenchmarkError(f"the node at {url} did not become ready in {NODE_READY_S:g} s")
+    answers: dict[str, int] = {}
+    accepted = 0
+
+    async def post(session: aiohttp.ClientSession, body: bytes) -> None:
+        nonlocal accepted
+        async with session.post(f"{url}/txs", data=body,
+                                headers={"Content-Type": "application/octet-stream"}) as response:
+            document = orjson.loads(await response.read())
+        key = str(response.status)
+        answers[key] = answers.get(key, 0) + 1
+        if response.status == 200:
+            accepted += document["accepted"]
+
+    async def send_all(session: aiohttp.ClientSession, batch: list[bytes]) -> None:
+        queue = list(reversed(batch))
+
+        async def worker() -> None:
+            while queue:
+                await post(session, queue.pop())
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+    timeout = aiohttp.ClientTimeout(total=300)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        await send_all(session, warmup)
+        async with session.get(f"{url}/metrics") as response:
+            before = orjson.loads(await response.read())
+        accepted = 0
+        cpu_before, client_before = thread_cpu_s(pid), time.process_time()
+        started = time.perf_counter()
+        await send_all(session, bodies)
+        wall_s = time.perf_counter() - started
+        cpu_after, client_s = thread_cpu_s(pid), time.process_time() - client_before
+        threads_s = {group: cpu_after.get(group, 0.0) - cpu_before.get(group, 0.0) for group in cpu_after}
+        cpu_s = sum(threads_s.values())
+        async with session.get(f"{url}/metrics") as response:
+            after = orjson.loads(await response.read())
+    verify_s = after["verify"]["seconds"]["admission"] - before["verify"]["seconds"]["admission"]
+    verify_n = after["verify"]["count"]["admission"] - before["verify"]["count"]["admission"]
+    return {"accepted": accepted, "answers": answers, "wall_s": wall_s, "node_cpu_s": cpu_s,
+            "node_cpu_s_by_thread": threads_s, "client_cpu_s": client_s,
+            "verify_calls": verify_n, "verify_s": verify_s,
+            "verify_latency_us": after["verify"]["latency_us"],
+            "verifier": after["verify"].get("verifier"), "key_cache": after["verify"].get("key_cache"),
+            "event_loop_lag_ms": after["event_loop_lag_ms"]}

@@ -1,0 +1,101 @@
+"""`qmemo scenario`: run a scenario manifest (hosts, links, load, perturbations, invariants), or list them.
+
+`run` exits 0 only if every invariant holds; 1 if one fails or the run could not be done
+(no root, no netem for a profile that needs it: one line says which); 130 on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+SCENARIOS_DIR = Path(__file__).resolve().parents[2] / "scenarios"
+PROFILES_FILE = "profiles.toml"
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="scenario_command", metavar="<list|run|show>", required=True)
+    listing = sub.add_parser("list", help="the shipped scenarios and link profiles")
+    listing.add_argument("--dir", type=Path, default=SCENARIOS_DIR, help="where manifests live (default scenarios/)")
+    listing.set_defaults(run=run_list)
+    run = sub.add_parser("run", help="run one manifest and check its invariants")
+    run.add_argument("manifest", type=Path, help="a scenario TOML file (or a shipped scenario's name)")
+    run.add_argument("--out", type=Path, help="run folder (default runs/scenario-<name>-<time>)")
+    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a manifest value, e.g. load.duration_s=20 or perturbations.0.at_s=5")
+    run.add_argument("--profiles", type=Path, help="link profiles file (default scenarios/profiles.toml)")
+    run.add_argument("--links", choices=("netem", "relay"), default="netem",
+                     help="how delays are made: tc netem (default), or a user-space TCP relay per node for "
+                          "kernels without sch_netem (no loss; see docs/scenarios.md)")
+    run.set_defaults(run=run_one)
+    show = sub.add_parser("show", help="a markdown table of finished runs' figures and invariants")
+    show.add_argument("runs", type=Path, nargs="+", help="run folders (each with invariants.json)")
+    show.set_defaults(run=run_show)
+
+
+def _resolve(manifest: Path) -> Path:
+    if manifest.exists() or manifest.suffix:
+        return manifest
+    return SCENARIOS_DIR / f"{manifest}.toml"
+
+
+def run_list(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from qmemo.scenario.manifest import load_manifest, parse_profiles, read_toml
+
+    table = Table("scenario", "nodes", "load", "perturbations", "what")
+    for path in sorted(args.dir.glob("*.toml")):
+        if path.name == PROFILES_FILE:
+            continue
+        manifest = load_manifest(path, args.dir / PROFILES_FILE)
+        actions = ", ".join(f"{p.action}@{p.at_s:g}s" for p in manifest.perturbations) or "-"
+        table.add_row(path.stem, str(manifest.network.nodes),
+                      f"{manifest.load.tps:g} TPS x {manifest.load.duration_s:g} s", actions, manifest.description)
+    profiles = Table("profile", "one-way delay", "jitter", "loss", "rate", "source")
+    for profile in parse_profiles(read_toml(args.dir / PROFILES_FILE)).values():
+        profiles.add_row(profile.name, f"{profile.delay_ms:g} ms", f"{profile.jitter_ms:g} ms", f"{profile.loss_pct:g}%",
+                         f"{profile.rate_mbit:g} Mbit/s", profile.source)
+    console = Console()
+    console.print(table)
+    console.print(profiles)
+    return 0
+
+
+def run_one(args: argparse.Namespace) -> int:
+    import time
+
+    from rich.console import Console
+
+    from qmemo.scenario.manifest import load_manifest
+    from qmemo.scenario.runner import run_scenario
+
+    path = _resolve(args.manifest)
+    manifest = load_manifest(path, args.profiles or path.parent / PROFILES_FILE, args.overrides)
+    out = args.out or Path("runs") / time.strftime(f"scenario-{manifest.name}-%Y%m%d-%H%M%S")
+    verdict = run_scenario(manifest, path, out, args.overrides, args.links)
+    console = Console(highlight=False)
+    for result in verdict.results:
+        mark = "[green]PASS[/]" if result.passed else "[red]FAIL[/]"
+        console.print(f"{mark} {result.name}: {result.detail}")
+    for problem in verdict.run.get("cleanup_problems", []):
+        console.print(f"[yellow]cleanup:[/] {problem}")
+    console.print(f"{'[green]all invariants hold' if verdict.passed else '[red]invariants failed'}[/]; run folder: {out}")
+    return 0 if verdict.passed else 1
+
+
+def run_show(args: argparse.Namespace) -> int:
+    from qmemo.scenario.verdict import read
+
+    print("| scenario | committed TPS | p99 ms | invariants | failed: figures |")
+    print("|---|---|---|---|---|")
+    for run_dir in args.runs:
+        verdict = read(run_dir)
+        figures = {r.name: r for r in verdict.results}.get("throughput_within_bounds")
+        tps = f"{figures.figures['committed_tps']:,.1f}" if figures else "-"
+        p99 = f"{figures.figures['p99_ms']:,.0f}" if figures else "-"
+        marks = " ".join(f"{r.name} {'pass' if r.passed else '**FAIL**'}" for r in verdict.results)
+        failed = "; ".join(f"{r.name}: {r.detail}" for r in verdict.results if not r.passed) or "-"
+        print(f"| {verdict.scenario} | {tps} | {p99} | {marks} | {failed} |")
+    return 0

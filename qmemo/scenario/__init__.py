@@ -1,0 +1,1 @@
+"""Scenarios: a devnet on hosts of its own (network namespaces), shaped links, faults on a schedule, invariants."""

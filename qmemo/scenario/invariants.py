@@ -1,0 +1,193 @@
+"""The invariants a scenario must keep, evaluated on what the run recorded.
+
+Each check is a pure function of recorded data returning an `InvariantResult` with its
+figures, so a recorded run can be judged again and every rule is unit-tested on small
+hand-made records. `evaluate()` loads a run folder (the files the runner wrote, see
+docs/scenarios.md) and applies every check the manifest calls for.
+
+Never loosen a check to make a scenario pass: a failing invariant is the finding.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from qmemo.scenario.manifest import Manifest
+from qmemo.scenario.verdict import InvariantResult
+
+EXAMPLES = 5   # ids or heights quoted in a failed check's figures
+
+
+@dataclass(frozen=True, slots=True)
+class TxRecord:
+    """One generator transaction, as transactions.csv has it (times in s from the load's start)."""
+
+    id: str
+    intended_s: float
+    accepted: bool
+    committed_s: float | None
+
+
+# --- the checks --------------------------------------------------------------------------
+
+def same_tip(tips: Mapping[str, tuple[int, str] | None]) -> InvariantResult:
+    """All nodes answer, on the same (height, tip hash)."""
+    down = sorted(node for node, tip in tips.items() if tip is None)
+    distinct = {tip for tip in tips.values() if tip is not None}
+    passed = not down and len(distinct) == 1
+    figures = {"tips": {node: (list(tip) if tip else None) for node, tip in sorted(tips.items())}, "down": down}
+    if passed:
+        height, tip_hash = next(iter(distinct))
+        detail = f"all {len(tips)} nodes at height {height}, tip {tip_hash[:16]}.."
+    elif down:
+        detail = f"{', '.join(down)} did not answer"
+    else:
+        detail = f"{len(distinct)} different tips: " + ", ".join(f"{h}/{t[:12]}.." for h, t in sorted(distinct))
+    return InvariantResult("same_tip", passed, detail, figures)
+
+
+def accepted_once(transactions: Iterable[TxRecord], chain_ids: Counter[str],
+                  evictions: Mapping[str, str | None],
+                  missing_status: Mapping[str, int] | None = None) -> InvariantResult:
+    """Every accepted transaction is in the chain exactly once, or its node reports it evicted with a reason.
+
+    `evictions` maps an accepted id missing from the chain to the reason `GET /tx/<id>`
+    gave (None when no node reported it evicted); `missing_status` counts, for the rest,
+    what the nodes said instead (queued, pending, unknown, no answer), for the figures.
+    """
+    accepted = [tx for tx in transactions if tx.accepted]
+    once = sum(1 for tx in accepted if chain_ids.get(tx.id, 0) == 1)
+    repeated = sorted(tx_id for tx_id, count in chain_ids.items() if count > 1)
+    absent = [tx.id for tx in accepted if chain_ids.get(tx.id, 0) == 0]
+    evicted = Counter(evictions.get(tx_id) for tx_id in absent if evictions.get(tx_id))
+    unexplained = [tx_id for tx_id in absent if not evictions.get(tx_id)]
+    passed = not repeated and not unexplained
+    figures = {"accepted": len(accepted), "committed_once": once, "in_chain_more_than_once": len(repeated),
+               "evicted": dict(evicted), "missing_without_reason": len(unexplained),
+               "missing_by_node_status": dict(missing_status or {}),
+               "examples_missing": unexplained[:EXAMPLES], "examples_repeated": repeated[:EXAMPLES]}
+    detail = (f"{once:,} of {len(accepted):,} accepted committed once, {sum(evicted.values()):,} evicted with a "
+              f"reason, {len(unexplained):,} missing without one, {len(repeated):,} in the chain twice or more")
+    return InvariantResult("accepted_committed_once", passed, detail, figures)
+
+
+def final_blocks_kept(observed: Iterable[tuple[str, int, str]],
+                      end_chains: Mapping[str, Mapping[int, str] | None]) -> InvariantResult:
+    """No block once final (written to a node's store) was later lost or replaced.
+
+    `observed` holds (node, height, hash) seen at or below a node's final height during the
+    run; `end_chains` each node's chain at the end (height -> hash; None if it did not
+    answer). Every observation must still be in its node's chain, and no two nodes may
+    ever have had different final blocks at one height.
+    """
+    by_height: dict[int, set[str]] = {}
+    lost: list[str] = []
+    changed: list[str] = []
+    count = 0
+    for node, height, block_hash in observed:
+        count += 1
+        by_height.setdefault(height, set()).add(block_hash)
+        chain = end_chains.get(node)
+        if chain is None:
+            continue      # a node that is down at the end fails same_tip; its history is still compared below
+        if height not in chain:
+            lost.append(f"{node}@{height}")
+        elif chain[height] != block_hash:
+            changed.append(f"{node}@{height}")
+    conflicts = sorted(h for h, hashes in by_height.items() if len(hashes) > 1)
+    passed = not lost and not changed and not conflicts
+    figures = {"observations": count, "heights": len(by_height), "lost": len(lost), "changed": len(changed),
+               "heights_with_two_final_blocks": len(conflicts), "examples": (lost + changed)[:EXAMPLES],
+               "example_heights": conflicts[:EXAMPLES]}
+    detail = (f"{count:,} final-block observations over {len(by_height):,} heights: {len(lost)} lost, "
+              f"{len(changed)} changed, {len(conflicts)} heights final with two different blocks")
+    return InvariantResult("final_blocks_kept", passed, detail, figures)
+
+
+def throughput_within(summary: Mapping[str, Any], min_committed_tps: float | None,
+                      max_p99_ms: float | None) -> InvariantResult:
+    """Committed TPS and p99 intended->committed latency within the manifest's bounds."""
+    committed_tps = float(summary["committed_tps"])
+    p99 = summary["latency_ms"]["intended_to_committed"]["percentiles_ms"]["p99"]
+    p99 = math.nan if p99 is None else float(p99)
+    problems = []
+    if min_committed_tps is not None and not committed_tps >= min_committed_tps:
+        problems.append(f"committed {committed_tps:,.1f} TPS < {min_committed_tps:,.1f}")
+    if max_p99_ms is not None and not p99 <= max_p99_ms:    # NaN (nothing committed) fails
+        problems.append(f"p99 {p99:,.0f} ms > {max_p99_ms:,.0f}")
+    figures = {"committed_tps": committed_tps, "p99_ms": p99, "min_committed_tps": min_committed_tps,
+               "max_p99_ms": max_p99_ms, "target_tps": summary.get("target_tps")}
+    detail = "; ".join(problems) or f"committed {committed_tps:,.1f} TPS, p99 {p99:,.0f} ms"
+    return InvariantResult("throughput_within_bounds", not problems, detail, figures)
+
+
+def honest_goodput(transactions: Iterable[TxRecord], windows: list[tuple[float, float]],
+                   baseline_tps: float, min_share: float) -> InvariantResult:
+    """Honest transactions intended during the floods and committed, per second, against the baseline."""
+    merged: list[tuple[float, float]] = []
+    for start, end in sorted(windows):            # overlapping floods: count their seconds once
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    windows = merged
+    seconds = sum(end - start for start, end in windows)
+    inside = [tx for tx in transactions if any(start <= tx.intended_s < end for start, end in windows)]
+    committed = sum(1 for tx in inside if tx.committed_s is not None)
+    goodput = committed / seconds if seconds > 0 else math.nan
+    share = goodput / baseline_tps
+    passed = share >= min_share          # NaN fails
+    figures = {"flood_seconds": seconds, "honest_planned": len(inside), "honest_committed": committed,
+               "goodput_tps": goodput, "baseline_tps": baseline_tps, "share": share, "min_share": min_share}
+    detail = f"honest goodput {goodput:,.1f} TPS during floods = {share:.0%} of {baseline_tps:,.0f} (need {min_share:.0%})"
+    return InvariantResult("honest_goodput", passed, detail, figures)
+
+
+# --- reading a run folder ------------------------------------------------------------------
+
+def read_transactions(path: Path) -> list[TxRecord]:
+    records = []
+    with Path(path).open(newline="") as rows:
+        for row in csv.DictReader(rows):
+            committed = float(row["committed_s"]) if row["committed_s"] else None
+            records.append(TxRecord(row["id"], float(row["intended_s"]),
+                                    row["status"] == "accepted" or committed is not None, committed))
+    return records
+
+
+def read_jsonl(path: Path) -> list[Any]:
+    if not path.exists():
+        return []
+    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+
+
+def evaluate(run_dir: Path, manifest: Manifest) -> list[InvariantResult]:
+    """Every invariant of `manifest` over the run folder the runner filled."""
+    run_dir = Path(run_dir)
+    end = orjson.loads((run_dir / "chain" / "end.json").read_bytes())
+    tips = {node: (tuple(tip) if tip else None) for node, tip in end["tips"].items()}
+    results = [same_tip(tips)]
+    transactions = read_transactions(run_dir / "gen" / "transactions.csv")
+    chain_ids = Counter((run_dir / "chain" / "tx-ids.txt").read_text().split())
+    results.append(accepted_once(transactions, chain_ids, end["evictions"], end["missing_status"]))
+    observed = [(o["node"], o["height"], o["hash"]) for o in read_jsonl(run_dir / "chain" / "final-observed.jsonl")]
+    end_chains = {node: ({int(h): block_hash for h, block_hash in chain.items()} if chain is not None else None)
+                  for node, chain in end["chains"].items()}
+    results.append(final_blocks_kept(observed, end_chains))
+    summary = orjson.loads((run_dir / "gen" / "summary.json").read_bytes())
+    bounds = manifest.invariants
+    results.append(throughput_within(summary, bounds.min_committed_tps, bounds.max_p99_ms))
+    if manifest.floods:
+        windows = [(f.at_s, f.end_s) for f in manifest.floods]
+        # The parser requires both bounds for a flood scenario; 0 here would only make the check fail.
+        results.append(honest_goodput(transactions, windows, bounds.goodput_baseline_tps or math.nan,
+                                      bounds.min_goodput_share or math.inf))
+    return results

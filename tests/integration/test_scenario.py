@@ -1,0 +1,133 @@
+"""Scenarios for real: lan-baseline and pause-node in short form, SIGTERM mid-run, the sweep after kill -9.
+
+Each runs `qmemo scenario run` as its own process (nodes in network namespaces, the
+generator in another) and checks its verdict, then that nothing is left behind: no
+namespace, veth or bridge with the runner's PID in its name, and no process whose
+command line points into the run folder. Needs root and `ip netns`; skipped otherwise
+with the reason the runner itself gives.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from qmemo.errors import SetupError
+from qmemo.scenario.hosts import leftovers, require_root_and_netns, sweep_stale
+from qmemo.scenario.verdict import read
+from tests.conftest import REPO_ROOT, VENV_BIN
+
+try:
+    require_root_and_netns()
+    UNAVAILABLE = ""
+except SetupError as exc:
+    UNAVAILABLE = str(exc)
+
+pytestmark = pytest.mark.skipif(bool(UNAVAILABLE), reason=UNAVAILABLE)
+
+# Short form: fewer accounts (key generation) and a shorter load, same manifests otherwise.
+SHORT = ["--set", "chain.accounts=300", "--set", "invariants.settle_s=20"]
+RUN_TIMEOUT_S = 150
+
+
+def processes_using(path: Path) -> list[str]:
+    """Command lines of live processes that mention `path` (our nodes, generator, floods)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(path) in cmdline:
+            found.append(f"{entry.name}: {cmdline[:200]}")
+    return found
+
+
+def scenario(name: str, out: Path, *overrides: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([str(VENV_BIN / "qmemo"), "scenario", "run", name, "--out", str(out), *SHORT,
+                             *(arg for o in overrides for arg in ("--set", o))],
+                            cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def assert_nothing_left(runner_pid: int, out: Path) -> None:
+    assert leftovers(runner_pid) == []
+    assert processes_using(out) == []
+
+
+def finish(process: subprocess.Popen[str]) -> str:
+    try:
+        output, _ = process.communicate(timeout=RUN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGTERM)     # the runner's own cleanup path
+        output, _ = process.communicate(timeout=60)
+        raise AssertionError(f"scenario did not finish in {RUN_TIMEOUT_S} s:\n{output}") from None
+    return output
+
+
+def test_lan_baseline_short_holds_every_invariant_and_leaves_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    process = scenario("lan-baseline", out, "load.duration_s=10")
+    output = finish(process)
+    assert process.returncode == 0, output
+    verdict = read(out)
+    assert verdict.passed and [r.name for r in verdict.results] == [
+        "same_tip", "accepted_committed_once", "final_blocks_kept", "throughput_within_bounds"]
+    assert verdict.run["cleanup_problems"] == []
+    for node in ("node-0", "node-1", "node-2"):
+        samples = (out / "metrics" / f"{node}.jsonl").read_bytes().splitlines()
+        assert len(samples) >= 10 and orjson.loads(samples[-1])["ok"] is True
+        assert (out / "logs" / f"{node}.log").stat().st_size > 0
+    assert (out / "gen" / "summary.json").exists() and (out / "manifest.toml").exists()
+    assert_nothing_left(process.pid, out)
+
+
+def test_pause_node_short_catches_up_and_leaves_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    process = scenario("pause-node", out, "load.duration_s=20", "perturbations.0.at_s=5", "perturbations.0.for_s=6")
+    output = finish(process)
+    assert process.returncode == 0, output
+    assert read(out).passed
+    events = [orjson.loads(line)["what"] for line in (out / "timeline.jsonl").read_bytes().splitlines()]
+    assert events.index("SIGSTOP") < events.index("SIGCONT") < events.index("load finished")
+    assert_nothing_left(process.pid, out)
+
+
+def test_sigterm_mid_run_stops_everything_and_exits_130(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    process = scenario("lan-baseline", out, "load.duration_s=30", "load.tps=100")
+    deadline = time.monotonic() + 90
+    timeline = out / "timeline.jsonl"
+    while not (timeline.exists() and b"load started" in timeline.read_bytes()):
+        assert process.poll() is None, process.communicate()[0]
+        assert time.monotonic() < deadline, "the load never started"
+        time.sleep(0.2)
+    assert leftovers(process.pid) != []           # the hosts exist while it runs
+    os.kill(process.pid, signal.SIGTERM)
+    output, _ = process.communicate(timeout=60)
+    assert process.returncode == 130, output
+    assert_nothing_left(process.pid, out)
+
+
+def test_the_sweep_removes_what_a_killed_runner_left_behind(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    process = scenario("lan-baseline", out, "load.duration_s=30", "load.tps=100")
+    deadline = time.monotonic() + 90
+    timeline = out / "timeline.jsonl"
+    while not (timeline.exists() and b"nodes healthy" in timeline.read_bytes()):
+        assert process.poll() is None, process.communicate()[0]
+        assert time.monotonic() < deadline, "the nodes never became healthy"
+        time.sleep(0.2)
+    process.kill()                                # no cleanup: namespaces and nodes stay behind
+    process.communicate(timeout=30)
+    assert leftovers(process.pid) != [] and processes_using(out) != []
+    removed = sweep_stale()
+    assert any(item.startswith(f"netns qms-{process.pid}-") for item in removed)
+    assert_nothing_left(process.pid, out)

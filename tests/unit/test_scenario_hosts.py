@@ -1,0 +1,33 @@
+"""Host bookkeeping that needs no root: the one-line refusal without root, and which names a sweep may touch."""
+
+from __future__ import annotations
+
+import pytest
+
+from qmemo.errors import SetupError
+from qmemo.scenario import hosts
+
+
+def test_without_root_the_runner_refuses_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hosts.os, "geteuid", lambda: 1000)
+    with pytest.raises(SetupError) as error:
+        hosts.require_root_and_netns()
+    assert "needs root" in str(error.value) and "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("name, pid", [("qms4242br", 4242), ("qms4242n0", 4242), ("qms17n31", 17), ("qms9g", 9),
+                                       ("qms9a@if12", 9)])
+def test_our_link_names_carry_the_runners_pid(name: str, pid: int) -> None:
+    match = hosts._LINK_RE.match(name)
+    assert match is not None and int(match.group(1)) == pid
+
+
+@pytest.mark.parametrize("name", ["eth0", "qmsbr", "qms12x", "docker0", "qms12n"])
+def test_other_link_names_are_never_swept(name: str) -> None:
+    assert hosts._LINK_RE.match(name) is None
+
+
+def test_namespace_names_carry_the_runners_pid() -> None:
+    match = hosts._NS_RE.match("qms-4242-node-0")
+    assert match is not None and match.group(1) == "4242"
+    assert hosts._NS_RE.match("other-4242-node-0") is None
