@@ -111,7 +111,8 @@ class Handlers:
         limit = query_int(request, "limit", min(20, maximum), 1, maximum)
         blocks = await self.node.blocks(from_height, limit)
         names = self._validator_names()
-        return self.json({"blocks": [wire.block_json(b, names, tx_ids_only=ids_only) for b in blocks]})
+        return self.json({"blocks": [wire.block_json(b, names, tx_ids_only=ids_only,
+                                                     depth=self.node.block_depth(b.height)) for b in blocks]})
 
     async def get_block(self, request: web.Request) -> web.Response:
         """GET /block/{height} and /block/latest"""
@@ -127,7 +128,8 @@ class Handlers:
         blocks = await self.node.blocks(height, 1) if height >= 1 else []
         if not blocks:
             raise NotFound(f"no block at height {height} (the tip is {self.node.height})")
-        return self.json(wire.block_json(blocks[0], self._validator_names(), tx_ids_only=self._ids_only(request)))
+        return self.json(wire.block_json(blocks[0], self._validator_names(), tx_ids_only=self._ids_only(request),
+                                         depth=self.node.block_depth(height)))
 
     def _ids_only(self, request: web.Request) -> bool:
         txs = request.query.get("txs", "full")

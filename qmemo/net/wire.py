@@ -144,7 +144,8 @@ def tx_status_json(status: TxStatus) -> dict[str, Any]:
     document: dict[str, Any] = {"id": status.tx_id.hex(), "status": status.status}
     if status.proof is not None:
         document.update(height=status.height, position=status.position, block_hash=status.block_hash.hex(),
-                        merkle_root=status.merkle_root.hex(), proof=status.proof.to_json())
+                        merkle_root=status.merkle_root.hex(), proof=status.proof.to_json(),
+                        confirmations=status.confirmations, final=status.final)
     if status.reason is not None:
         document["reason"] = status.reason
     return document
@@ -155,8 +156,10 @@ def account_json(address: bytes, account: Account, pending_nonce: int) -> dict[s
             "pending_nonce": pending_nonce}
 
 
-def block_json(block: Block, validator_names: Sequence[str], *, tx_ids_only: bool) -> dict[str, Any]:
-    """A block for `/block*` answers: a summary, then transaction ids or full transactions."""
+def block_json(block: Block, validator_names: Sequence[str], *, tx_ids_only: bool,
+               depth: tuple[int, bool] | None = None) -> dict[str, Any]:
+    """A block for `/block*` answers: a summary (with `confirmations` and `final` when
+    `depth` is given), then transaction ids or full transactions."""
     header = block.header
     document: dict[str, Any] = {
         "height": header.height,
@@ -169,6 +172,8 @@ def block_json(block: Block, validator_names: Sequence[str], *, tx_ids_only: boo
         "tx_count": header.tx_count,
         "merkle_root": header.merkle_root.hex(),
     }
+    if depth is not None:
+        document["confirmations"], document["final"] = depth
     if tx_ids_only:
         document["tx_ids"] = [tx.id.hex() for tx in block.transactions]
     else:

@@ -11,7 +11,8 @@ has its own room, and `Node` wires them together at `start` and takes them down 
 - producer (qmemo.node.producer): this validator's blocks, in its turns;
 - sync (qmemo.node.sync): fetch what the peers have and we lack;
 - relay (qmemo.node.peers): accepted client transactions to the peers, in batches;
-- persistence (qmemo.node.persistence): final blocks to SQLite, the clean-stop files;
+- persistence (qmemo.node.persistence): final blocks to SQLite, the restore at start;
+- journal (qmemo.node.journal): accepted client transactions on disk before the answer;
 - reporting (qmemo.node.reporting): `/status` and `/metrics` as frozen values.
 
 The node answers with values (qmemo.node.answers, qmemo.node.reporting), never JSON;
@@ -26,6 +27,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any, TypeVar
 
 from qmemo.core.block import Block
@@ -38,11 +40,12 @@ from qmemo.crypto.verifier import signer
 from qmemo.errors import MempoolFull, NodeNotReady
 from qmemo.node import reporting
 from qmemo.node.admission import Admission, AdmissionLimits, Item
-from qmemo.node.answers import BlockAnswer, TxOutcome, TxStatus
+from qmemo.node.answers import ACCEPTED, BlockAnswer, TxOutcome, TxStatus
 from qmemo.node.block_decode import DecodedCache
 from qmemo.node.chain import FINALITY_DEPTH, Chain
 from qmemo.node.config import NodeConfig
 from qmemo.node.intake import BlockIntake
+from qmemo.node.journal import Journal
 from qmemo.node.log import node_logger
 from qmemo.node.loop_lag import probe_loop_lag
 from qmemo.node.metrics import NodeMetrics, VerifyMetrics
@@ -86,6 +89,7 @@ class Node:
         self.admission: Admission | None = None
         self.intake: BlockIntake | None = None
         self.persistence: Persistence | None = None
+        self.journal: Journal | None = None
         self.sync: Sync | None = None
         self._store_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{self.name}-store")
         self._store_reader = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"{self.name}-read")
@@ -106,7 +110,9 @@ class Node:
         """Open the store, restore the tip and what the last clean stop kept, start the tasks."""
         config, loop = self.config, asyncio.get_running_loop()
         path = config.data / "chain.sqlite"
-        self.store = store = await loop.run_in_executor(self._store_writer, ChainStore, path, self.genesis)
+        # synchronous=FULL: a block is served only once its commit is fsync'd (docs/api.md, "Durability").
+        self.store = store = await loop.run_in_executor(
+            self._store_writer, partial(ChainStore, path, self.genesis, synchronous="FULL"))
         depth = config.finality_depth
         self.chain = Chain(store, finality_depth=depth if depth is not None else
                            (FINALITY_DEPTH if self.peers else 0))
@@ -116,16 +122,18 @@ class Node:
             AdmissionLimits(config.mempool_future_nonces, future_ttl_s=config.mempool_future_ttl_s),
             self.decoded, self.relay.enqueue if self.relay else (lambda encodings: None))
         self.intake = BlockIntake(self.genesis, self.chain, self.admission, self.pool, self.decoded,
-                                  self.metrics, self.log, self.clock)
-        self.persistence = Persistence(config.data, store, self.intake, self.admission, self._store_writer,
-                                       self.metrics, self.log)
+                                  self.metrics, self.log, self.clock, self._store_writer)
+        self.journal = journal = Journal(config.data, self.name)
+        journaled = await loop.run_in_executor(self._store_reader, journal.read_back)
+        self.persistence = Persistence(config.data, store, self.intake, self.admission, journal,
+                                       self._store_writer, self.metrics, self.log)
         self.sync = Sync(self.intake, self.peers, self.peer_views, self.metrics, self.log,
                          interval_s=config.sync_interval_s, batch_blocks=config.sync_batch_blocks)
         self.log.info("store %s at height %d (%s..), %d transactions committed; validator %s; %d verify threads; "
                       "peers: %s", path, self.chain.height, self.chain.tip_hash.hex()[:16],
                       self.metrics.tx_committed, self.validator_index, config.verify_threads,
                       ", ".join(p.url for p in self.peers) or "none")
-        await self.persistence.restore()
+        await self.persistence.restore(journaled)
         self._spawn(probe_loop_lag(self.metrics.loop_lag), "loop-lag")
         self._spawn(self.persistence.flush_loop(), "flusher")
         self._spawn(self._expiry_loop(), "expiry")
@@ -139,8 +147,8 @@ class Node:
         self._producer_running = True
 
     async def stop(self) -> None:
-        """Stop producing and syncing, finish the block write under way, keep what is only in
-        memory, close the store."""
+        """Stop producing and syncing, finish the block write under way, journal every
+        unsettled transaction, close the store."""
         if self._stopping:
             return
         self._stopping = True
@@ -165,8 +173,10 @@ class Node:
             # Whatever happened to the final write, keep what is only in memory and close.
             try:
                 if persistence is not None:
-                    persistence.keep()
+                    await persistence.keep()
             finally:
+                if self.journal is not None:
+                    self.journal.close()
                 self.pool.close()
                 if self.store is not None:
                     await loop.run_in_executor(self._store_writer, self.store.close)
@@ -208,13 +218,18 @@ class Node:
     # --- transactions -------------------------------------------------------------------------
 
     async def submit(self, items: Sequence[Item], *, from_peer: bool = False) -> list[TxOutcome]:
-        """Admit a batch (client or peer). MempoolFull (429) if the pool has no room at all."""
+        """Admit a batch (client or peer). MempoolFull (429) if the pool has no room at all.
+        A client's accepted transactions are journaled (fsync'd) before this returns."""
         _, admission, _ = self._require_ready()
         if admission.is_full():
             self.metrics.tx_received += len(items)
             self.metrics.tx_rejected["mempool_full"] += len(items)
             raise MempoolFull(f"the mempool is full ({len(self.mempool)} transactions); retry later")
-        return await admission.admit(items, relay=not from_peer)
+        outcomes = await admission.admit(items, relay=not from_peer)
+        if not from_peer:
+            await self.journal.append([item if isinstance(item, bytes) else item.encoded
+                                       for item, outcome in zip(items, outcomes) if outcome.status == ACCEPTED])
+        return outcomes
 
     async def transaction_status(self, tx_id: bytes) -> TxStatus:
         """pending / queued / committed (with inclusion proof) / evicted / unknown."""
@@ -224,16 +239,19 @@ class Node:
             return TxStatus(tx_id, pending)
         for entry in chain.recent:
             block = entry.block
+            if block.height > chain.served_height:
+                break
             for position, tx in enumerate(block.transactions):
                 if tx.id == tx_id:
                     return TxStatus(tx_id, "committed", block.height, position, block.hash, block.header.merkle_root,
-                                    merkle_proof([tx.id for tx in block.transactions], position))
+                                    merkle_proof([tx.id for tx in block.transactions], position),
+                                    None, *chain.depth(block.height))
         committed = await asyncio.get_running_loop().run_in_executor(
             self._store_reader, self.store.transaction, tx_id)
         if committed is not None and committed.height <= chain.height and \
                 chain.hash_at(committed.height) == committed.block_hash:
             return TxStatus(tx_id, "committed", committed.height, committed.position, committed.block_hash,
-                            committed.merkle_root, committed.proof)
+                            committed.merkle_root, committed.proof, None, *chain.depth(committed.height))
         if pending:
             return TxStatus(tx_id, "evicted", reason=pending.split(":", 1)[1])
         return TxStatus(tx_id, "unknown")
@@ -244,6 +262,11 @@ class Node:
         return chain.account(address), admission.pending_nonce(address)
 
     # --- blocks -------------------------------------------------------------------------------
+
+    def block_depth(self, height: int) -> tuple[int, bool]:
+        """(confirmations, final) of our block at `height` (qmemo.node.chain, `depth`)."""
+        chain, _, _ = self._require_ready()
+        return chain.depth(height)
 
     async def blocks(self, from_height: int, limit: int) -> list[Block]:
         """Our blocks from `from_height` upwards (at most `limit`), ascending."""
@@ -258,7 +281,7 @@ class Node:
         """Blocks from `from_height` on, from memory where held there, else from the store
         (on a reader thread), each as `from_memory`/`from_store` gives it; up to the first gap."""
         chain, _, _ = self._require_ready()
-        heights = range(max(1, from_height), min(chain.height, from_height + limit - 1) + 1)
+        heights = range(max(1, from_height), min(chain.served_height, from_height + limit - 1) + 1)
         recent = {height: chain.recent_block(height) for height in heights}
         stored = [height for height, block in recent.items() if block is None]
         loaded: dict[int, T | None] = {}
@@ -284,8 +307,8 @@ class Node:
 
     @property
     def height(self) -> int:
-        """The tip's height (0 before the first block, or while starting)."""
-        return self.chain.height if self.chain else 0
+        """The served tip's height: the newest stored block (0 before the first block, or while starting)."""
+        return self.chain.served_height if self.chain else 0
 
     def tip_age_s(self) -> float:
         return max(0.0, (self.clock() - self.chain.tip_timestamp_ms) / 1000) if self.chain else 0.0

@@ -7,12 +7,14 @@ the blocks the test asks for, when it asks."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from pathlib import Path
 
 import orjson
 import pytest
 
+from qmemo.node.journal import Journal
 from qmemo.node.persistence import PENDING_TXS_FILE, RECENT_BLOCKS_FILE
 from tests.integration.nodes import Devnet, ManualClock, Wallet, make_devnet, running_node
 
@@ -30,7 +32,7 @@ async def _until(predicate, what: str, timeout_s: float = 15.0) -> None:
         await asyncio.sleep(0.02)
 
 
-async def test_a_clean_stop_keeps_undoable_blocks_and_pending_transactions(devnet: Devnet, tmp_path: Path):
+async def test_undoable_blocks_are_stored_and_pending_transactions_kept_at_a_clean_stop(devnet: Devnet, tmp_path: Path):
     genesis_ms = orjson.loads(devnet.genesis.read_bytes())["genesis_time_ms"]
     clock = ManualClock(genesis_ms)             # before the first turn: nothing is produced yet
     wallet = Wallet(devnet)
@@ -43,7 +45,16 @@ async def test_a_clean_stop_keeps_undoable_blocks_and_pending_transactions(devne
         await _until(lambda: node.height == 1, "block 1")
         assert [o.status for o in await node.submit([pending])] == ["accepted"]
         assert node.store.height == 0
-    assert (data / RECENT_BLOCKS_FILE).exists() and (data / PENDING_TXS_FILE).exists()
+    # The undoable block is in the store (written before it was served), not in a kept file.
+    with sqlite3.connect(data / "chain.sqlite") as db:
+        assert [h for (h,) in db.execute("SELECT height FROM recent_blocks")] == [1]
+    # The pending transaction is in the journal (written before it was answered "accepted").
+    assert not (data / RECENT_BLOCKS_FILE).exists() and not (data / PENDING_TXS_FILE).exists()
+    journal = Journal(data, "reader")
+    try:
+        assert journal.read_back() == [pending.encoded]
+    finally:
+        journal.close()
     async with running_node(devnet, data, devnet.validator_key(0), finality_depth=3, clock=clock) as node:
         assert node.height == 1 and node.store.height == 0
         assert (await node.transaction_status(committed.id)).status == "committed"
