@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -143,20 +144,27 @@ class BlockIntake:
                                  fork_height, len(undone), len(branch), chain.height, chain.tip_hash.hex()[:16])
             return "accepted"
 
-    async def make_durable(self) -> None:
+    async def make_durable(self) -> bool:
         """Write the current branch's blocks not yet stored, then let them be served and
         relayed. The caller holds `lock`; the event loop goes on meanwhile (the write runs
-        on the store's writer thread), serving only what was stored before."""
+        on the store's writer thread), serving only what was stored before. False if the
+        store refused: the blocks stay unserved, and the next call tries again."""
         chain = self.chain
         blocks = chain.not_durable()
         if blocks or chain.durable_height < chain.height:
             rows = [(block.height, block.hash, block.encode()) for block in blocks]
             started = time.perf_counter()
-            await asyncio.get_running_loop().run_in_executor(
-                self._writer, chain.store.keep_branch, chain.durable_height, rows)
+            try:
+                await asyncio.get_running_loop().run_in_executor(
+                    self._writer, chain.store.keep_branch, chain.durable_height, rows)
+            except (sqlite3.Error, OSError):
+                self.log.exception("storing blocks %d-%d failed; they are not served", chain.durable_height + 1,
+                                   chain.height)
+                return False
             self.metrics.validation["durable"].observe(time.perf_counter() - started)
         chain.made_durable()
         self.applied.set()
+        return True
 
     async def apply_kept(self, block: Block) -> None:
         """A block kept at the last stop: verified and applied like any other (the caller

@@ -113,6 +113,7 @@ class Persistence:
         loop = asyncio.get_running_loop()
         stored = await loop.run_in_executor(self._writer, self.store.recent_blocks)
         await self._restore_blocks(stored, "the store")
+        self.chain.durable_height = self.chain.height      # they are in the store already
         restoring = _take(self.data / RECENT_BLOCKS_FILE)
         if restoring is not None:
             try:

@@ -73,10 +73,10 @@ class Producer:
                     self.log.error("could not produce block %d: %s", height, exc)
                     block = None
                 else:
-                    await intake.make_durable()     # stored before anyone hears of it
+                    stored = await intake.make_durable()     # stored before anyone hears of it
             if block is None:
                 await asyncio.sleep(genesis.producer_timeout_ms / 1000)
-            else:
+            elif stored:
                 self._broadcast(block)
 
     def _produce(self, height: int, parent_hash: bytes, timestamp_ms: int) -> Block:
