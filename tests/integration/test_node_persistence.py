@@ -14,8 +14,10 @@ from pathlib import Path
 import orjson
 import pytest
 
+from qmemo.frames import encode_frames
 from qmemo.node.journal import Journal
 from qmemo.node.persistence import PENDING_TXS_FILE, RECENT_BLOCKS_FILE
+from qmemo.node.store import load_genesis
 from tests.integration.nodes import Devnet, ManualClock, Wallet, make_devnet, running_node
 
 
@@ -70,3 +72,18 @@ async def test_a_damaged_kept_file_costs_what_it_held_and_the_node_starts(devnet
     async with running_node(devnet, data, devnet.validator_key(0), clock=clock) as node:
         assert node.ready and node.height == 0
     assert not (data / RECENT_BLOCKS_FILE).exists() and not list(data.glob("*.restoring"))
+
+
+async def test_an_old_kept_blocks_file_is_applied_once_and_its_block_stored(devnet: Devnet, tmp_path: Path):
+    genesis = load_genesis(devnet.genesis)
+    clock = ManualClock(genesis.genesis_time_ms + 500)
+    block = devnet.block(height=1, previous_hash=genesis.hash, timestamp_ms=clock.now_ms,
+                         producer=0, transactions=Wallet(devnet).transfers(3))
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / RECENT_BLOCKS_FILE).write_bytes(encode_frames([block.encode()]))   # as earlier versions wrote it
+    async with running_node(devnet, data, devnet.validator_key(0), finality_depth=3, clock=clock) as node:
+        assert node.height == 1 and node.chain.tip_hash == block.hash
+        assert not (data / RECENT_BLOCKS_FILE).exists() and not list(data.glob("*.restoring"))
+    with sqlite3.connect(data / "chain.sqlite") as db:
+        assert db.execute("SELECT hash FROM recent_blocks WHERE height = 1").fetchone()[0] == block.hash
