@@ -1,16 +1,21 @@
-"""Follow new blocks and mark the generator's transactions committed when first seen.
+"""Follow new blocks: mark the generator's transactions included when first seen in a
+block, and committed when first seen in a block reported `final` (docs/api.md).
 
 One request per poll brings every new block's transaction ids (`GET /blocks?from=H
-&limit=N&txs=ids`, docs/api.md); transactions are never polled one by one. A commit is
-timed when the follower first sees the block, so commit times carry up to one poll
-interval (0.1 s by default) of observation delay - small next to a 2 s block interval,
-and stated in the run manifest. If the followed node stops answering, the follower
-moves to the next node in its list.
+&limit=N&txs=ids`, docs/api.md); transactions are never polled one by one. A block
+seen before it was final is asked for again (one block, at the lowest such height)
+each time the tip has moved, until it is final - or until another block has replaced
+it there (a fork switch: the follower reads the chain again from that height, and its
+transactions wait for the block that carries them now). Times are taken when the
+follower sees a block, so they carry up to one poll interval (0.1 s by default) of
+observation delay - small next to a 2 s block interval, and stated in the run
+manifest. If the followed node stops answering, the follower moves to the next node.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -26,10 +31,14 @@ class FollowState:
     next_height: int
     blocks_seen: int = 0
     committed_seen: int = 0
+    included_seen: int = 0
     node_switches: int = 0
+    branch_switches: int = 0
     # (seen at, intended -> committed latency) of recent commits, oldest first: the live
     # status reads this instead of rescanning every transaction each second.
     recent: deque[tuple[float, float]] = field(default_factory=deque)
+    # Blocks seen but not yet final, oldest first: (height, hash, our (id, index) pairs in it).
+    unfinal: deque[tuple[int, str, list[tuple[bytes, int]]]] = field(default_factory=deque)
 
 
 async def current_height(session: aiohttp.ClientSession, urls: list[str]) -> int:
@@ -46,36 +55,93 @@ async def current_height(session: aiohttp.ClientSession, urls: list[str]) -> int
 
 async def follow_blocks(urls: list[str], state: FollowState, pending: dict[bytes, int], timings: Timings, *,
                         start: float, stop: asyncio.Event, poll_s: float = 0.1, limit: int = 50) -> None:
-    """Until `stop` is set: fetch new blocks, mark pending transactions committed."""
+    """Until `stop` is set: fetch new blocks, mark pending transactions included, and
+    committed (removed from `pending`) once their block is final."""
     node = 0
     timeout = aiohttp.ClientTimeout(total=5)
     async with aiohttp.ClientSession(timeout=timeout) as session:
         while not stop.is_set():
             url = urls[node % len(urls)]
-            try:
-                async with session.get(f"{url}/blocks",
-                                       params={"from": state.next_height, "limit": limit, "txs": "ids"}) as response:
-                    document = orjson.loads(await response.read()) if response.status == 200 else None
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError, orjson.JSONDecodeError):
-                document = None
-            if document is None:
+            blocks = await _get_blocks(session, url, state.next_height, limit)
+            if blocks is None:
                 node += 1
                 state.node_switches += 1
             else:
                 seen_at = time.perf_counter() - start
-                blocks = document.get("blocks", [])
                 for block in blocks:
-                    for tx_id in block.get("tx_ids", []):
-                        index = pending.pop(bytes.fromhex(tx_id), None)
-                        if index is not None:
-                            timings.mark_committed(index, seen_at)
-                            state.committed_seen += 1
-                            state.recent.append((seen_at, seen_at - timings.intended[index]))
-                    state.next_height = int(block["height"]) + 1
-                    state.blocks_seen += 1
-                if len(blocks) == limit:
+                    _see(block, state, pending, timings, seen_at)
+                if blocks and not await _settle(session, url, state, pending, timings, start):
+                    node += 1
+                    state.node_switches += 1
+                elif len(blocks) == limit:
                     continue  # more blocks are waiting: fetch them now
             try:
                 await asyncio.wait_for(stop.wait(), timeout=poll_s)
             except asyncio.TimeoutError:
                 pass
+
+
+async def _get_blocks(session: aiohttp.ClientSession, url: str, height: int, limit: int) -> list[dict] | None:
+    """`limit` blocks with their transaction ids from `height` on; None if the node did not answer."""
+    try:
+        async with session.get(f"{url}/blocks", params={"from": height, "limit": limit, "txs": "ids"}) as response:
+            document = orjson.loads(await response.read()) if response.status == 200 else None
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError, orjson.JSONDecodeError):
+        return None
+    return document.get("blocks", []) if isinstance(document, dict) else None
+
+
+def _see(block: dict, state: FollowState, pending: dict[bytes, int], timings: Timings, seen_at: float) -> None:
+    """A block seen for the first time at its height: mark its transactions included, and
+    committed if it is final already (a node without peers finalises at once)."""
+    ours = []
+    for tx_id in block.get("tx_ids", []):
+        key = bytes.fromhex(tx_id)
+        index = pending.get(key)
+        if index is not None:
+            if math.isnan(timings.included[index]):
+                state.included_seen += 1
+            timings.mark_included(index, seen_at)
+            ours.append((key, index))
+    height = int(block["height"])
+    state.next_height = height + 1
+    state.blocks_seen += 1
+    # A block reported without `final` comes from a node that predates finality: its
+    # blocks are taken as final when seen, as before.
+    if block.get("final", True):
+        _commit(ours, state, pending, timings, seen_at)
+    else:
+        state.unfinal.append((height, block["hash"], ours))
+
+
+def _commit(ours: list[tuple[bytes, int]], state: FollowState, pending: dict[bytes, int], timings: Timings,
+            seen_at: float) -> None:
+    for key, index in ours:
+        if pending.pop(key, None) is None:
+            continue
+        timings.mark_committed(index, seen_at)
+        state.committed_seen += 1
+        state.recent.append((seen_at, seen_at - timings.intended[index]))
+
+
+async def _settle(session: aiohttp.ClientSession, url: str, state: FollowState, pending: dict[bytes, int],
+                  timings: Timings, start: float) -> bool:
+    """The tip moved: ask again for the oldest blocks seen before they were final, until
+    one still is not. False if the node did not answer."""
+    while state.unfinal:
+        height, hash_, ours = state.unfinal[0]
+        blocks = await _get_blocks(session, url, height, 1)
+        if blocks is None:
+            return False
+        seen_at = time.perf_counter() - start
+        if not blocks or blocks[0]["hash"] != hash_:
+            # A fork switch replaced it (or the node is behind): read the chain again from here.
+            state.branch_switches += 1
+            state.unfinal.clear()
+            state.next_height = height
+            return True
+        if not blocks[0].get("final", True):
+            return True
+        state.unfinal.popleft()
+        _commit(ours, state, pending, timings, seen_at)
+    return True

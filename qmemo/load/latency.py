@@ -1,14 +1,17 @@
 """Per-transaction timings and the statistics of a load run: pure bookkeeping, no I/O.
 
-Each planned transaction has four moments (seconds from the run's start):
+Each planned transaction has five moments (seconds from the run's start):
 intended (from the schedule), sent (the request left), accepted (the node answered
-"accepted"), committed (first seen in a block). Three latencies come out of them:
+"accepted"), included (first seen in a block) and committed (first seen in a block
+reported `final`: docs/api.md, "Durability"). A transaction counts as committed only
+once final. The latencies that come out of them:
 
 - intended -> committed: the honest one. It starts when the schedule *wanted* the
   transaction sent, so time spent waiting behind a stalled server or a full in-flight
   window counts (no coordinated omission).
 - sent -> committed: what a closed-loop client would report; smaller under overload.
 - sent -> accepted: the admission round trip.
+- intended -> included: how soon a block carried it (before it was final).
 
 Percentiles come from HdrHistogram (microsecond resolution, 3 significant digits) so
 p99.9 and max are exact to the histogram's precision at any run length. Transactions
@@ -46,6 +49,7 @@ class Timings:
         self.due = array("d", [math.nan]) * n       # when its batch was due to leave
         self.sent = array("d", [math.nan]) * n
         self.accepted = array("d", [math.nan]) * n
+        self.included = array("d", [math.nan]) * n
         self.committed = array("d", [math.nan]) * n
         self.status = bytearray(n)
         self.reasons: dict[int, str] = {}
@@ -64,6 +68,10 @@ class Timings:
             self.accepted[index] = t
         if reason is not None:
             self.reasons[index] = reason
+
+    def mark_included(self, index: int, t: float) -> None:
+        if math.isnan(self.included[index]):
+            self.included[index] = t
 
     def mark_committed(self, index: int, t: float) -> None:
         if math.isnan(self.committed[index]):
@@ -90,11 +98,12 @@ class RunCounts:
     sent: int
     accepted: int
     duplicate: int
-    committed: int     # seen in a block (whatever the HTTP answer said)
+    committed: int     # seen in a final block (whatever the HTTP answer said)
     rejected: dict[str, int]  # refused by the node, by reason
-    lost: int          # answered accepted (or duplicate) but not in a block by the end
+    lost: int          # answered accepted (or duplicate) but not in a final block by the end
     failed: int        # no usable answer (connection error, timeout) and not in a block
     unsent: int        # never sent (the run was cut short)
+    included: int = 0  # seen in a block, final or not (committed ones too): not an outcome
 
     @property
     def rejected_total(self) -> int:
@@ -116,6 +125,8 @@ class RunSummary:
     measured_s: float
     committed_tps: float           # committed in the measured window / its length
     generator_fell_behind: bool
+    intended_to_included: LatencySummary | None = None
+    included_to_committed: LatencySummary | None = None
 
 
 def summarize_latencies(values_s: list[float]) -> LatencySummary:
@@ -170,11 +181,17 @@ def summarize(timings: Timings, *, warmup_s: float, window_end_s: float | None =
         lost=outcomes["lost"],
         failed=outcomes["failed"],
         unsent=outcomes["unsent"],
+        included=sum(1 for t in timings.included if not math.isnan(t)),
     )
     measured = [i for i in range(len(timings)) if warmup_s <= timings.intended[i] < window_end_s]
-    i2c, s2c, s2a, lag = [], [], [], []
+    i2c, s2c, s2a, lag, i2i, i2f = [], [], [], [], [], []
     for i in measured:
         sent, accepted, done = timings.sent[i], timings.accepted[i], timings.committed[i]
+        included = timings.included[i]
+        if not math.isnan(included):
+            i2i.append(included - timings.intended[i])
+            if not math.isnan(done):
+                i2f.append(done - included)
         if not math.isnan(sent):
             lag.append(sent - timings.due[i])
             if not math.isnan(accepted):
@@ -197,4 +214,6 @@ def summarize(timings: Timings, *, warmup_s: float, window_end_s: float | None =
         committed_tps=committed_in_window / measured_s,
         generator_fell_behind=bool(lag_summary.count)
         and lag_summary.percentiles_ms["p99"] / 1e3 > SCHEDULE_LAG_WARN_S,
+        intended_to_included=summarize_latencies(i2i),
+        included_to_committed=summarize_latencies(i2f),
     )

@@ -16,11 +16,11 @@ Pure: no I/O beyond `read_*`/`write_*` at the bottom, no clock.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from qmemo.load.latency import LatencySummary, RunCounts, RunSummary
-from qmemo.records import read_record, write_record
+from qmemo.records import OMIT_NONE, read_record, write_record
 
 # /2 had one "saturated" for all three reasons; /3 keeps the verdicts apart.
 SUMMARY_SCHEMA = "qmemo-load-summary/3"
@@ -45,6 +45,10 @@ class Latencies:
     intended_to_committed: Latency
     sent_to_committed: Latency
     sent_to_accepted: Latency
+    # First seen in a block, before it was final; then on to final (committed). Absent
+    # from files written before finality was on the wire.
+    intended_to_included: Latency | None = field(default=None, metadata=OMIT_NONE)
+    included_to_committed: Latency | None = field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +66,7 @@ class Counts:
     unsent: int
     rejected_total: int
     accounted: int                              # committed + rejected + lost + failed + unsent
+    included: int | None = field(default=None, metadata=OMIT_NONE)  # in a block, final or not (not an outcome)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +130,7 @@ def _latency(summary: LatencySummary) -> Latency:
 def _counts(counts: RunCounts) -> Counts:
     return Counts(counts.planned, counts.sent, counts.accepted, counts.duplicate, counts.committed,
                   dict(counts.rejected), counts.lost, counts.failed, counts.unsent, counts.rejected_total,
-                  counts.accounted)
+                  counts.accounted, counts.included)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +167,9 @@ def load_summary(run: RunSummary, *, target_tps: float, interrupted: bool, block
         schema=SUMMARY_SCHEMA, target_tps=target_tps, committed_tps=run.committed_tps, measured_s=run.measured_s,
         warmup_s=run.warmup_s, interrupted=interrupted, counts=_counts(run.counts),
         latency_ms=Latencies(_latency(run.intended_to_committed), _latency(run.sent_to_committed),
-                             _latency(run.sent_to_accepted)),
+                             _latency(run.sent_to_accepted),
+                             _latency(run.intended_to_included) if run.intended_to_included else None,
+                             _latency(run.included_to_committed) if run.included_to_committed else None),
         schedule_lag_ms=_latency(run.schedule_lag), generator_fell_behind=verdict.generator_fell_behind,
         throughput_saturated=verdict.throughput_saturated, latency_saturated=verdict.latency_saturated,
         why=verdict.why(),

@@ -107,7 +107,8 @@ class Handlers:
         from_height = query_int(request, "from", None, 0, U64_MAX)
         limit = query_int(request, "limit", min(20, maximum), 1, maximum)
         blocks = await self.node.blocks(from_height, limit)
-        return self.json(wire.blocks_json(blocks, self._validator_names(), tx_ids_only=ids_only))
+        return self.json(wire.blocks_json(blocks, self._validator_names(), tx_ids_only=ids_only,
+                                          depth_of=self.node.block_depth))
 
     async def get_block(self, request: web.Request) -> web.Response:
         """GET /block/{height} and /block/latest"""
@@ -123,7 +124,8 @@ class Handlers:
         blocks = await self.node.blocks(height, 1) if height >= 1 else []
         if not blocks:
             raise NotFound(f"no block at height {height} (the tip is {self.node.height})")
-        return self.json(wire.block_json(blocks[0], self._validator_names(), tx_ids_only=self._ids_only(request)))
+        return self.json(wire.block_json(blocks[0], self._validator_names(), tx_ids_only=self._ids_only(request),
+                                         depth=self.node.block_depth(height)))
 
     def _ids_only(self, request: web.Request) -> bool:
         txs = request.query.get("txs", "full")

@@ -20,7 +20,7 @@ Pure: no I/O, no node state.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -158,7 +158,8 @@ def tx_status_json(status: TxStatus) -> dict[str, Any]:
     document: dict[str, Any] = {"id": status.tx_id.hex(), "status": status.status}
     if status.proof is not None:
         document.update(height=status.height, position=status.position, block_hash=status.block_hash.hex(),
-                        merkle_root=status.merkle_root.hex(), proof=status.proof.to_json())
+                        merkle_root=status.merkle_root.hex(), proof=status.proof.to_json(),
+                        confirmations=status.confirmations, final=status.final)
     if status.reason is not None:
         document["reason"] = status.reason
     return document
@@ -179,13 +180,18 @@ def health_json(ready: bool, node: str) -> dict[str, Any]:
     return {"ready": ready, "node": node}
 
 
-def blocks_json(blocks: Sequence[Block], validator_names: Sequence[str], *, tx_ids_only: bool) -> dict[str, Any]:
-    """`GET /blocks`: each block as `block_json` gives it, ascending."""
-    return {"blocks": [block_json(block, validator_names, tx_ids_only=tx_ids_only) for block in blocks]}
+def blocks_json(blocks: Sequence[Block], validator_names: Sequence[str], *, tx_ids_only: bool,
+                depth_of: Callable[[int], tuple[int, bool]] | None = None) -> dict[str, Any]:
+    """`GET /blocks`: each block as `block_json` gives it, ascending (with its depth
+    from `depth_of(height)` when given)."""
+    return {"blocks": [block_json(block, validator_names, tx_ids_only=tx_ids_only,
+                                  depth=depth_of(block.height) if depth_of else None) for block in blocks]}
 
 
-def block_json(block: Block, validator_names: Sequence[str], *, tx_ids_only: bool) -> dict[str, Any]:
-    """A block for `/block*` answers: a summary, then transaction ids or full transactions."""
+def block_json(block: Block, validator_names: Sequence[str], *, tx_ids_only: bool,
+               depth: tuple[int, bool] | None = None) -> dict[str, Any]:
+    """A block for `/block*` answers: a summary (with `confirmations` and `final` when
+    `depth` is given), then transaction ids or full transactions."""
     header = block.header
     document: dict[str, Any] = {
         "height": header.height,
@@ -198,6 +204,8 @@ def block_json(block: Block, validator_names: Sequence[str], *, tx_ids_only: boo
         "tx_count": header.tx_count,
         "merkle_root": header.merkle_root.hex(),
     }
+    if depth is not None:
+        document["confirmations"], document["final"] = depth
     if tx_ids_only:
         document["tx_ids"] = [tx.id.hex() for tx in block.transactions]
     else:

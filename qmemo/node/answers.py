@@ -57,8 +57,9 @@ class BlockAnswer:
 
 @dataclass(frozen=True, slots=True)
 class TxStatus:
-    """Where a transaction is: "pending", "queued", "committed" (with where and the
-    inclusion proof), "evicted" (with the reason) or "unknown"."""
+    """Where a transaction is: "pending", "queued", "committed" (with where, the
+    inclusion proof, its block's confirmations and whether it is final), "evicted" (with
+    the reason) or "unknown"."""
 
     tx_id: bytes
     status: str
@@ -68,3 +69,5 @@ class TxStatus:
     merkle_root: bytes | None = None
     proof: MerkleProof | None = None
     reason: str | None = None
+    confirmations: int | None = None
+    final: bool | None = None

@@ -7,8 +7,10 @@ appends, so a block is written to it once it is *final*: `finality_depth` blocks
 (3 by default; 0 on a node without peers, whose chain nobody can fork). Above the
 store's tip, each block keeps an undo record - the accounts it touched, as they were
 before it - so `rollback_to(height)` restores the state exactly, without a database.
-A restarted node has lost at most its `finality_depth` newest blocks and fetches them
-again from its peers.
+Those undoable blocks are also written, as one encoding each, to the store's
+`recent_blocks` table before the node serves or relays them (`durable_height` says how
+far that has gone on the current branch); a restarted node applies them again, so a
+SIGKILL loses no block the node had served.
 
 Fork choice (docs/api.md, "Forks"): between two branches from a common block, the one
 with more blocks wins; at equal length, the one whose first block has the earlier
@@ -65,6 +67,9 @@ class Chain:
         self.recent: list[RecentBlock] = []
         self.written_height = store.height      # the store's tip, as far as writes completed
         self.final_height = store.height        # highest height handed to the store writer
+        # Highest height of the current branch whose block is in the store (final, or in
+        # `recent_blocks`): what the node may serve and relay.
+        self.durable_height = store.height
 
     # --- the tip --------------------------------------------------------------------------
 
@@ -108,6 +113,7 @@ class Chain:
             raise StoreError(f"cannot undo below the final height {self.final_height} (asked for {height})",
                              code="below_finality")
         undone: list[Block] = []
+        self.durable_height = min(self.durable_height, height)
         accounts = self.state.accounts
         while self.recent and self.recent[-1].block.height > height:
             entry = self.recent.pop()
@@ -124,15 +130,22 @@ class Chain:
         undone.reverse()
         return undone
 
+    def not_durable(self) -> list[Block]:
+        """The blocks of the current branch not yet in the store, ascending."""
+        return [entry.block for entry in self.recent if entry.block.height > self.durable_height]
+
+    def made_durable(self) -> None:
+        """The whole current branch is in the store: serve it, and fix as final the blocks
+        `finality_depth` deep. Called once a branch is applied and stored, never halfway
+        through one, so a branch that turns out invalid can still be undone."""
+        self.durable_height = self.height
+        self.final_height = max(self.final_height, self.height - self.finality_depth)
+
     def take_final(self) -> list[AppliedBlock]:
         """Final blocks not yet written, in order (the caller writes them, then calls
         `written`). A block once final is never undone."""
-        limit = self.height - self.finality_depth
-        final = [entry.applied for entry in self.recent
-                 if self.written_height < entry.block.height <= limit]
-        if final:
-            self.final_height = max(self.final_height, final[-1].block.height)
-        return final
+        return [entry.applied for entry in self.recent
+                if self.written_height < entry.block.height <= self.final_height]
 
     def written(self, height: int) -> None:
         """The store now holds every block up to `height`: forget their undo records."""
@@ -140,6 +153,17 @@ class Chain:
         self.recent = [entry for entry in self.recent if entry.block.height > height]
 
     # --- reading ------------------------------------------------------------------------------
+
+    @property
+    def served_height(self) -> int:
+        """The highest block the node may serve: applied and in the store."""
+        return min(self.height, self.durable_height)
+
+    def depth(self, height: int) -> tuple[int, bool]:
+        """(confirmations, final) of our block at `height`: confirmations counts it and the
+        served blocks on top (1 at the tip); final once `finality_depth` blocks are on top
+        (and then never undone: `rollback_to` refuses)."""
+        return self.served_height - height + 1, height <= self.final_height
 
     def recent_block(self, height: int) -> Block | None:
         """A block still held in memory (None if it is only in the store, or unknown)."""

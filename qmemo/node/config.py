@@ -101,9 +101,10 @@ class NodeConfig:
     sync_interval_s: float = setting(0.5, "how often peers' tips are polled, seconds", low=0, above=True)
     sync_batch_blocks: int = setting(20, "blocks per sync request", low=1)
     peer_timeout_s: float = setting(10.0, "seconds a peer call may take", low=0, above=True)
-    # Blocks kept in memory (undoable by a fork switch) before they are written to the
-    # store; None: 3 on a node with peers, 0 on one without (nobody can fork its chain).
-    finality_depth: int | None = setting(None, "blocks kept in memory before they are stored "
+    # Blocks on top of a block before it is final (never undone by a fork switch, and
+    # written to the store's indexed tables); None: 3 on a node with peers, 0 on one
+    # without (nobody can fork its chain).
+    finality_depth: int | None = setting(None, "blocks on top of a block before it is final "
                                                "(default: 3 with peers, 0 without)", low=0, example=3)
 
     # How long a thread may hold the GIL while another waits for it. Python's 5 ms default

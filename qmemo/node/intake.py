@@ -1,9 +1,14 @@
 """Block intake: decode, pre-verify, apply and undo blocks; the one owner of the chain lock.
 
 Every change to the chain goes through here - a block a peer pushed, a branch sync
-fetched, a block this node produced, the blocks kept at the last clean stop - so the
+fetched, a block this node produced, the blocks kept at the last stop - so the
 bookkeeping that must follow an applied block (mempool, signature cache, metrics, the
 producer's and flusher's wake-ups) is written once.
+
+Durable before announced: once a branch (or a produced block) is applied, `make_durable`
+writes its blocks to the store (qmemo.node.store, `keep_branch`, fsync'd) before the
+chain lock is released; the node serves (`Chain.served_height`) and relays only what is
+stored, so a SIGKILL never takes back a block anyone was shown.
 
 Signature checks for a block's transactions that missed the cache run in the
 verification pool *before* the lock is taken, so admission keeps flowing while a block
@@ -19,8 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from qmemo.core.block import Block
 from qmemo.core.genesis import Genesis
@@ -39,8 +46,9 @@ class BlockIntake:
 
     def __init__(self, genesis: Genesis, chain: Chain, admission: Admission, pool: VerifyPool,
                  decoded: DecodedCache, metrics: NodeMetrics, log: logging.LoggerAdapter,
-                 clock: Callable[[], int]) -> None:
+                 clock: Callable[[], int], writer: ThreadPoolExecutor) -> None:
         self.genesis = genesis
+        self._writer = writer       # the store's one writer thread: writes stay in order
         self.chain = chain
         self.admission = admission
         self.pool = pool
@@ -128,14 +136,39 @@ class BlockIntake:
                     for block in undone:
                         self.apply(block, produced=False, record_state=False)
                 raise
+            finally:          # whatever is applied now (a valid prefix, at least) is stored
+                await self.make_durable()
             if undone:
                 self.metrics.reorgs += 1
                 self.log.warning("switched branch at height %d: %d block(s) of ours undone, %d applied; tip %d (%s..)",
                                  fork_height, len(undone), len(branch), chain.height, chain.tip_hash.hex()[:16])
             return "accepted"
 
+    async def make_durable(self) -> bool:
+        """Write the current branch's blocks not yet stored, then let them be served and
+        relayed. The caller holds `lock`; the event loop goes on meanwhile (the write runs
+        on the store's writer thread), serving only what was stored before. False if the
+        store refused: the blocks stay unserved, and the next call tries again."""
+        chain = self.chain
+        blocks = chain.not_durable()
+        if blocks or chain.durable_height < chain.height:
+            rows = [(block.height, block.hash, block.encode()) for block in blocks]
+            started = time.perf_counter()
+            try:
+                await asyncio.get_running_loop().run_in_executor(
+                    self._writer, chain.store.keep_branch, chain.durable_height, rows)
+            except (sqlite3.Error, OSError):
+                self.log.exception("storing blocks %d-%d failed; they are not served", chain.durable_height + 1,
+                                   chain.height)
+                return False
+            self.metrics.validation["durable"].observe(time.perf_counter() - started)
+        chain.made_durable()
+        self.applied.set()
+        return True
+
     async def apply_kept(self, block: Block) -> None:
-        """A block kept at the last clean stop: verified and applied like any other."""
+        """A block kept at the last stop: verified and applied like any other (the caller
+        calls `make_durable` once they all are)."""
         await self.preverify(block)
         async with self.lock:
             self.apply(block, produced=False, record_state=False)

@@ -36,7 +36,7 @@ STAGE_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 RECENT_SAMPLES = 4096
 
 VERIFY_PATHS = ("admission", "block")
-VALIDATION_STAGES = ("decode", "signatures", "merkle", "state", "storage")
+VALIDATION_STAGES = ("decode", "signatures", "merkle", "state", "durable", "storage")
 
 
 class Distribution:

@@ -1,15 +1,20 @@
-"""Persistence: final blocks to SQLite, and what a clean stop keeps beside the store.
+"""Persistence: final blocks into SQLite's tables, and the undoable blocks back at start.
 
-- The flusher writes blocks that became final (qmemo.node.chain) to the store, one SQL
-  transaction per block, on a dedicated writer thread (a 4,000-transaction block is
+- Every applied block is in the store before it is served (qmemo.node.intake,
+  `make_durable`: one row per block in `recent_blocks`). The flusher then writes the
+  blocks that became final (qmemo.node.chain) into the indexed tables, one SQL
+  transaction per block, on the store's writer thread (a 4,000-transaction block is
   ~7 MB of inserts): the event loop never waits for SQLite.
-- At a clean stop, what is only in memory goes to two files beside `chain.sqlite`, in
-  the frame format (qmemo.frames): the blocks still undoable (`recent-blocks.bin`) and
-  the accepted transactions not yet in a block (`pending-txs.bin`). At the next start
-  the blocks are applied again with full validation and the transactions admitted again
-  (verified again): a devnet stopped all at once loses neither. A killed node does.
-  Each file is renamed to `*.restoring` while it is replayed and removed only after,
-  so a crash mid-restore never replays half a file twice.
+- At start, the stored undoable blocks are applied again with full validation: a node
+  stopped or killed at any moment comes back with every block it had served.
+- Accepted transactions are in the journal (qmemo.node.journal) before they are
+  answered. The flusher compacts it as blocks commit its transactions; at a clean stop
+  it is rewritten with every unsettled transaction (relayed ones too). At start its
+  transactions are admitted again (verified again).
+- `recent-blocks.bin` and `pending-txs.bin`, which earlier versions wrote at a clean
+  stop (frame format, qmemo.frames), are still read once at start (compatibility) and
+  never written. Each is renamed to `*.restoring` while it is replayed and removed only
+  after, so a crash mid-restore never replays half a file twice.
 
 Never imports aiohttp or knows about HTTP.
 """
@@ -24,14 +29,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from qmemo.errors import DecodeError, InvalidBlock
-from qmemo.frames import decode_frames, encode_frames
+from qmemo.frames import decode_frames
 from qmemo.node.admission import Admission
 from qmemo.node.intake import BlockIntake
+from qmemo.node.journal import Journal
 from qmemo.node.metrics import NodeMetrics
 from qmemo.node.store import ChainStore
 
-RECENT_BLOCKS_FILE = "recent-blocks.bin"    # beside chain.sqlite: undoable blocks kept at a clean stop
-PENDING_TXS_FILE = "pending-txs.bin"        # beside chain.sqlite: accepted, uncommitted transactions
+RECENT_BLOCKS_FILE = "recent-blocks.bin"    # beside chain.sqlite: undoable blocks (read, never written now)
+PENDING_TXS_FILE = "pending-txs.bin"        # beside chain.sqlite: accepted, uncommitted (read, never written now)
 # What a kept file may hold at most: more than any chain keeps undoable (finality_depth
 # blocks, a few by default) and more than any mempool holds (50,000 by default); a file
 # past these is damaged, not big.
@@ -40,11 +46,13 @@ MAX_KEPT_TXS = 10_000_000
 
 
 class Persistence:
-    """The flusher and the clean-stop files of one node's chain."""
+    """The flusher, the journal's compaction and the restore at start of one node's chain."""
 
     def __init__(self, data: Path, store: ChainStore, intake: BlockIntake, admission: Admission,
-                 writer: ThreadPoolExecutor, metrics: NodeMetrics, log: logging.LoggerAdapter) -> None:
+                 journal: Journal, writer: ThreadPoolExecutor, metrics: NodeMetrics,
+                 log: logging.LoggerAdapter) -> None:
         self.data = data
+        self.journal = journal
         self.store = store
         self.intake = intake
         self.chain = intake.chain
@@ -56,7 +64,8 @@ class Persistence:
     # --- while running ------------------------------------------------------------------------
 
     async def flush_loop(self) -> None:
-        """Until cancelled: after each applied block, write the blocks that became final."""
+        """Until cancelled: after each applied block, write the blocks that became final,
+        and compact the journal once it has grown enough."""
         loop = asyncio.get_running_loop()
         applied_event = self.intake.applied
         while True:
@@ -71,6 +80,11 @@ class Persistence:
                     break
                 self.metrics.validation["storage"].observe(time.perf_counter() - started)
                 self.chain.written(applied.block.height)
+            if self.journal.wants_compaction():
+                try:
+                    await self.journal.compact(self._unsettled())
+                except OSError:         # the journal still holds everything: only bigger
+                    self.log.exception("compacting the journal %s failed", self.journal.path)
 
     # --- at a clean stop ----------------------------------------------------------------------
 
@@ -80,42 +94,57 @@ class Persistence:
             if self.store.height < entry.block.height <= self.chain.final_height:
                 self.store.append(entry.applied)
 
-    def keep(self) -> None:
-        """What is only in memory goes to the files beside the store (each only if any)."""
-        try:
-            blocks = [entry.block.encode() for entry in self.chain.recent if entry.block.height > self.store.height]
-            _write_atomically(self.data / RECENT_BLOCKS_FILE, blocks)
-        finally:
-            pending = [tx.encoded for tx in self.admission.unsettled()]
-            if _write_atomically(self.data / PENDING_TXS_FILE, pending):
-                self.log.info("kept %d accepted, uncommitted transaction(s) in %s", len(pending),
-                              self.data / PENDING_TXS_FILE)
+    async def keep(self) -> None:
+        """The journal becomes every unsettled transaction, relayed ones too (the undoable
+        blocks already are in the store)."""
+        pending = self._unsettled()
+        await self.journal.compact(pending)
+        if pending:
+            self.log.info("kept %d accepted, uncommitted transaction(s) in %s", len(pending), self.journal.path)
+
+    def _unsettled(self) -> list[bytes]:
+        return [tx.encoded for tx in self.admission.unsettled()]
 
     # --- at start -----------------------------------------------------------------------------
 
-    async def restore(self) -> None:
-        """Replay what the last clean stop kept: the blocks first, then the transactions."""
-        await self._restore_blocks()
+    async def restore(self, journaled: list[bytes]) -> None:
+        """Bring back the undoable blocks (the store's, then an old kept file's), store
+        them, then admit again the `journaled` transactions (and an old kept file's)."""
+        loop = asyncio.get_running_loop()
+        stored = await loop.run_in_executor(self._writer, self.store.recent_blocks)
+        await self._restore_blocks(stored, "the store")
+        self.chain.durable_height = self.chain.height      # they are in the store already
+        restoring = _take(self.data / RECENT_BLOCKS_FILE)
+        if restoring is not None:
+            try:
+                records = decode_frames(restoring.read_bytes(), MAX_KEPT_BLOCKS, "block")
+            except DecodeError as exc:
+                self.log.error("the blocks kept at the last stop (%s) are unreadable: %s", restoring, exc)
+                records = []
+            await self._restore_blocks(records, str(self.data / RECENT_BLOCKS_FILE))
+        async with self.intake.lock:
+            await self.intake.make_durable()
+        if restoring is not None:
+            restoring.unlink()
+        await self._readmit(journaled, str(self.journal.path))
         await self._restore_transactions()
+        await self.journal.compact(self._unsettled())
 
-    async def _restore_blocks(self) -> None:
-        """Apply, with full validation, the blocks kept at the last clean stop."""
-        path = self.data / RECENT_BLOCKS_FILE
-        restoring = _take(path)
-        if restoring is None:
-            return
+    async def _restore_blocks(self, records: list[bytes], source: str) -> None:
+        """Apply, with full validation, the undoable blocks from `source`, as far as they
+        extend the tip."""
         restored = 0
         try:
-            for record in decode_frames(restoring.read_bytes(), MAX_KEPT_BLOCKS, "block"):
+            for record in records:
                 block = self.intake.decode(record)
                 if block.header.previous_hash != self.chain.tip_hash:
                     break
                 await self.intake.apply_kept(block)
                 restored += 1
         except (DecodeError, InvalidBlock) as exc:
-            self.log.error("the blocks kept at the last stop (%s) are unusable after %d: %s", path, restored, exc)
-        self.log.info("restored %d block(s) kept at the last stop; tip %d", restored, self.chain.height)
-        restoring.unlink()
+            self.log.error("the undoable blocks in %s are unusable after %d: %s", source, restored, exc)
+        if records:
+            self.log.info("restored %d undoable block(s) from %s; tip %d", restored, source, self.chain.height)
 
     async def _restore_transactions(self) -> None:
         """Admit again (verifying again) the transactions kept at the last clean stop. Those
@@ -128,11 +157,18 @@ class Persistence:
         except DecodeError as exc:
             self.log.error("the transactions kept at the last stop (%s) are unreadable: %s", restoring, exc)
             return
-        outcomes = await self.admission.admit(records, relay=True)
-        by_status = Counter(outcome.status for outcome in outcomes)
-        self.log.info("re-admitted the %d transaction(s) kept at the last stop: %s", len(records),
-                      ", ".join(f"{count} {status}" for status, count in sorted(by_status.items())))
+        await self._readmit(records, str(restoring))
         restoring.unlink()
+
+    async def _readmit(self, records: list[bytes], source: str) -> None:
+        """Admit `records` again through normal admission; each outcome is counted."""
+        if not records:
+            return
+        outcomes = await self.admission.admit(records, relay=True)
+        by_status = Counter(outcome.status if outcome.error is None else outcome.error.code
+                            for outcome in outcomes)
+        self.log.info("re-admitted the %d transaction(s) in %s: %s", len(records), source,
+                      ", ".join(f"{count} {status}" for status, count in sorted(by_status.items())))
 
 
 def count_committed(store: ChainStore) -> int:
@@ -142,16 +178,6 @@ def count_committed(store: ChainStore) -> int:
         header = store.header(height)
         total += header.tx_count if header else 0
     return total
-
-
-def _write_atomically(path: Path, records: list[bytes]) -> bool:
-    """`records` as frames in `path` (through a temporary file, renamed); False if none."""
-    if not records:
-        return False
-    tmp = path.with_suffix(".tmp")
-    tmp.write_bytes(encode_frames(records))
-    tmp.replace(path)
-    return True
 
 
 def _take(path: Path) -> Path | None:

@@ -1,4 +1,4 @@
-"""The producer: in this validator's turns, build, sign and apply a block, then push it.
+"""The producer: in this validator's turns, build, sign, apply and store a block, then push it.
 
 It sleeps until its next turn (`next_turn_ms`: its primary slot, or a fallback window
 when the primary is late), waking early whenever the tip changes, since a block that
@@ -72,9 +72,11 @@ class Producer:
                 except QmemoError as exc:
                     self.log.error("could not produce block %d: %s", height, exc)
                     block = None
+                else:
+                    stored = await intake.make_durable()     # stored before anyone hears of it
             if block is None:
                 await asyncio.sleep(genesis.producer_timeout_ms / 1000)
-            else:
+            elif stored:
                 self._broadcast(block)
 
     def _produce(self, height: int, parent_hash: bytes, timestamp_ms: int) -> Block:

@@ -35,22 +35,26 @@ class ChainQueries:
         self._reader = reader
 
     async def transaction_status(self, tx_id: bytes) -> TxStatus:
-        """pending / queued / committed (with inclusion proof) / evicted / unknown."""
+        """pending / queued / committed (with inclusion proof, confirmations, final) / evicted /
+        unknown; only blocks already stored (`Chain.served_height`) count as committed."""
         chain = self.chain
         pending = self.admission.pending_status(tx_id)
         if pending and not pending.startswith("evicted:"):
             return TxStatus(tx_id, pending)
         for entry in chain.recent:
             block = entry.block
+            if block.height > chain.served_height:   # applied, not yet stored: not served
+                break
             for position, tx in enumerate(block.transactions):
                 if tx.id == tx_id:
                     return TxStatus(tx_id, "committed", block.height, position, block.hash, block.header.merkle_root,
-                                    merkle_proof([tx.id for tx in block.transactions], position))
+                                    merkle_proof([tx.id for tx in block.transactions], position),
+                                    None, *chain.depth(block.height))
         committed = await asyncio.get_running_loop().run_in_executor(self._reader, self.store.transaction, tx_id)
         if committed is not None and committed.height <= chain.height and \
                 chain.hash_at(committed.height) == committed.block_hash:
             return TxStatus(tx_id, "committed", committed.height, committed.position, committed.block_hash,
-                            committed.merkle_root, committed.proof)
+                            committed.merkle_root, committed.proof, None, *chain.depth(committed.height))
         if pending:
             return TxStatus(tx_id, "evicted", reason=pending.split(":", 1)[1])
         return TxStatus(tx_id, "unknown")
@@ -68,7 +72,7 @@ class ChainQueries:
         """Blocks from `from_height` on, from memory where held there, else from the store
         (on a reader thread), each as `from_memory`/`from_store` gives it; up to the first gap."""
         chain = self.chain
-        heights = range(max(1, from_height), min(chain.height, from_height + limit - 1) + 1)
+        heights = range(max(1, from_height), min(chain.served_height, from_height + limit - 1) + 1)
         recent = {height: chain.recent_block(height) for height in heights}
         stored = [height for height, block in recent.items() if block is None]
         loaded: dict[int, T | None] = {}

@@ -178,7 +178,7 @@ def node_status(node: Node) -> NodeStatus:
     chain, admission = node.chain, node.admission
     return NodeStatus(
         node=node.name, version=__version__, chain_id=node.genesis.chain_id, genesis_hash=node.genesis.hash,
-        height=node.height, tip_hash=chain.tip_hash if chain else None, tip_age_s=round(node.tip_age_s(), 3),
+        height=node.height, tip_hash=chain.hash_at(node.height) if chain else None, tip_age_s=round(node.tip_age_s(), 3),
         final_height=chain.final_height if chain else 0, mempool=len(node.mempool),
         mempool_queued=len(admission.future) if admission else 0, validator=node.validator_index,
         scheme=node.scheme_name(), block_interval_ms=node.genesis.block_interval_ms,
@@ -198,7 +198,7 @@ def metrics_snapshot(node: Node) -> MetricsSnapshot:
     return MetricsSnapshot(
         schema=METRICS_SCHEMA, node=node.name, chain_id=node.genesis.chain_id, scheme=node.scheme_name(),
         version=__version__, time_s=node.clock() / 1000, uptime_s=m.uptime_s(), height=node.height,
-        tip_hash=chain.tip_hash if chain else None, tip_age_s=node.tip_age_s(),
+        tip_hash=chain.hash_at(node.height) if chain else None, tip_age_s=node.tip_age_s(),
         mempool=MempoolFigures(len(node.mempool), node.mempool.size_bytes, len(admission.future) if admission else 0),
         tx=TxFigures(m.tx_received, m.tx_accepted, m.tx_duplicate, dict(m.tx_rejected), m.tx_committed,
                      dict(m.tx_evicted), m.relayed_txs, node.relay.dropped if node.relay else 0,

@@ -11,10 +11,11 @@ has its own room, and `Node` wires them together at `start` and takes them down 
 - producer (qmemo.node.producer): this validator's blocks, in its turns;
 - sync (qmemo.node.sync): fetch what the peers have and we lack;
 - relay (qmemo.node.peers): accepted client transactions to the peers, in batches;
-- persistence (qmemo.node.persistence): final blocks to SQLite, the clean-stop files;
+- persistence (qmemo.node.persistence): final blocks to SQLite, the restore at start;
+- journal (qmemo.node.journal): accepted client transactions on disk before the answer;
 - reporting (qmemo.node.reporting): `/status` and `/metrics` as frozen values;
 - queries (qmemo.node.queries): where a transaction is, blocks by height (memory, then
-  the store on a reader thread).
+  the store on a reader thread), up to the stored height.
 
 The node answers with values (qmemo.node.answers, qmemo.node.reporting), never JSON;
 time comes from `config.clock`. Peers are reached through the `PeerLink`s handed in.
@@ -28,6 +29,7 @@ import asyncio
 import contextlib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 from qmemo.core.block import Block
@@ -39,11 +41,12 @@ from qmemo.crypto.verifier import signer
 from qmemo.errors import MempoolFull, NodeNotReady
 from qmemo.node import reporting
 from qmemo.node.admission import Admission, AdmissionLimits
-from qmemo.node.answers import BlockAnswer, Item, TxOutcome, TxStatus
+from qmemo.node.answers import ACCEPTED, BlockAnswer, Item, TxOutcome, TxStatus
 from qmemo.node.block_decode import DecodedCache
 from qmemo.node.chain import FINALITY_DEPTH, Chain
 from qmemo.node.config import NodeConfig
 from qmemo.node.intake import BlockIntake
+from qmemo.node.journal import Journal
 from qmemo.node.log import node_logger
 from qmemo.node.loop_lag import probe_loop_lag
 from qmemo.node.metrics import NodeMetrics, VerifyMetrics
@@ -87,6 +90,7 @@ class Node:
         self.admission: Admission | None = None
         self.intake: BlockIntake | None = None
         self.persistence: Persistence | None = None
+        self.journal: Journal | None = None
         self.sync: Sync | None = None
         self.queries: ChainQueries | None = None
         self._store_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{self.name}-store")
@@ -108,7 +112,9 @@ class Node:
         """Open the store, restore the tip and what the last clean stop kept, start the tasks."""
         config, loop = self.config, asyncio.get_running_loop()
         path = config.data / "chain.sqlite"
-        self.store = store = await loop.run_in_executor(self._store_writer, ChainStore, path, self.genesis)
+        # synchronous=FULL: a block is served only once its commit is fsync'd (docs/api.md, "Durability").
+        self.store = store = await loop.run_in_executor(
+            self._store_writer, partial(ChainStore, path, self.genesis, synchronous="FULL"))
         depth = config.finality_depth
         self.chain = Chain(store, finality_depth=depth if depth is not None else
                            (FINALITY_DEPTH if self.peers else 0))
@@ -118,9 +124,11 @@ class Node:
             AdmissionLimits(config.mempool_future_nonces, future_ttl_s=config.mempool_future_ttl_s),
             self.decoded, self.relay.enqueue if self.relay else (lambda encodings: None))
         self.intake = BlockIntake(self.genesis, self.chain, self.admission, self.pool, self.decoded,
-                                  self.metrics, self.log, self.clock)
-        self.persistence = Persistence(config.data, store, self.intake, self.admission, self._store_writer,
-                                       self.metrics, self.log)
+                                  self.metrics, self.log, self.clock, self._store_writer)
+        self.journal = journal = Journal(config.data, self.name)
+        journaled = await loop.run_in_executor(self._store_reader, journal.read_back)
+        self.persistence = Persistence(config.data, store, self.intake, self.admission, journal,
+                                       self._store_writer, self.metrics, self.log)
         self.queries = ChainQueries(self.chain, self.admission, store, self._store_reader)
         self.sync = Sync(self.intake, self.peers, self.peer_views, self.metrics, self.log,
                          interval_s=config.sync_interval_s, batch_blocks=config.sync_batch_blocks)
@@ -128,7 +136,7 @@ class Node:
                       "peers: %s", path, self.chain.height, self.chain.tip_hash.hex()[:16],
                       self.metrics.tx_committed, self.validator_index, config.verify_threads,
                       ", ".join(p.url for p in self.peers) or "none")
-        await self.persistence.restore()
+        await self.persistence.restore(journaled)
         self._spawn(probe_loop_lag(self.metrics.loop_lag), "loop-lag")
         self._spawn(self.persistence.flush_loop(), "flusher")
         self._spawn(self._expiry_loop(), "expiry")
@@ -142,8 +150,8 @@ class Node:
         self._producer_running = True
 
     async def stop(self) -> None:
-        """Stop producing and syncing, finish the block write under way, keep what is only in
-        memory, close the store."""
+        """Stop producing and syncing, finish the block write under way, journal every
+        unsettled transaction, close the store."""
         if self._stopping:
             return
         self._stopping = True
@@ -168,8 +176,10 @@ class Node:
             # Whatever happened to the final write, keep what is only in memory and close.
             try:
                 if persistence is not None:
-                    persistence.keep()
+                    await persistence.keep()
             finally:
+                if self.journal is not None:
+                    self.journal.close()
                 self.pool.close()
                 if self.store is not None:
                     await loop.run_in_executor(self._store_writer, self.store.close)
@@ -215,13 +225,18 @@ class Node:
     # --- transactions -------------------------------------------------------------------------
 
     async def submit(self, items: Sequence[Item], *, from_peer: bool = False) -> list[TxOutcome]:
-        """Admit a batch (client or peer). MempoolFull (429) if the pool has no room at all."""
+        """Admit a batch (client or peer). MempoolFull (429) if the pool has no room at all.
+        A client's accepted transactions are journaled (fsync'd) before this returns."""
         _, admission, _ = self._require_ready()
         if admission.is_full():
             self.metrics.tx_received += len(items)
             self.metrics.tx_rejected["mempool_full"] += len(items)
             raise MempoolFull(f"the mempool is full ({len(self.mempool)} transactions); retry later")
-        return await admission.admit(items, relay=not from_peer)
+        outcomes = await admission.admit(items, relay=not from_peer)
+        if not from_peer:
+            await self.journal.append([item if isinstance(item, bytes) else item.encoded
+                                       for item, outcome in zip(items, outcomes) if outcome.status == ACCEPTED])
+        return outcomes
 
     async def transaction_status(self, tx_id: bytes) -> TxStatus:
         """pending / queued / committed (with inclusion proof) / evicted / unknown."""
@@ -233,6 +248,11 @@ class Node:
         return chain.account(address), admission.pending_nonce(address)
 
     # --- blocks -------------------------------------------------------------------------------
+
+    def block_depth(self, height: int) -> tuple[int, bool]:
+        """(confirmations, final) of our block at `height` (qmemo.node.chain, `depth`)."""
+        chain, _, _ = self._require_ready()
+        return chain.depth(height)
 
     async def blocks(self, from_height: int, limit: int) -> list[Block]:
         """Our blocks from `from_height` upwards (at most `limit`), ascending."""
@@ -251,8 +271,8 @@ class Node:
 
     @property
     def height(self) -> int:
-        """The tip's height (0 before the first block, or while starting)."""
-        return self.chain.height if self.chain else 0
+        """The served tip's height: the newest stored block (0 before the first block, or while starting)."""
+        return self.chain.served_height if self.chain else 0
 
     def tip_age_s(self) -> float:
         return max(0.0, (self.clock() - self.chain.tip_timestamp_ms) / 1000) if self.chain else 0.0

@@ -6,13 +6,20 @@ Tables (docs/protocol.md, "Storage"):
 - `blocks(height, hash, header)`: each block's signed header;
 - `transactions(height, position, id, encoded)`: each block's transactions in order,
   looked up by id (the transaction index) or by (height, position);
-- `accounts(address, balance, nonce)`: the state as of the tip.
+- `accounts(address, balance, nonce)`: the state as of the tip;
+- `recent_blocks(height, hash, encoded)`: the blocks above the final tip (still
+  undoable by a branch switch), one row each holding the block's encoding, written
+  before the node serves or relays the block and replaced on a branch switch
+  (`keep_branch`); `append` drops a block's row as the block becomes final.
 
-Atomicity: `append` writes a block, its transactions and every account it changed in
+Atomicity: `keep_branch` replaces the undoable blocks in one SQL transaction (a crash
+leaves the old branch or the new one, never a mix). `append` writes a block, its transactions and every account it changed in
 one SQL transaction, so after a crash at any moment the database holds the state of
 exactly the last committed block. WAL with synchronous=NORMAL survives a killed
 process with nothing lost; after a power failure the last commits may be gone but the
-chain and state stay consistent (use synchronous="FULL" to make every commit durable).
+chain and state stay consistent. The node opens its store with synchronous="FULL":
+every commit is fsync'd before it returns, so a block the node has served survives a
+power failure too (docs/api.md, "Durability").
 
 Reopening restores the tip and the state from these tables: no block is replayed and
 no signature verified again (they were verified before they were appended).
@@ -56,6 +63,11 @@ CREATE TABLE IF NOT EXISTS transactions (
     id       BLOB NOT NULL UNIQUE,
     encoded  BLOB NOT NULL,
     PRIMARY KEY (height, position)
+);
+CREATE TABLE IF NOT EXISTS recent_blocks (
+    height  INTEGER PRIMARY KEY,
+    hash    BLOB NOT NULL,
+    encoded BLOB NOT NULL
 );
 CREATE TABLE IF NOT EXISTS accounts (
     address BLOB PRIMARY KEY,
@@ -144,7 +156,15 @@ class ChainStore:
                 ((header.height, position, tx.id, tx.encoded)
                  for position, tx in enumerate(applied.block.transactions)))
             self._write_accounts(applied.accounts)
+            self._db.execute("DELETE FROM recent_blocks WHERE height <= ?", (header.height,))
         self.height, self.tip_hash = header.height, header.hash
+
+    def keep_branch(self, fork_height: int, blocks: list[tuple[int, bytes, bytes]]) -> None:
+        """Make the undoable blocks above `fork_height` exactly `blocks` ((height, hash,
+        encoding), ascending), atomically: the node's branch above its final tip."""
+        with self._lock, self._transaction():
+            self._db.execute("DELETE FROM recent_blocks WHERE height > ?", (fork_height,))
+            self._db.executemany("INSERT INTO recent_blocks (height, hash, encoded) VALUES (?, ?, ?)", blocks)
 
     # --- reading ------------------------------------------------------------------------
 
@@ -156,6 +176,11 @@ class ChainStore:
         header = self.header(self.height)
         timestamp_ms = header.timestamp_ms if header else self.genesis.genesis_time_ms
         return ChainState(self.genesis, accounts, self.height, self.tip_hash, timestamp_ms)
+
+    def recent_blocks(self) -> list[bytes]:
+        """The encodings of the stored undoable blocks above the final tip, ascending."""
+        return [encoded for (encoded,) in self._all(
+            "SELECT encoded FROM recent_blocks WHERE height > ? ORDER BY height", self.height)]
 
     def header(self, height: int) -> BlockHeader | None:
         row = self._one("SELECT header FROM blocks WHERE height = ?", height)

@@ -7,13 +7,17 @@ the blocks the test asks for, when it asks."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from pathlib import Path
 
 import orjson
 import pytest
 
+from qmemo.frames import encode_frames
+from qmemo.node.journal import Journal
 from qmemo.node.persistence import PENDING_TXS_FILE, RECENT_BLOCKS_FILE
+from qmemo.node.store import load_genesis
 from tests.integration.nodes import Devnet, ManualClock, Wallet, make_devnet, running_node
 
 
@@ -30,7 +34,7 @@ async def _until(predicate, what: str, timeout_s: float = 15.0) -> None:
         await asyncio.sleep(0.02)
 
 
-async def test_a_clean_stop_keeps_undoable_blocks_and_pending_transactions(devnet: Devnet, tmp_path: Path):
+async def test_undoable_blocks_are_stored_and_pending_transactions_kept_at_a_clean_stop(devnet: Devnet, tmp_path: Path):
     genesis_ms = orjson.loads(devnet.genesis.read_bytes())["genesis_time_ms"]
     clock = ManualClock(genesis_ms)             # before the first turn: nothing is produced yet
     wallet = Wallet(devnet)
@@ -43,7 +47,16 @@ async def test_a_clean_stop_keeps_undoable_blocks_and_pending_transactions(devne
         await _until(lambda: node.height == 1, "block 1")
         assert [o.status for o in await node.submit([pending])] == ["accepted"]
         assert node.store.height == 0
-    assert (data / RECENT_BLOCKS_FILE).exists() and (data / PENDING_TXS_FILE).exists()
+    # The undoable block is in the store (written before it was served), not in a kept file.
+    with sqlite3.connect(data / "chain.sqlite") as db:
+        assert [h for (h,) in db.execute("SELECT height FROM recent_blocks")] == [1]
+    # The pending transaction is in the journal (written before it was answered "accepted").
+    assert not (data / RECENT_BLOCKS_FILE).exists() and not (data / PENDING_TXS_FILE).exists()
+    journal = Journal(data, "reader")
+    try:
+        assert journal.read_back() == [pending.encoded]
+    finally:
+        journal.close()
     async with running_node(devnet, data, devnet.validator_key(0), finality_depth=3, clock=clock) as node:
         assert node.height == 1 and node.store.height == 0
         assert (await node.transaction_status(committed.id)).status == "committed"
@@ -59,3 +72,18 @@ async def test_a_damaged_kept_file_costs_what_it_held_and_the_node_starts(devnet
     async with running_node(devnet, data, devnet.validator_key(0), clock=clock) as node:
         assert node.ready and node.height == 0
     assert not (data / RECENT_BLOCKS_FILE).exists() and not list(data.glob("*.restoring"))
+
+
+async def test_an_old_kept_blocks_file_is_applied_once_and_its_block_stored(devnet: Devnet, tmp_path: Path):
+    genesis = load_genesis(devnet.genesis)
+    clock = ManualClock(genesis.genesis_time_ms + 500)
+    block = devnet.block(height=1, previous_hash=genesis.hash, timestamp_ms=clock.now_ms,
+                         producer=0, transactions=Wallet(devnet).transfers(3))
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / RECENT_BLOCKS_FILE).write_bytes(encode_frames([block.encode()]))   # as earlier versions wrote it
+    async with running_node(devnet, data, devnet.validator_key(0), finality_depth=3, clock=clock) as node:
+        assert node.height == 1 and node.chain.tip_hash == block.hash
+        assert not (data / RECENT_BLOCKS_FILE).exists() and not list(data.glob("*.restoring"))
+    with sqlite3.connect(data / "chain.sqlite") as db:
+        assert db.execute("SELECT hash FROM recent_blocks WHERE height = 1").fetchone()[0] == block.hash

@@ -1,0 +1,134 @@
+"""Faults under load, with real `qmemo node` processes: what "accepted", "served" and
+"final" promise (docs/api.md, "Durability") must survive SIGKILL.
+
+Load is a few hundred transactions per second, posted in small batches; every node is
+stopped by PID (`NodeProcess.kill`, SIGKILL) and every wait is a predicate with a
+deadline. Each test records what the nodes said before the fault (transactions
+answered "accepted", blocks served by `/blocks`) and checks it all after the restart.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from qmemo.core.transaction import Transaction
+from tests.integration.nodes import Devnet, Network, NodeProcess, Wallet, make_devnet
+
+pytestmark = pytest.mark.slow
+
+BATCH_TXS = 15          # per request; one request every ~50 ms: ~300 tx/s
+BATCH_PAUSE_S = 0.05
+LOAD_S = 4.0            # load before the fault: several 500 ms blocks
+
+
+@pytest.fixture
+def devnet(tmp_path: Path) -> Devnet:
+    return make_devnet(tmp_path / "devnet", validators=3, accounts=30)
+
+
+@dataclass
+class Observed:
+    """What the nodes promised before the fault."""
+
+    accepted: set[str] = field(default_factory=set)
+    served: dict[int, str] = field(default_factory=dict)        # height -> hash, from /blocks
+    final: dict[int, str] = field(default_factory=dict)         # height -> hash, served with final=true
+
+    def look_at_blocks(self, node: NodeProcess) -> None:
+        height = max(self.served, default=0) - 5      # the last few again: a branch switch shows
+        document = node.try_get(f"/blocks?from={max(1, height)}&limit=100&txs=ids")
+        for block in (document or {}).get("blocks", []):
+            self.served.setdefault(block["height"], block["hash"])
+            if block.get("final"):
+                self.final[block["height"]] = block["hash"]
+
+
+def run_load(targets: list[NodeProcess], transactions: list[Transaction], observed: Observed) -> None:
+    """Post `transactions` in batches, round-robin over `targets`, for LOAD_S; remember what
+    was accepted and which blocks were served meanwhile."""
+    deadline = time.monotonic() + LOAD_S
+    position, request = 0, 0
+    while time.monotonic() < deadline and position < len(transactions):
+        batch = transactions[position:position + BATCH_TXS]
+        position += len(batch)
+        node = targets[request % len(targets)]
+        request += 1
+        answer = node.post_txs(batch)
+        assert answer.status == 200, f"{node.name}: {answer.status} {answer.body[:300]!r}"
+        for tx, result in zip(batch, answer.json()["results"]):
+            if result["status"] == "accepted":
+                observed.accepted.add(tx.id.hex())
+        if request % 4 == 0:
+            observed.look_at_blocks(node)
+        time.sleep(BATCH_PAUSE_S)
+
+
+def committed_once(net: Network, node: NodeProcess, ids: set[str]) -> bool:
+    counts = Counter(net.committed_ids(node))
+    return all(counts[tx_id] == 1 for tx_id in ids)
+
+
+def chain_hashes(node: NodeProcess) -> dict[int, str]:
+    """height -> hash of every block `node` serves."""
+    hashes: dict[int, str] = {}
+    while blocks := node.get(f"/blocks?from={len(hashes) + 1}&limit=100&txs=ids")["blocks"]:
+        hashes.update((block["height"], block["hash"]) for block in blocks)
+    return hashes
+
+
+def check_after_restart(net: Network, observed: Observed, what: str) -> None:
+    """Every accepted transaction committed exactly once on every node, every served block kept."""
+    deadline = time.monotonic() + 30
+    while not all(committed_once(net, node, observed.accepted) for node in net.nodes) \
+            and time.monotonic() < deadline:
+        time.sleep(0.2)
+    node = net.nodes[0]
+    statuses = Counter(node.get(f"/tx/{tx_id}")["status"] for tx_id in sorted(observed.accepted))
+    counts = Counter(net.committed_ids(node))
+    twice = [tx_id for tx_id in observed.accepted if counts[tx_id] > 1]
+    assert statuses == {"committed": len(observed.accepted)} and not twice, \
+        f"{what}: {len(observed.accepted)} accepted, {statuses} ({len(twice)} committed twice)\n{net.logs()}"
+    chain = chain_hashes(node)
+    lost = {height: hash_ for height, hash_ in observed.served.items() if chain.get(height) != hash_}
+    assert not lost, f"{what}: {len(lost)} of {len(observed.served)} served block(s) lost or replaced: {sorted(lost)}"
+    print(f"{what}: {len(observed.accepted)} accepted, {statuses['committed']} committed once, "
+          f"{len(observed.served)} served blocks ({len(observed.final)} final) all kept")   # the figures, with -s
+
+
+@pytest.fixture
+def transactions(devnet: Devnet) -> list[Transaction]:
+    """Enough signed transfers for LOAD_S of load."""
+    return Wallet(devnet).transfers(int(LOAD_S / BATCH_PAUSE_S) * BATCH_TXS)
+
+
+def test_a_killed_producer_loses_no_accepted_transaction(devnet, transactions, tmp_path):
+    observed = Observed()
+    with Network(devnet, tmp_path) as net:
+        net.start()
+        victim = net.nodes[0]          # a producer in every third slot; it alone hears the load
+        run_load([victim], transactions, observed)
+        victim.kill()
+        assert observed.accepted and observed.served
+        net.start([victim])
+        check_after_restart(net, observed, "producer killed")
+
+
+def test_killing_every_node_loses_nothing_served_final_or_accepted(devnet, transactions, tmp_path):
+    observed = Observed()
+    with Network(devnet, tmp_path) as net:
+        net.start()
+        run_load(net.nodes, transactions, observed)
+        for node in net.nodes:
+            observed.look_at_blocks(node)
+        for node in net.nodes:
+            node.kill()
+        assert observed.accepted and observed.served
+        net.start()
+        check_after_restart(net, observed, "every node killed")
+        chain = chain_hashes(net.nodes[1])
+        assert observed.final and all(chain.get(height) == hash_ for height, hash_ in observed.final.items())

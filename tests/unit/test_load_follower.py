@@ -1,0 +1,74 @@
+"""The block follower against a scripted node: included when first seen in a block,
+committed only once the block is final, and a replaced block's transactions wait for
+the block that carries them now."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+from aiohttp import web
+
+from qmemo.load.follower import FollowState, follow_blocks
+from qmemo.load.latency import ACCEPTED, Timings, summarize
+
+A, B, C = b"\xaa" * 64, b"\xbb" * 64, b"\xcc" * 64
+
+
+class ScriptedNode:
+    """Serves `/blocks` from `chain` (a list of (hash, tx ids)), final up to `final_height`."""
+
+    def __init__(self) -> None:
+        self.chain: list[tuple[str, list[bytes]]] = []
+        self.final_height = 0
+
+    async def blocks(self, request: web.Request) -> web.Response:
+        start, limit = int(request.query["from"]), int(request.query["limit"])
+        out = [{"height": height, "hash": hash_, "tx_ids": [tx.hex() for tx in ids],
+                "final": height <= self.final_height}
+               for height, (hash_, ids) in enumerate(self.chain, start=1) if start <= height < start + limit]
+        return web.json_response({"blocks": out})
+
+
+async def _until(predicate, timeout_s: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.01)
+
+
+async def test_a_transaction_is_committed_only_once_final_and_follows_a_fork_switch():
+    node = ScriptedNode()
+    app = web.Application()
+    app.router.add_get("/blocks", node.blocks)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
+    timings = Timings([0.0, 0.0, 0.0])
+    for index in range(3):
+        timings.mark_sent(index, 0.0)
+        timings.mark_answer(index, 0.0, ACCEPTED)
+    pending = {A: 0, B: 1, C: 2}
+    state, stop = FollowState(next_height=1), asyncio.Event()
+    follower = asyncio.create_task(follow_blocks([url], state, pending, timings, start=0.0, stop=stop, poll_s=0.01))
+    try:
+        node.chain = [("h1", [A]), ("h2", [B])]
+        await _until(lambda: state.included_seen == 2)
+        assert not math.isnan(timings.included[0]) and math.isnan(timings.committed[0])   # in a block, not final
+        assert set(pending) == {A, B, C}
+        node.chain[1] = ("h2-other", [C])              # a fork switch replaces block 2: B is back in the pool
+        node.chain.append(("h3", [B]))
+        node.final_height = 3
+        await _until(lambda: not pending)
+        assert state.branch_switches == 1 and state.committed_seen == 3
+        assert all(not math.isnan(timings.committed[i]) for i in range(3))
+        assert all(timings.included[i] <= timings.committed[i] for i in range(3))
+    finally:
+        stop.set()
+        await follower
+        await runner.cleanup()
+    run = summarize(timings, warmup_s=0.0)
+    assert run.counts.committed == 3 and run.counts.included == 3 and run.counts.accounted == 3
+    assert run.intended_to_included.count == 3 and run.included_to_committed.count == 3

@@ -1,0 +1,76 @@
+"""The accepted-transaction journal: what was appended comes back in order, a torn tail
+is cut off (and later appends follow whole records), concurrent appends share fsyncs,
+and compaction keeps exactly what it is given plus what was appended after."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from qmemo.node.journal import JOURNAL_FILE, Journal
+
+
+async def _written(data: Path, records: list[bytes]) -> Path:
+    """A journal file holding `records`, closed."""
+    journal = Journal(data, "test")
+    journal.read_back()
+    await journal.append(records)
+    journal.close()
+    return data / JOURNAL_FILE
+
+
+def _reopened(data: Path) -> list[bytes]:
+    journal = Journal(data, "test")
+    try:
+        return journal.read_back()
+    finally:
+        journal.close()
+
+
+async def test_appended_records_come_back_in_order(tmp_path: Path):
+    journal = Journal(tmp_path, "test")
+    assert journal.read_back() == []
+    await journal.append([b"one", b"two"])
+    await journal.append([b"three"])
+    journal.close()
+    assert _reopened(tmp_path) == [b"one", b"two", b"three"]
+
+
+async def test_concurrent_appends_are_group_committed(tmp_path: Path):
+    journal = Journal(tmp_path, "test")
+    journal.read_back()
+    await asyncio.gather(*(journal.append([bytes([i]) * 10]) for i in range(50)))
+    assert journal.records == 50 and journal.fsyncs < 50      # the first write carries one, the next the rest
+    journal.close()
+    assert sorted(_reopened(tmp_path)) == sorted(bytes([i]) * 10 for i in range(50))
+
+
+async def test_a_torn_tail_is_cut_off_and_later_appends_follow_whole_records(tmp_path: Path):
+    path = await _written(tmp_path, [b"whole", b"torn-record"])
+    path.write_bytes(path.read_bytes()[:-3])                   # a crash mid-write
+    journal = Journal(tmp_path, "test")
+    assert journal.read_back() == [b"whole"]
+    await journal.append([b"after"])
+    journal.close()
+    assert _reopened(tmp_path) == [b"whole", b"after"]
+
+
+async def test_a_flipped_byte_ends_the_read_at_the_damaged_record(tmp_path: Path):
+    path = await _written(tmp_path, [b"first", b"second"])
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF                                           # the CRC no longer matches
+    path.write_bytes(bytes(data))
+    assert _reopened(tmp_path) == [b"first"]
+
+
+async def test_compaction_keeps_what_it_is_given_and_later_appends(tmp_path: Path):
+    journal = Journal(tmp_path, "test")
+    journal.read_back()
+    await journal.append([b"committed-a", b"unsettled-b", b"committed-c"])
+    size_before = journal.size_bytes
+    await journal.compact([b"unsettled-b"])
+    assert journal.size_bytes < size_before and not journal.wants_compaction()
+    await journal.append([b"later-d"])
+    journal.close()
+    assert _reopened(tmp_path) == [b"unsettled-b", b"later-d"]
+    assert not list(tmp_path.glob("*.tmp"))
