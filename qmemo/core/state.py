@@ -100,6 +100,8 @@ def check_transaction_form(genesis: Genesis, tx: Transaction) -> None:
     if not rules.signature_length_ok(len(tx.signature)):  # non-empty; exact for fixed-length schemes
         raise InvalidTransaction(f"a {rules.name} signature cannot be {len(tx.signature)} bytes",
                                  code="bad_signature_length")
+    if tx.fee < genesis.min_fee:  # pays at least the chain's minimum fee: nothing is sent for free
+        raise InvalidTransaction(f"fee {tx.fee}, this chain's minimum is {genesis.min_fee}", code="fee_too_low")
 
 
 def charge(balance: int, next_nonce: int, tx: Transaction) -> int:

@@ -152,7 +152,7 @@ def prepare(config: GenConfig, offsets: list[float], genesis: Genesis, *, quiet:
                   disable=quiet, transient=True) as bar:
         task = bar.add_task("sign", total=len(offsets))
         return build(shape, accounts, scheme=scheme, chain_id=genesis.chain_id, genesis_hash=genesis.hash,
-                     cache_dir=config.cache_dir, progress=lambda n: bar.advance(task, n))
+                     fee=genesis.min_fee, cache_dir=config.cache_dir, progress=lambda n: bar.advance(task, n))
 
 
 # --- run ---------------------------------------------------------------------------------
