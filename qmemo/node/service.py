@@ -113,7 +113,8 @@ class Node:
         self.metrics.tx_committed = await loop.run_in_executor(self._store_reader, count_committed, store)
         self.admission = Admission(
             self.genesis, self.chain, self.mempool, self.pool, self.metrics,
-            AdmissionLimits(config.mempool_future_nonces, future_ttl_s=config.mempool_future_ttl_s),
+            AdmissionLimits(config.mempool_future_nonces, config.mempool_held_max_txs, config.mempool_held_per_sender,
+                            config.mempool_future_ttl_s),
             self.decoded, self.relay.enqueue if self.relay else (lambda encodings: None))
         self.intake = BlockIntake(self.genesis, self.chain, self.admission, self.pool, self.decoded,
                                   self.metrics, self.log, self.clock)
