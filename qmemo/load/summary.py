@@ -12,7 +12,7 @@ Pure: no I/O beyond `read_*`/`write_*` at the bottom, no clock.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ import orjson
 
 from qmemo.errors import DecodeError
 from qmemo.load.latency import LatencySummary, RunCounts, RunSummary
-from qmemo.records import from_json, to_json
+from qmemo.records import OMIT_NONE, from_json, to_json
 
 SUMMARY_SCHEMA = "qmemo-load-summary/2"   # /2: the writer's saturation verdict ("saturated", "why")
 SWEEP_SCHEMA = "qmemo-sweep/2"
@@ -64,6 +64,16 @@ class Counts:
 
 
 @dataclass(frozen=True, slots=True)
+class Failover:
+    """The sender's failover (qmemo.load.sender): tries nodes did not answer, and batches
+    (and their transactions) resent to another node."""
+
+    failovers: int
+    failover_txs: int
+    node_failures: dict[str, int]               # by node URL
+
+
+@dataclass(frozen=True, slots=True)
 class LoadSummary:
     schema: str
     target_tps: float
@@ -77,6 +87,8 @@ class LoadSummary:
     generator_fell_behind: bool
     saturated: bool                             # the chain could not keep up with the offered load
     why: str                                    # the saturation reasons, "; "-separated ("" if none)
+    # None (and absent from the file) in summaries written before the sender failed over.
+    failover: Failover | None = field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +140,8 @@ def saturation_reasons(run: RunSummary, target_tps: float, block_interval_s: flo
     return reasons
 
 
-def load_summary(run: RunSummary, *, target_tps: float, interrupted: bool, block_interval_s: float) -> LoadSummary:
+def load_summary(run: RunSummary, *, target_tps: float, interrupted: bool, block_interval_s: float,
+                 failover: Failover | None = None) -> LoadSummary:
     """The summary.json of one run."""
     reasons = saturation_reasons(run, target_tps, block_interval_s)
     return LoadSummary(
@@ -137,7 +150,7 @@ def load_summary(run: RunSummary, *, target_tps: float, interrupted: bool, block
         latency_ms=Latencies(_latency(run.intended_to_committed), _latency(run.sent_to_committed),
                              _latency(run.sent_to_accepted)),
         schedule_lag_ms=_latency(run.schedule_lag), generator_fell_behind=run.generator_fell_behind,
-        saturated=bool(reasons), why="; ".join(reasons),
+        saturated=bool(reasons), why="; ".join(reasons), failover=failover,
     )
 
 

@@ -44,6 +44,11 @@ def render_summary(doc: dict[str, Any], where: str | None = None) -> Group:
     lag = doc["schedule_lag_ms"]
     latency.add_row("send lag (sent−due)", *(_ms(lag["percentiles_ms"].get(p)) for p in PERCENTILE_KEYS),
                     _ms(lag["max_ms"]))
+    failover = doc.get("failover")
+    if failover:
+        failures = ", ".join(f"{node}: {n:,}" for node, n in sorted(failover["node_failures"].items()))
+        head.add_row("failed over to another node", f"{failover['failovers']:,} batches, "
+                     f"{failover['failover_txs']:,} txs" + (f" (no answer from {failures})" if failures else ""))
     parts: list[Any] = [head, latency]
     if doc["generator_fell_behind"]:
         parts.append(Text("WARNING: the generator fell behind its own schedule (p99 send lag above 100 ms): "
