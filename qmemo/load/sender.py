@@ -20,7 +20,7 @@ transaction id: a copy the first node (or its relay) already admitted is answere
 order is kept as it always was: a sender's batches still leave in nonce order, and a
 node holds a nonce that overtook its predecessor until the gap fills. The counters
 (failures per node, batches and transactions failed over) go to the live status and
-the run's manifest.
+the run's manifest and summary.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ class SendProgress:
     in_flight: int = 0
     max_in_flight_seen: int = 0
     node_failures: dict[str, int] = field(default_factory=dict)   # tries a node did not answer
-    failovers: int = 0             # batches resent to another node
+    failovers: int = 0             # batches sent to a node not their own (resent, or routed around one down)
     failover_txs: int = 0          # transactions in them
 
 
@@ -152,8 +152,10 @@ async def _post(session: aiohttp.ClientSession, batch: Batch, timings: Timings, 
     timeout = aiohttp.ClientTimeout(total=attempt_timeout_s)
     failure = "no node"
     try:
-        for attempt, node in enumerate(health.order(batch.target)):
-            if attempt:
+        moved = False
+        for node in health.order(batch.target):
+            if node != batch.target and not moved:     # once per batch, resent or routed around
+                moved = True
                 progress.failovers += 1
                 progress.failover_txs += batch.last - batch.first
             try:

@@ -66,7 +66,8 @@ class Counts:
 @dataclass(frozen=True, slots=True)
 class Failover:
     """The sender's failover (qmemo.load.sender): tries nodes did not answer, and batches
-    (and their transactions) resent to another node."""
+    (and their transactions) that went to a node other than their own - resent after a
+    failure, or sent there at once while their own node was known to be down."""
 
     failovers: int
     failover_txs: int

@@ -17,6 +17,7 @@ this module only finds the parent they are checked against. Never imports aiohtt
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from qmemo.core.block import BlockHeader
@@ -29,7 +30,7 @@ from qmemo.node.metrics import NodeMetrics
 
 
 def screen_block(encoded: bytes, genesis: Genesis, chain: Chain, verifier: BlockVerifier, metrics: NodeMetrics,
-                 now_ms: Callable[[], int]) -> BlockAnswer | None:
+                 now_ms: Callable[[], int], log: logging.LoggerAdapter) -> BlockAnswer | None:
     """The answer a pushed block gets from its header alone ("known" or "sync"), None if
     its body is worth decoding; DecodeError or InvalidBlock (counted) if the header is bad."""
     try:
@@ -45,6 +46,9 @@ def screen_block(encoded: bytes, genesis: Genesis, chain: Chain, verifier: Block
         check_header_turn(genesis, header, parent_timestamp_ms, verifier, now_ms())
     except (DecodeError, InvalidBlock) as exc:
         metrics.blocks_rejected[exc.code] += 1
+        if isinstance(exc, InvalidBlock):   # as intake logs a block that fails in full
+            log.warning("rejected block %d from validator %d on its header: %s: %s", header.height,
+                        header.producer_index, exc.code, exc.detail)
         raise
     return None
 

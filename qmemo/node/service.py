@@ -282,7 +282,8 @@ class Node:
         """A block a peer pushed: its header judged first (qmemo.node.block_gate), its body
         only then (qmemo.node.intake). DecodeError (400) or InvalidBlock (422) if bad."""
         chain, _, intake = self._require_ready()
-        answer = screen_block(encoded, self.genesis, chain, self.pool.cache, self.metrics, self.clock)
+        answer = screen_block(encoded, self.genesis, chain, self.pool.cache, self.metrics, self.clock,
+                              self.log)
         if answer is None:
             return await intake.receive(encoded)
         if answer.status == "sync":
