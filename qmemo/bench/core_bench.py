@@ -87,7 +87,7 @@ def bench_scheme(name: str, count: int, accounts: int, repeat: int) -> dict[str,
         addresses = [derive_address(scheme_id, key.public_key) for key in senders]
         genesis = parse_genesis({
             "format": "qmemo-genesis/1", "chain_id": 1, "genesis_time_ms": 0, "block_interval_ms": 2000,
-            "producer_timeout_ms": 2000, "max_clock_drift_ms": 500, "max_block_transactions": count,
+            "producer_timeout_ms": 2000, "max_clock_drift_ms": 500, "max_block_transactions": count, "min_fee": 1,
             "tx_schemes": [scheme.name],
             "validators": [{"name": "validator-0", "scheme": scheme.name, "public_key": validator.public_key.hex()}],
             "accounts": [{"address": address.hex(), "balance": 10**12} for address in addresses],

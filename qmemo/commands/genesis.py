@@ -34,6 +34,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-clock-drift-ms", type=int, default=500,
                         help="how far ahead of a node's clock a block may be stamped (default 500)")
     parser.add_argument("--max-block-transactions", type=int, default=4000, help="block size limit (default 4000)")
+    parser.add_argument("--min-fee", type=int, default=1,
+                        help="the least fee a transaction pays (default 1: nothing is sent for free)")
     parser.add_argument("--genesis-time-ms", type=int, help="genesis timestamp (default: now)")
     parser.add_argument("--force", action="store_true", help="overwrite an existing devnet in --out")
     parser.set_defaults(run=run)
@@ -51,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         validator_scheme=args.validator_scheme, tx_schemes=tx_schemes, chain_id=args.chain_id,
         balance=args.balance, block_interval_ms=args.block_interval_ms, producer_timeout_ms=args.producer_timeout_ms,
         max_clock_drift_ms=args.max_clock_drift_ms, max_block_transactions=args.max_block_transactions,
-        genesis_time_ms=args.genesis_time_ms, force=args.force))
+        min_fee=args.min_fee,        genesis_time_ms=args.genesis_time_ms, force=args.force))
     validator_scheme = devnet.validators[0].scheme
     account_scheme = devnet.accounts[0].scheme if devnet.accounts else validator_scheme
     print(f"devnet in {devnet.dir}: chain {devnet.genesis.chain_id}, genesis {devnet.genesis.hash.hex()[:16]}.., "

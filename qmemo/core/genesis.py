@@ -4,7 +4,7 @@ The genesis file is JSON (docs/protocol.md, "Genesis"):
 
     {"format": "qmemo-genesis/1", "chain_id": 1, "genesis_time_ms": 1767225600000,
      "block_interval_ms": 2000, "producer_timeout_ms": 2000, "max_clock_drift_ms": 500,
-     "max_block_transactions": 4000, "tx_schemes": ["Falcon-512"],
+     "max_block_transactions": 4000, "min_fee": 1, "tx_schemes": ["Falcon-512"],
      "validators": [{"name": "validator-0", "scheme": "Falcon-512", "public_key": "<hex>"}, ...],
      "accounts": [{"address": "<hex>", "balance": 1000000000}, ...]}
 
@@ -18,6 +18,11 @@ misses it, every `producer_timeout_ms` the turn passes to the next validator in 
 fallback order (h - 1 + 1) mod n, (h - 1 + 2) mod n, ..., wrapping around. Exactly one
 validator is scheduled at any moment, so the rule is checkable from the header alone:
 the header's timestamp says which window it was produced in.
+
+`min_fee` is the least fee a transaction may pay (`check_transaction_form`, at admission
+and in every block). It is required: a genesis written before it existed is refused with
+a message saying to add it (its hash changes with it, so no default could keep an old
+chain's blocks valid anyway).
 
 Pure: no file reading (the caller hands in the parsed JSON) and no clock.
 """
@@ -40,10 +45,15 @@ GENESIS_FORMAT = "qmemo-genesis/1"
 # fit a u64: capping the total supply at 2^63 - 1 guarantees both, for every block.
 MAX_TOTAL_SUPPLY = (1 << 63) - 1
 _KEYS = frozenset(("format", "chain_id", "genesis_time_ms", "block_interval_ms", "producer_timeout_ms",
-                   "max_clock_drift_ms", "max_block_transactions", "tx_schemes", "validators", "accounts"))
+                   "max_clock_drift_ms", "max_block_transactions", "min_fee", "tx_schemes", "validators",
+                   "accounts"))
 _VALIDATOR_KEYS = frozenset(("name", "scheme", "public_key"))
 _ACCOUNT_KEYS = frozenset(("address", "balance"))
-_PARAMS = struct.Struct("<IQIIII")
+_PARAMS = struct.Struct("<IQIIIIQ")
+# What `qmemo genesis` writes: the smallest positive fee. Any fee above zero means a key
+# nobody funded can send nothing at all (not even to the held queue), and every
+# transaction costs its sender something; 1 is what the load generator always paid.
+DEFAULT_MIN_FEE = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +81,7 @@ class Genesis:
     producer_timeout_ms: int       # how long each producer in the fallback order has
     max_clock_drift_ms: int        # how far a header's timestamp may run ahead of a node's clock
     max_block_transactions: int
+    min_fee: int                   # the least fee a transaction pays
     tx_scheme_ids: tuple[int, ...]  # schemes a transaction may use, in file order
     validators: tuple[Validator, ...]
     balances: tuple[tuple[bytes, int], ...]   # (address, balance), in file order
@@ -90,6 +101,7 @@ class Genesis:
             "format": GENESIS_FORMAT, "chain_id": self.chain_id, "genesis_time_ms": self.genesis_time_ms,
             "block_interval_ms": self.block_interval_ms, "producer_timeout_ms": self.producer_timeout_ms,
             "max_clock_drift_ms": self.max_clock_drift_ms, "max_block_transactions": self.max_block_transactions,
+            "min_fee": self.min_fee,
             "tx_schemes": [self.scheme_name(scheme_id) for scheme_id in self.tx_scheme_ids],
             "validators": [{"name": v.name, "scheme": self.scheme_name(v.scheme_id),
                             "public_key": v.public_key.hex()} for v in self.validators],
@@ -104,7 +116,8 @@ class Genesis:
 def genesis_encoding(genesis: Genesis) -> bytes:
     """The canonical bytes the genesis hash is taken over (docs/protocol.md, "Genesis")."""
     parts = [_PARAMS.pack(genesis.chain_id, genesis.genesis_time_ms, genesis.block_interval_ms,
-                          genesis.producer_timeout_ms, genesis.max_clock_drift_ms, genesis.max_block_transactions),
+                          genesis.producer_timeout_ms, genesis.max_clock_drift_ms, genesis.max_block_transactions,
+                          genesis.min_fee),
              struct.pack("<B", len(genesis.tx_scheme_ids)), bytes(genesis.tx_scheme_ids),
              struct.pack("<H", len(genesis.validators))]
     for validator in genesis.validators:
@@ -126,12 +139,17 @@ def parse_genesis(document: Any, schemes: SchemeTable) -> Genesis:
 
 
 def _parse(document: Any, schemes: SchemeTable) -> Genesis:
+    if isinstance(document, dict) and "min_fee" not in document:
+        raise ConfigError('genesis has no "min_fee" (written before fees had a minimum): add '
+                          f'"min_fee": {DEFAULT_MIN_FEE} or make the devnet again with `qmemo genesis`',
+                          code="bad_genesis")
     obj = expect_object(document, _KEYS, "genesis")
     if obj["format"] != GENESIS_FORMAT:
         raise ConfigError(f"genesis format is {obj['format']!r}, expected {GENESIS_FORMAT!r}", code="bad_genesis")
     params = {key: int_field(obj, key, maximum, "genesis") for key, maximum in (
         ("chain_id", U32_MAX), ("genesis_time_ms", U64_MAX), ("block_interval_ms", U32_MAX),
-        ("producer_timeout_ms", U32_MAX), ("max_clock_drift_ms", U32_MAX), ("max_block_transactions", U32_MAX))}
+        ("producer_timeout_ms", U32_MAX), ("max_clock_drift_ms", U32_MAX), ("max_block_transactions", U32_MAX),
+        ("min_fee", U64_MAX))}
     _require(params["block_interval_ms"] > 0, "block_interval_ms must be positive")
     _require(params["producer_timeout_ms"] > 0, "producer_timeout_ms must be positive")
     # A clock running ahead may not reach into the next producer's window.

@@ -88,6 +88,12 @@ class Mempool:
         queue = self._by_sender.get(sender)
         return len(queue.txs) if queue else 0
 
+    def pending_cost(self, sender: bytes) -> int:
+        """What the sender's pending transactions cost together (amount + fee each): the part
+        of its balance they have already spoken for."""
+        queue = self._by_sender.get(sender)
+        return queue.cost if queue else 0
+
     def check(self, tx: Transaction, account: Account) -> bool:
         """Would `tx` be admitted? False if already pending; raises the rule it breaks."""
         if tx.id in self._by_id:

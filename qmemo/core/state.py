@@ -24,11 +24,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from qmemo.core.block import BLOCK_VERSION, Block
+from qmemo.core.block import BLOCK_VERSION, Block, BlockHeader
 from qmemo.core.codec import U64_MAX
-from qmemo.core.genesis import Genesis, scheduled_producer
+from qmemo.core.genesis import Genesis, Validator, scheduled_producer
 from qmemo.core.merkle import merkle_root
-from qmemo.core.transaction import Transaction
+from qmemo.core.transaction import FIXED_BYTES as TX_FIXED_BYTES
+from qmemo.core.transaction import MAX_PAYLOAD_BYTES, Transaction
 from qmemo.errors import InvalidBlock, InvalidTransaction
 
 
@@ -100,6 +101,8 @@ def check_transaction_form(genesis: Genesis, tx: Transaction) -> None:
     if not rules.signature_length_ok(len(tx.signature)):  # non-empty; exact for fixed-length schemes
         raise InvalidTransaction(f"a {rules.name} signature cannot be {len(tx.signature)} bytes",
                                  code="bad_signature_length")
+    if tx.fee < genesis.min_fee:  # pays at least the chain's minimum fee: nothing is sent for free
+        raise InvalidTransaction(f"fee {tx.fee}, this chain's minimum is {genesis.min_fee}", code="fee_too_low")
 
 
 def charge(balance: int, next_nonce: int, tx: Transaction) -> int:
@@ -116,6 +119,57 @@ def charge(balance: int, next_nonce: int, tx: Transaction) -> int:
     return cost
 
 
+# --- header rules (also checked before a pushed block's body is decoded) ----------------------
+
+def check_header_form(genesis: Genesis, header: BlockHeader) -> None:
+    """The header rules that need nothing but the genesis; InvalidBlock otherwise."""
+    _require(header.version == BLOCK_VERSION, "unsupported_version",  # a format this node knows
+             f"block version {header.version}")
+    _require(header.chain_id == genesis.chain_id, "wrong_chain_id",  # a block of this chain
+             f"chain id {header.chain_id}, this chain is {genesis.chain_id}")
+
+
+def check_header_turn(genesis: Genesis, header: BlockHeader, parent_timestamp_ms: int, verifier: BlockVerifier,
+                      now_ms: int) -> Validator:
+    """The header's time, producer and signature against its parent's timestamp; returns
+    the producer. InvalidBlock otherwise."""
+    _require(header.timestamp_ms >= parent_timestamp_ms + genesis.block_interval_ms,  # no earlier than its slot
+             "timestamp_too_early", f"timestamp {header.timestamp_ms} is less than the parent's "
+             f"{parent_timestamp_ms} + {genesis.block_interval_ms} ms")
+    _require(header.timestamp_ms <= now_ms + genesis.max_clock_drift_ms,  # not from the future
+             "timestamp_in_future", f"timestamp {header.timestamp_ms} is ahead of now ({now_ms}) by "
+             f"more than {genesis.max_clock_drift_ms} ms")
+    scheduled = scheduled_producer(genesis, header.height, parent_timestamp_ms, header.timestamp_ms)
+    _require(header.producer_index == scheduled, "wrong_producer",  # the validator whose turn it is
+             f"validator {header.producer_index} produced, validator {scheduled} was scheduled")
+    producer = genesis.validators[header.producer_index]
+    _require(verifier.verify(producer.scheme_id, producer.public_key, header.signing_digest, header.signature),
+             "bad_header_signature", f"header not signed by {producer.name}")  # signed by that validator
+    return producer
+
+
+def check_declared_size(genesis: Genesis, header: BlockHeader, header_bytes: int, block_bytes: int) -> None:
+    """A block's encoding is no longer than its header's `tx_count` allows, and that count
+    within the limit: what can be known of a body before decoding it."""
+    _require(header.tx_count <= genesis.max_block_transactions, "too_many_transactions",  # within the limit
+             f"{header.tx_count} transactions, at most {genesis.max_block_transactions}")
+    most = header_bytes + header.tx_count * max_transaction_frame_bytes(genesis)
+    _require(block_bytes <= most, "block_too_large",  # no bytes beyond what its transactions can fill
+             f"{block_bytes} bytes, at most {most} for {header.tx_count} transactions")
+
+
+def max_transaction_frame_bytes(genesis: Genesis) -> int:
+    """The longest a transaction of this chain can be inside a block: its u32 length, the
+    fixed part, the largest key and signature its schemes allow, the largest payload and
+    the signature's u16 length."""
+    largest = 0
+    for scheme_id in genesis.tx_scheme_ids:
+        rules = genesis.schemes.get(scheme_id)
+        if rules is not None:       # parse_genesis refused unknown schemes: always true
+            largest = max(largest, rules.public_key_bytes + rules.max_signature_bytes)
+    return 4 + TX_FIXED_BYTES + largest + MAX_PAYLOAD_BYTES + 2
+
+
 # --- the state transition ------------------------------------------------------------------
 
 def apply_block(state: ChainState, block: Block, verifier: BlockVerifier, now_ms: int) -> AppliedBlock:
@@ -123,26 +177,12 @@ def apply_block(state: ChainState, block: Block, verifier: BlockVerifier, now_ms
     genesis, header, transactions = state.genesis, block.header, block.transactions
 
     # The header.
-    _require(header.version == BLOCK_VERSION, "unsupported_version",  # a format this node knows
-             f"block version {header.version}")
-    _require(header.chain_id == genesis.chain_id, "wrong_chain_id",  # a block of this chain
-             f"chain id {header.chain_id}, this chain is {genesis.chain_id}")
+    check_header_form(genesis, header)
     _require(header.height == state.height + 1, "wrong_height",  # extends the tip by one
              f"height {header.height}, the tip is {state.height}")
     _require(header.previous_hash == state.tip_hash, "wrong_previous_hash",  # builds on the tip
              f"previous hash {header.previous_hash.hex()[:16]}.. is not the tip {state.tip_hash.hex()[:16]}..")
-    _require(header.timestamp_ms >= state.tip_timestamp_ms + genesis.block_interval_ms,  # no earlier than its slot
-             "timestamp_too_early", f"timestamp {header.timestamp_ms} is less than the parent's "
-             f"{state.tip_timestamp_ms} + {genesis.block_interval_ms} ms")
-    _require(header.timestamp_ms <= now_ms + genesis.max_clock_drift_ms,  # not from the future
-             "timestamp_in_future", f"timestamp {header.timestamp_ms} is ahead of now ({now_ms}) by "
-             f"more than {genesis.max_clock_drift_ms} ms")
-    scheduled = scheduled_producer(genesis, header.height, state.tip_timestamp_ms, header.timestamp_ms)
-    _require(header.producer_index == scheduled, "wrong_producer",  # the validator whose turn it is
-             f"validator {header.producer_index} produced, validator {scheduled} was scheduled")
-    producer = genesis.validators[header.producer_index]
-    _require(verifier.verify(producer.scheme_id, producer.public_key, header.signing_digest, header.signature),
-             "bad_header_signature", f"header not signed by {producer.name}")  # signed by that validator
+    producer = check_header_turn(genesis, header, state.tip_timestamp_ms, verifier, now_ms)
 
     # The body's commitment.
     _require(header.tx_count == len(transactions), "wrong_tx_count",  # the count the header commits to

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import orjson
 
-from qmemo.core.genesis import GENESIS_FORMAT, Genesis, parse_genesis
+from qmemo.core.genesis import DEFAULT_MIN_FEE, GENESIS_FORMAT, Genesis, parse_genesis
 from qmemo.core.transaction import derive_address
 from qmemo.crypto.keys import NamedKey, save_keys
 from qmemo.crypto.schemes import canonical_name, get_scheme
@@ -48,6 +48,7 @@ class DevnetSpec:
     producer_timeout_ms: int | None = None       # default: the block interval
     max_clock_drift_ms: int = 500
     max_block_transactions: int = 4000
+    min_fee: int = DEFAULT_MIN_FEE
     genesis_time_ms: int | None = None           # default: now
     force: bool = False                          # replace an existing devnet in `out`
 
@@ -88,6 +89,7 @@ def create_devnet(spec: DevnetSpec) -> Devnet:
         "producer_timeout_ms": spec.producer_timeout_ms or spec.block_interval_ms,
         "max_clock_drift_ms": spec.max_clock_drift_ms,
         "max_block_transactions": spec.max_block_transactions,
+        "min_fee": spec.min_fee,
         "tx_schemes": tx_schemes,
         "validators": [{"name": key.name, "scheme": key.scheme, "public_key": key.public_key.hex()}
                        for key in validators],

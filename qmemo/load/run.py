@@ -31,7 +31,8 @@ from qmemo.load import schedule as sched
 from qmemo.load.follower import FollowState, current_height, follow_blocks
 from qmemo.load.latency import ACCEPTED, DUPLICATE, STATUS_NAMES, RunSummary, Timings, summarize
 from qmemo.load.sender import SendConfig, SendProgress, send_batches
-from qmemo.load.summary import SWEEP_SCHEMA, LoadSummary, Sweep, SweepRow, load_summary, sweep_row, write
+from qmemo.load.summary import (SWEEP_SCHEMA, Failover, LoadSummary, Sweep, SweepRow, load_summary, sweep_row,
+                                write)
 from qmemo.load.workload import PlanShape, Workload, build, funded_accounts
 from qmemo.core.genesis import Genesis
 from qmemo.node.store import load_genesis
@@ -152,7 +153,7 @@ def prepare(config: GenConfig, offsets: list[float], genesis: Genesis, *, quiet:
                   disable=quiet, transient=True) as bar:
         task = bar.add_task("sign", total=len(offsets))
         return build(shape, accounts, scheme=scheme, chain_id=genesis.chain_id, genesis_hash=genesis.hash,
-                     cache_dir=config.cache_dir, progress=lambda n: bar.advance(task, n))
+                     fee=genesis.min_fee, cache_dir=config.cache_dir, progress=lambda n: bar.advance(task, n))
 
 
 # --- run ---------------------------------------------------------------------------------
@@ -190,7 +191,8 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
                                                  stop=stop_following, poll_s=FOLLOW_POLL_S))
     status = asyncio.create_task(_write_status(config, timings, progress, state, start, stop_following))
     try:
-        await send_batches(workload.batches, timings, config.send, start=start, progress=progress, stop=stop_sending)
+        await send_batches(workload.batches, timings, config.send, start=start, progress=progress, stop=stop_sending,
+                           nodes=config.nodes)
         timeout_s = config.commit_timeout_s if config.commit_timeout_s is not None else 5 * block_interval_s
         deadline = time.perf_counter() + (min(timeout_s, 2.0) if interrupted else timeout_s)
         while time.perf_counter() < deadline and not stop_draining.is_set():
@@ -205,7 +207,9 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
         verifiers = {url: await node_verifier(session, url) for url in config.nodes}
     return interrupted_at, {"max_in_flight_seen": progress.max_in_flight_seen,
-                            "blocks_seen": state.blocks_seen, "follower_node_switches": state.node_switches}, verifiers
+                            "blocks_seen": state.blocks_seen, "follower_node_switches": state.node_switches,
+                            "node_failures": dict(progress.node_failures), "failovers": progress.failovers,
+                            "failover_txs": progress.failover_txs}, verifiers
 
 
 async def node_verifier(session: aiohttp.ClientSession, url: str) -> dict[str, Any] | None:
@@ -236,6 +240,7 @@ async def _write_status(config: GenConfig, timings: Timings, progress: SendProgr
             "running": True, "elapsed_s": now, "target_tps": len(timings) / max(config.duration_s, 1e-9),
             "planned": len(timings), "sent": progress.sent, "answered": progress.answered,
             "in_flight": progress.in_flight, "committed": state.committed_seen, "blocks_seen": state.blocks_seen,
+            "failovers": progress.failovers, "node_failures": progress.node_failures,
             "p50_ms": _percentile(recent, 50) * 1e3 if recent else None,
             "p99_ms": _percentile(recent, 99) * 1e3 if recent else None,
         }
@@ -268,7 +273,9 @@ def run_load(config: GenConfig, *, quiet: bool = False, genesis: Genesis | None 
     summary = summarize(timings, warmup_s=min(config.warmup_s, config.duration_s / 2),
                         window_end_s=min(config.duration_s, interrupted_at or math.inf))
     file_summary = load_summary(summary, target_tps=target_tps, interrupted=interrupted,
-                                block_interval_s=genesis.block_interval_ms / 1e3)
+                                block_interval_s=genesis.block_interval_ms / 1e3,
+                                failover=Failover(sender["failovers"], sender["failover_txs"],
+                                                  sender["node_failures"]))
     config.out.mkdir(parents=True, exist_ok=True)
     write(config.out / "summary.json", file_summary)
     write_transactions_csv(config.out / "transactions.csv", timings, workload.ids)

@@ -9,13 +9,26 @@ A batch of transactions is sent when its last member is due: a transaction never
 leaves before its intended time, and the wait for the rest of its batch counts in its
 latency. Request bodies are encoded before the run starts, so the sending path does no
 signing and no encoding.
+
+Failover, as a wallet does it: when a node does not answer - a connection error, a
+timeout (`attempt_timeout_s`, far below the request timeout, so a stopped node costs
+seconds, not the whole run) or 503 "not ready" - the *same signed batch* goes to the next
+node that is not known to be down. Resending is safe because admission is idempotent by
+transaction id: a copy the first node (or its relay) already admitted is answered
+"duplicate", which counts as accepted. A node that failed is skipped for
+`down_for_s`, so later batches for it go straight to the others. Per sender the nonce
+order is kept as it always was: a sender's batches still leave in nonce order, and a
+node holds a nonce that overtook its predecessor until the gap fills. The counters
+(failures per node, batches and transactions failed over) go to the live status and
+the run's manifest and summary.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import aiohttp
 import orjson
@@ -40,6 +53,10 @@ class SendConfig:
     max_in_flight: int = 64        # outstanding requests at most (explicit, reported)
     connections: int = 32          # connection pool size across all nodes
     request_timeout_s: float = 30.0
+    # One node's try at a batch: past it, the batch goes to the next node. A node answers
+    # a batch in well under a second even at saturation; 3 s tells "stopped" from "busy".
+    attempt_timeout_s: float = 3.0
+    down_for_s: float = 2.0        # how long a node that failed is skipped
 
 
 @dataclass
@@ -50,11 +67,41 @@ class SendProgress:
     answered: int = 0
     in_flight: int = 0
     max_in_flight_seen: int = 0
+    node_failures: dict[str, int] = field(default_factory=dict)   # tries a node did not answer
+    failovers: int = 0             # batches sent to a node not their own (resent, or routed around one down)
+    failover_txs: int = 0          # transactions in them
+
+
+# HTTP statuses that mean "this node cannot take it now, another may": not ready.
+_TRY_ANOTHER = frozenset((503,))
+
+
+class _NodeHealth:
+    """When each node last failed; a node that failed recently is tried last."""
+
+    def __init__(self, nodes: Sequence[str], down_for_s: float) -> None:
+        self.nodes = list(dict.fromkeys(nodes))
+        self.down_for_s = down_for_s
+        self._failed_at: dict[str, float] = {}
+
+    def failed(self, node: str) -> None:
+        self._failed_at[node] = time.monotonic()
+
+    def order(self, target: str) -> list[str]:
+        """Every node once, the batch's own target first; nodes that failed within
+        `down_for_s` after the rest (still tried: they may all be back)."""
+        now = time.monotonic()
+        rotated = [target] + [n for n in self.nodes if n != target]
+        up = [n for n in rotated if now - self._failed_at.get(n, -1e18) >= self.down_for_s]
+        return up + [n for n in rotated if n not in up]
 
 
 async def send_batches(batches: list[Batch], timings: Timings, config: SendConfig, *,
-                       start: float, progress: SendProgress, stop: asyncio.Event) -> None:
-    """Send every batch at its scheduled time (perf_counter `start` + intended offset)."""
+                       start: float, progress: SendProgress, stop: asyncio.Event,
+                       nodes: Sequence[str] = ()) -> None:
+    """Send every batch at its scheduled time (perf_counter `start` + intended offset),
+    failing over among `nodes` (default: the batches' targets)."""
+    health = _NodeHealth(list(nodes) or [batch.target for batch in batches], config.down_for_s)
     slots = asyncio.Semaphore(config.max_in_flight)
     connector = aiohttp.TCPConnector(limit=config.connections, force_close=False)
     timeout = aiohttp.ClientTimeout(total=config.request_timeout_s)
@@ -91,7 +138,8 @@ async def send_batches(batches: list[Batch], timings: Timings, config: SendConfi
             progress.sent += batch.last - batch.first
             progress.in_flight += 1
             progress.max_in_flight_seen = max(progress.max_in_flight_seen, progress.in_flight)
-            task = asyncio.create_task(_post(session, batch, timings, start, progress))
+            task = asyncio.create_task(_post(session, batch, timings, start, progress, health,
+                                             config.attempt_timeout_s))
             tasks.add(task)
             task.add_done_callback(lambda t: (tasks.discard(t), slots.release()))
         if tasks:
@@ -99,20 +147,39 @@ async def send_batches(batches: list[Batch], timings: Timings, config: SendConfi
 
 
 async def _post(session: aiohttp.ClientSession, batch: Batch, timings: Timings, start: float,
-                progress: SendProgress) -> None:
+                progress: SendProgress, health: _NodeHealth, attempt_timeout_s: float) -> None:
+    """POST the batch to its target, then to each other node in turn while none answers."""
+    timeout = aiohttp.ClientTimeout(total=attempt_timeout_s)
+    failure = "no node"
     try:
-        async with session.post(f"{batch.target}/txs", data=batch.body,
-                                headers={"Content-Type": "application/octet-stream"}) as response:
-            payload = await response.read()
-            answered_at = time.perf_counter() - start
-            _record_answer(batch, timings, answered_at, response.status, payload)
-    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+        moved = False
+        for node in health.order(batch.target):
+            if node != batch.target and not moved:     # once per batch, resent or routed around
+                moved = True
+                progress.failovers += 1
+                progress.failover_txs += batch.last - batch.first
+            try:
+                async with session.post(f"{node}/txs", data=batch.body, timeout=timeout,
+                                        headers={"Content-Type": "application/octet-stream"}) as response:
+                    payload = await response.read()
+                    if response.status in _TRY_ANOTHER:
+                        raise _NotNow(f"http_{response.status}")
+                    _record_answer(batch, timings, time.perf_counter() - start, response.status, payload)
+                    return
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError, _NotNow) as exc:
+                failure = str(exc) if isinstance(exc, _NotNow) else f"transport:{type(exc).__name__}"
+                progress.node_failures[node] = progress.node_failures.get(node, 0) + 1
+                health.failed(node)
         answered_at = time.perf_counter() - start
         for i in range(batch.first, batch.last):
-            timings.mark_answer(i, answered_at, FAILED, f"transport:{type(exc).__name__}")
+            timings.mark_answer(i, answered_at, FAILED, failure)
     finally:
         progress.in_flight -= 1
         progress.answered += batch.last - batch.first
+
+
+class _NotNow(Exception):
+    """A node answered that it cannot take the batch now (503): try another."""
 
 
 def _record_answer(batch: Batch, timings: Timings, t: float, status: int, payload: bytes) -> None:

@@ -70,6 +70,17 @@ class Counts:
 
 
 @dataclass(frozen=True, slots=True)
+class Failover:
+    """The sender's failover (qmemo.load.sender): tries nodes did not answer, and batches
+    (and their transactions) that went to a node other than their own - resent after a
+    failure, or sent there at once while their own node was known to be down."""
+
+    failovers: int
+    failover_txs: int
+    node_failures: dict[str, int]               # by node URL
+
+
+@dataclass(frozen=True, slots=True)
 class LoadSummary:
     schema: str
     target_tps: float
@@ -84,6 +95,8 @@ class LoadSummary:
     throughput_saturated: bool                  # the chain committed < 90% of what was offered
     latency_saturated: bool                     # p99 intended->committed beyond 3 block intervals
     why: str                                    # the verdicts that hold, "; "-separated ("" if none)
+    # None (and absent from the file) in summaries written before the sender failed over.
+    failover: Failover | None = field(default=None, metadata=OMIT_NONE)
 
     @property
     def limited(self) -> bool:
@@ -160,7 +173,8 @@ def verdicts(run: RunSummary, target_tps: float, block_interval_s: float) -> Ver
     )
 
 
-def load_summary(run: RunSummary, *, target_tps: float, interrupted: bool, block_interval_s: float) -> LoadSummary:
+def load_summary(run: RunSummary, *, target_tps: float, interrupted: bool, block_interval_s: float,
+                 failover: Failover | None = None) -> LoadSummary:
     """The summary.json of one run."""
     verdict = verdicts(run, target_tps, block_interval_s)
     return LoadSummary(
@@ -172,7 +186,7 @@ def load_summary(run: RunSummary, *, target_tps: float, interrupted: bool, block
                              _latency(run.included_to_committed) if run.included_to_committed else None),
         schedule_lag_ms=_latency(run.schedule_lag), generator_fell_behind=verdict.generator_fell_behind,
         throughput_saturated=verdict.throughput_saturated, latency_saturated=verdict.latency_saturated,
-        why=verdict.why(),
+        why=verdict.why(), failover=failover,
     )
 
 

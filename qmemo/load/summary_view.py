@@ -52,6 +52,11 @@ def render_summary(summary: LoadSummary, where: str | None = None) -> Group:
     latency.add_row(*_latency_row("sent→committed", kinds.sent_to_committed))
     latency.add_row(*_latency_row("sent→accepted", kinds.sent_to_accepted))
     latency.add_row(*_latency_row("send lag (sent−due)", summary.schedule_lag_ms))
+    failover = summary.failover
+    if failover:
+        failures = ", ".join(f"{node}: {n:,}" for node, n in sorted(failover.node_failures.items()))
+        head.add_row("failed over to another node", f"{failover.failovers:,} batches, "
+                     f"{failover.failover_txs:,} txs" + (f" (no answer from {failures})" if failures else ""))
     parts: list[Any] = [head, latency]
     if summary.generator_fell_behind:
         parts.append(Text("WARNING: the generator fell behind its own schedule (p99 send lag above 100 ms): "

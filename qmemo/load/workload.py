@@ -10,7 +10,8 @@ Account affinity: funded accounts are split into one pool per target node, and a
 sent to node k draws its senders from pool k. A sender's transactions therefore always
 reach the same node, in nonce order, and never race each other across nodes.
 
-Transactions move 1 unit between funded accounts, pay a fee of 1, and carry a payload
+Transactions move 1 unit between funded accounts, pay the genesis's minimum fee (`fee`;
+a fee below it is refused as `fee_too_low`), and carry a payload
 that makes the transaction body (its encoding without public key and signature) 256
 bytes, MEMO's transaction size.
 """
@@ -106,10 +107,10 @@ def cache_key(genesis_hash: bytes, scheme: str, chain_id: int, shape: PlanShape,
 
 
 def build(shape: PlanShape, accounts: list[Account], *, scheme: str, chain_id: int, genesis_hash: bytes,
-          cache_dir: Path | None, progress: Callable[[int], None] | None = None) -> Workload:
+          fee: int, cache_dir: Path | None, progress: Callable[[int], None] | None = None) -> Workload:
     """Sign (or load from cache) every transaction of the plan and frame its batches."""
     senders, batch_targets = assign(shape, accounts)
-    key = cache_key(genesis_hash, scheme, chain_id, shape, accounts)
+    key = cache_key(genesis_hash, scheme, chain_id, shape, accounts)   # the genesis hash commits to the fee
     cache_file = cache_dir / f"{key}.bin" if cache_dir else None
     encodings: list[bytes] | None = None
     ids: list[bytes] = []
@@ -119,7 +120,8 @@ def build(shape: PlanShape, accounts: list[Account], *, scheme: str, chain_id: i
             progress(shape.count)
     from_cache = encodings is not None
     if encodings is None:
-        ids, encodings = _sign_all(senders, accounts, scheme=scheme, chain_id=chain_id, progress=progress)
+        ids, encodings = _sign_all(senders, accounts, scheme=scheme, chain_id=chain_id, fee=fee,
+                                   progress=progress)
         if cache_file:
             _write_cache(cache_file, ids, encodings)
     batches = [
@@ -130,7 +132,7 @@ def build(shape: PlanShape, accounts: list[Account], *, scheme: str, chain_id: i
     return Workload(ids, batches, from_cache)
 
 
-def _sign_all(senders: list[tuple[int, int]], accounts: list[Account], *, scheme: str, chain_id: int,
+def _sign_all(senders: list[tuple[int, int]], accounts: list[Account], *, scheme: str, chain_id: int, fee: int,
               progress: Callable[[int], None] | None) -> tuple[list[bytes], list[bytes]]:
     signer = get_scheme(scheme)
     scheme_id = signer.info.scheme_id
@@ -142,7 +144,7 @@ def _sign_all(senders: list[tuple[int, int]], accounts: list[Account], *, scheme
             account_index, nonce = senders[i]
             account = accounts[account_index]
             recipient = accounts[(account_index + 1) % len(accounts)].address
-            tx = Transaction(chain_id, scheme_id, account.public_key, nonce, recipient, 1, 1, payload)
+            tx = Transaction(chain_id, scheme_id, account.public_key, nonce, recipient, 1, fee, payload)
             out.append(tx.signed(lambda digest, sk=account.secret_key: signer.sign(sk, digest)))
         return out
 

@@ -5,6 +5,10 @@ boundary of the error hierarchy: a `QmemoError` becomes `{"error": code, "detail
 with the error's own status (`Handlers.respond` adds Retry-After to a 429); aiohttp's own HTTP errors (unknown
 route, wrong method, a body over the server's hard cap) get the same JSON shape; any
 other exception is a bug - logged with its traceback, answered 500, never a crash.
+
+Client faults aiohttp's parser catches before the app (qmemo.net.client_faults) are one
+rate-limited WARNING line, never a traceback; the parser's line limit sits above the
+app's URL limit, so a long URL is answered here, in JSON (414 `url_too_long`).
 """
 
 from __future__ import annotations
@@ -15,12 +19,17 @@ from aiohttp import web
 
 from qmemo.errors import Misuse, QmemoError
 from qmemo.net import wire
+from qmemo.net.client_faults import PARSER_MAX_LINE_BYTES, ClientFaultLog
 from qmemo.net.handlers import BODY_BYTES_KEY, Handlers
 from qmemo.node.service import Node
 
 NODE_KEY = web.AppKey("node", Node)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+# The longest URL (path and query) the app reads. The longest a client needs is a
+# GET /tx/<128 hex digits> or /account/<64>; 8 KiB is what aiohttp itself allowed.
+MAX_URL_BYTES = 8 * 1024
 
 
 def make_app(node: Node) -> web.Application:
@@ -30,7 +39,11 @@ def make_app(node: Node) -> web.Application:
     @web.middleware
     async def boundary(request: web.Request, handler: Handler) -> web.StreamResponse:
         try:
-            response = await handler(request)
+            if len(request.raw_path) > MAX_URL_BYTES:
+                response = handlers.json({"error": "url_too_long", "detail": f"the URL is {len(request.raw_path)} "
+                                          f"bytes, the limit is {MAX_URL_BYTES}"}, status=414)
+            else:
+                response = await handler(request)
         except QmemoError as exc:
             if isinstance(exc, Misuse):     # our bug, named: answer 500 and keep its traceback in the log
                 node.log.error("internal misuse in %s %s: %s", request.method, request.path, exc, exc_info=exc)
@@ -48,7 +61,9 @@ def make_app(node: Node) -> web.Application:
         return response
 
     # aiohttp's own cap sits above every limit we enforce, so ours answer first.
-    app = web.Application(middlewares=[boundary], client_max_size=node.config.max_peer_body_bytes + 1)
+    app = web.Application(middlewares=[boundary], client_max_size=node.config.max_peer_body_bytes + 1,
+                          handler_args={"logger": ClientFaultLog(node.log), "max_line_size": PARSER_MAX_LINE_BYTES,
+                                        "max_field_size": PARSER_MAX_LINE_BYTES})
     app[NODE_KEY] = node
     app.add_routes([
         web.post("/tx", handlers.post_tx),

@@ -171,9 +171,10 @@ class Handlers:
     # --- peers ---------------------------------------------------------------------------------------
 
     async def peer_txs(self, request: web.Request) -> web.Response:
-        """POST /peer/txs: a relayed binary batch, admitted like any other (never trusted)."""
-        body = await read_body(request, self.config.max_peer_body_bytes)
-        encodings = wire.decode_tx_batch(body, wire.MAX_PEER_BATCH_TXS)
+        """POST /peer/txs: a relayed binary batch, admitted like any other (never trusted), so
+        under the client's caps too: a peer is no more trusted with a 100 MiB body."""
+        body = await read_body(request, self.config.max_body_bytes)
+        encodings = wire.decode_tx_batch(body, self.config.max_batch_txs)
         return self.json(wire.tx_counts(await self.node.submit(encodings, from_peer=True)))
 
     async def peer_block(self, request: web.Request) -> web.Response:

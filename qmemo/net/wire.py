@@ -32,9 +32,6 @@ from qmemo.errors import DecodeError, TooLarge
 from qmemo.frames import decode_frames, encode_frames
 from qmemo.node.answers import TX_STATUSES, Item, TxOutcome, TxStatus
 
-# A peer's relay batch may hold at most this many transactions (the protocol's limit;
-# a node's own relay_max_batch_txs must not exceed it).
-MAX_PEER_BATCH_TXS = 10_000
 # Blocks per `GET /peer/blocks` page: what a node serves and what its client asks for.
 MAX_SYNC_BLOCKS = 100
 
@@ -86,7 +83,11 @@ def decode_tx_items(body: bytes, *, binary: bool, max_count: int) -> list[Item]:
     element's rejection (its DecodeError), not the whole request's."""
     if binary:
         return decode_tx_batch(body, max_count)
-    entries = expect_key(loads(body), "transactions", list, "the body")
+    document = loads(body)
+    entries = expect_key(document, "transactions", list, "the body")
+    unknown = sorted(key for key in document if key != "transactions")
+    if unknown:     # a misspelt option is refused, not silently ignored
+        raise DecodeError(f"the body has unknown keys {unknown}; it is {{\"transactions\": [...]}}", code="malformed")
     if len(entries) > max_count:
         raise TooLarge(f"{len(entries)} transactions in one batch, the limit is {max_count}", code="batch_too_large")
     items: list[Item] = []

@@ -18,6 +18,13 @@ does. If the gap does not fill within `future_ttl_s`, it is evicted with reason
 `nonce_gap_timeout` (visible in /tx/{id} and the metrics): nothing accepted is dropped
 silently. Further ahead than the window: rejected with `nonce_gap`.
 
+Holding is not free (issue 12: 320 never-funded keys once filled the whole queue with
+zero-fee transactions): a sender's held transactions must be payable from its balance
+together with its pending ones (amount + fee summed over pending + held <= balance, else
+`insufficient_balance`), at most `held_per_sender` per sender (`held_sender_limit`) and
+`held_max_txs` in all (`held_full`), both 429. With the genesis's minimum fee above zero,
+a key nobody funded can hold nothing.
+
 Costs per transaction on the event loop are kept to a few microseconds besides the
 decode (the core hashes the id and signing digest there): no per-transaction tasks,
 futures or log lines.
@@ -51,8 +58,9 @@ COMMITTED_MEMORY = 100_000
 
 @dataclass(frozen=True, slots=True)
 class AdmissionLimits:
-    future_nonces: int = 64
-    future_max_txs: int = 20_000
+    future_nonces: int = 64          # how far past its next pending nonce a sender may send
+    future_max_txs: int = 20_000     # held transactions, all senders together
+    future_per_sender: int = 64      # held transactions of one sender
     future_ttl_s: float = 30.0
 
 
@@ -64,12 +72,15 @@ class Held:
 
 
 class FutureQueue:
-    """Verified transactions waiting for an earlier nonce of their sender."""
+    """Verified transactions waiting for an earlier nonce of their sender, and what each
+    sender's held transactions cost together."""
 
-    def __init__(self, max_txs: int) -> None:
+    def __init__(self, max_txs: int, max_per_sender: int) -> None:
         self.max_txs = max_txs
+        self.max_per_sender = max_per_sender
         self._by_sender: dict[bytes, dict[int, Held]] = {}
         self._ids: dict[bytes, Held] = {}
+        self._cost: dict[bytes, int] = {}
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -77,19 +88,38 @@ class FutureQueue:
     def __contains__(self, tx_id: bytes) -> bool:
         return tx_id in self._ids
 
+    def cost(self, sender: bytes) -> int:
+        """amount + fee summed over the sender's held transactions."""
+        return self._cost.get(sender, 0)
+
     def transactions(self) -> list[Transaction]:
         """Every held transaction, each sender's in nonce order."""
         return [held.tx for slots in self._by_sender.values() for _, held in sorted(slots.items())]
 
-    def hold(self, tx: Transaction, now: float, relay: bool) -> bool:
-        """Hold `tx`; False if the queue is full or the sender already has that nonce held."""
-        slots = self._by_sender.setdefault(tx.sender, {})
-        if len(self._ids) >= self.max_txs or tx.nonce in slots:
-            if not slots:
-                del self._by_sender[tx.sender]
-            return False
+    def check_room(self, sender: bytes, extra: int = 0) -> None:
+        """MempoolFull unless one more of the sender's transactions (after `extra` already
+        on their way) fits the per-sender and global caps."""
+        slots = self._by_sender.get(sender)
+        if (len(slots) if slots else 0) + extra >= self.max_per_sender:
+            raise MempoolFull(f"this sender already has {self.max_per_sender} transactions held for a nonce gap",
+                              code="held_sender_limit")
+        if len(self._ids) >= self.max_txs:
+            raise MempoolFull(f"the held queue is full ({len(self._ids)} transactions waiting for a nonce gap)",
+                              code="held_full")
+
+    def hold(self, tx: Transaction, now: float, relay: bool, available: int) -> None:
+        """Hold `tx`, whose sender has `available` of its balance left after its pending
+        transactions; raises the rule it breaks (caps, payability, a nonce already held)."""
+        slots = self._by_sender.get(tx.sender)
+        if slots and tx.nonce in slots:
+            raise InvalidTransaction(f"another transaction with nonce {tx.nonce} is held", code="nonce_conflict")
+        self.check_room(tx.sender)
+        cost = self.cost(tx.sender)
+        charge(available - cost, tx.nonce, tx)    # payable together with everything before it
+        if slots is None:
+            slots = self._by_sender[tx.sender] = {}
         slots[tx.nonce] = self._ids[tx.id] = Held(tx, now, relay)
-        return True
+        self._cost[tx.sender] = cost + tx.amount + tx.fee
 
     def take_ready(self, sender: bytes, next_nonce: int) -> list[Held]:
         """Remove and return the sender's held transactions from `next_nonce` on, while consecutive."""
@@ -97,7 +127,7 @@ class FutureQueue:
         ready: list[Held] = []
         while slots and next_nonce in slots:
             held = slots.pop(next_nonce)
-            del self._ids[held.tx.id]
+            self._forget(held)
             ready.append(held)
             next_nonce += 1
         if slots is not None and not slots:
@@ -111,7 +141,7 @@ class FutureQueue:
             return []
         gone = [slots.pop(n) for n in [n for n in slots if n < nonce]]
         for held in gone:
-            del self._ids[held.tx.id]
+            self._forget(held)
         if not slots:
             del self._by_sender[sender]
         return gone
@@ -123,8 +153,18 @@ class FutureQueue:
             del slots[held.tx.nonce]
             if not slots:
                 del self._by_sender[held.tx.sender]
-            del self._ids[held.tx.id]
+            self._forget(held)
         return expired
+
+    def _forget(self, held: Held) -> None:
+        """Drop a held transaction (already out of its sender's slots) from the ids and costs."""
+        tx = held.tx
+        del self._ids[tx.id]
+        left = self._cost[tx.sender] - tx.amount - tx.fee
+        if left:
+            self._cost[tx.sender] = left
+        else:       # `cost` answers 0 for a sender not listed: keep no entry for one
+            del self._cost[tx.sender]
 
 
 class Admission:
@@ -138,7 +178,7 @@ class Admission:
         self.pool = pool
         self.metrics = metrics
         self.limits = limits
-        self.future = FutureQueue(limits.future_max_txs)
+        self.future = FutureQueue(limits.future_max_txs, limits.future_per_sender)
         self._relay = relay
         self._inflight: set[bytes] = set()
         self.evicted: OrderedDict[bytes, str] = OrderedDict()
@@ -198,6 +238,7 @@ class Admission:
         accounts = self.chain.state.accounts
         window = self.limits.future_nonces
         batch_next: dict[bytes, int] = {}      # a sender's next nonce counting earlier candidates
+        batch_cost: dict[bytes, int] = {}      # what a sender's earlier candidates cost
         decode = self.decoded.decode
         for position, item in enumerate(items):
             tx = None
@@ -220,10 +261,16 @@ class Admission:
                 if nonce == next_pending:
                     mempool.check(tx, account)          # balance, per-sender and pool limits
                 elif nonce == batch_next.get(sender) or next_pending < nonce <= next_pending + window:
-                    charge(account.balance, nonce, tx)  # held or after a candidate: still payable at all?
+                    # held or after a candidate: payable with all the sender has pending, held
+                    # or earlier in this batch, and room to hold it (checked again in `hold`)
+                    spent = mempool.pending_cost(sender) + future.cost(sender) + batch_cost.get(sender, 0)
+                    charge(account.balance - spent, nonce, tx)
+                    if nonce != batch_next.get(sender):
+                        future.check_room(sender)
                 else:
                     mempool.check(tx, account)          # raises the rule: replay, conflict or gap
                 batch_next[sender] = nonce + 1
+                batch_cost[sender] = batch_cost.get(sender, 0) + tx.amount + tx.fee
             except QmemoError as exc:
                 # Detached: its traceback holds this frame, whose `outcomes` would hold it back.
                 outcomes[position] = TxOutcome(tx.id if tx is not None else None, REJECTED, exc.detached())
@@ -249,13 +296,18 @@ class Admission:
             if tx_id in self.committed:      # a block took it while its signature was checked
                 outcomes[position] = TxOutcome(tx_id, DUPLICATE)
                 continue
+            account = accounts.get(tx.sender, EMPTY_ACCOUNT)
             try:
-                added = self._pool_add(tx, accounts.get(tx.sender, EMPTY_ACCOUNT))
+                added = self._pool_add(tx, account)
             except InvalidTransaction as exc:
-                next_pending = self.pending_nonce(tx.sender)
-                if exc.code == "nonce_gap" and tx.nonce - next_pending <= window and future.hold(tx, now, relay):
-                    outcomes[position] = TxOutcome(tx_id, ACCEPTED)
-                    continue
+                if exc.code == "nonce_gap" and tx.nonce - self.pending_nonce(tx.sender) <= window:
+                    try:
+                        future.hold(tx, now, relay, account.balance - self.mempool.pending_cost(tx.sender))
+                    except (InvalidTransaction, MempoolFull) as held_exc:
+                        exc = held_exc
+                    else:
+                        outcomes[position] = TxOutcome(tx_id, ACCEPTED)
+                        continue
                 outcomes[position] = TxOutcome(tx_id, REJECTED, exc.detached())
                 continue
             except MempoolFull as exc:

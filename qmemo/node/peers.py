@@ -25,6 +25,8 @@ from typing import Protocol
 from qmemo.errors import PeerError
 from qmemo.node.metrics import NodeMetrics
 
+_FRAME_PREFIX_BYTES = 4     # each frame's u32 length in a binary batch (qmemo.frames)
+
 
 @dataclass(frozen=True, slots=True)
 class PeerTip:
@@ -60,7 +62,7 @@ class Relay:
     """Per-peer queues of transaction encodings, each drained by its own task."""
 
     def __init__(self, peers: Sequence[PeerLink], metrics: NodeMetrics, log: logging.LoggerAdapter, *,
-                 flush_s: float, max_batch_txs: int, max_queue_txs: int = 200_000) -> None:
+                 flush_s: float, max_batch_txs: int, max_batch_bytes: int, max_queue_txs: int = 200_000) -> None:
         self._peers = list(peers)
         self._queues = {peer.url: deque[bytes]() for peer in self._peers}
         self._ready = {peer.url: asyncio.Event() for peer in self._peers}
@@ -68,6 +70,7 @@ class Relay:
         self._log = log
         self._flush_s = flush_s
         self._max_batch = max_batch_txs
+        self._max_bytes = max_batch_bytes      # a peer takes relays under its client body cap
         self._max_queue = max_queue_txs
         self.dropped = 0
 
@@ -84,13 +87,25 @@ class Relay:
         """Drain every peer's queue until cancelled."""
         await asyncio.gather(*(self._drain(peer) for peer in self._peers))
 
+    def _next_batch(self, queue: deque[bytes]) -> list[bytes]:
+        """At most `max_batch_txs` from the front of `queue` whose frames fit `max_batch_bytes`
+        (always at least one: a single transaction is far below any body cap)."""
+        batch: list[bytes] = []
+        size = 0
+        while queue and len(batch) < self._max_batch:
+            size += _FRAME_PREFIX_BYTES + len(queue[0])
+            if batch and size > self._max_bytes:
+                break
+            batch.append(queue.popleft())
+        return batch
+
     async def _drain(self, peer: PeerLink) -> None:
         queue, ready = self._queues[peer.url], self._ready[peer.url]
         failing = False
         while True:
             await ready.wait()
             await asyncio.sleep(self._flush_s)
-            batch = [queue.popleft() for _ in range(min(len(queue), self._max_batch))]
+            batch = self._next_batch(queue)
             if not queue:
                 ready.clear()
             try:

@@ -43,6 +43,7 @@ from qmemo.node import reporting
 from qmemo.node.admission import Admission, AdmissionLimits
 from qmemo.node.answers import ACCEPTED, BlockAnswer, Item, TxOutcome, TxStatus
 from qmemo.node.block_decode import DecodedCache
+from qmemo.node.block_gate import screen_block
 from qmemo.node.chain import FINALITY_DEPTH, Chain
 from qmemo.node.config import NodeConfig
 from qmemo.node.intake import BlockIntake
@@ -106,7 +107,8 @@ class Node:
         self.peers = list(peers)
         self.peer_views = {peer.url: PeerView(peer.url) for peer in self.peers}
         self.relay = Relay(self.peers, self.metrics, self.log, flush_s=self.config.relay_flush_s,
-                           max_batch_txs=self.config.relay_max_batch_txs)
+                           max_batch_txs=min(self.config.relay_max_batch_txs, self.config.max_batch_txs),
+                           max_batch_bytes=self.config.max_body_bytes)
 
     async def start(self) -> None:
         """Open the store, restore the tip and what the last clean stop kept, start the tasks."""
@@ -121,7 +123,8 @@ class Node:
         self.metrics.tx_committed = await loop.run_in_executor(self._store_reader, count_committed, store)
         self.admission = Admission(
             self.genesis, self.chain, self.mempool, self.pool, self.metrics,
-            AdmissionLimits(config.mempool_future_nonces, future_ttl_s=config.mempool_future_ttl_s),
+            AdmissionLimits(config.mempool_future_nonces, config.mempool_held_max_txs, config.mempool_held_per_sender,
+                            config.mempool_future_ttl_s),
             self.decoded, self.relay.enqueue if self.relay else (lambda encodings: None))
         self.intake = BlockIntake(self.genesis, self.chain, self.admission, self.pool, self.decoded,
                                   self.metrics, self.log, self.clock, self._store_writer)
@@ -263,9 +266,16 @@ class Node:
         return await self._require_queries().block_encodings(from_height, limit)
 
     async def receive_block(self, encoded: bytes) -> BlockAnswer:
-        """A block a peer pushed (qmemo.node.intake). DecodeError (400) or InvalidBlock (422) if bad."""
-        _, _, intake = self._require_ready()
-        return await intake.receive(encoded)
+        """A block a peer pushed: its header judged first (qmemo.node.block_gate), its body
+        only then (qmemo.node.intake). DecodeError (400) or InvalidBlock (422) if bad."""
+        chain, _, intake = self._require_ready()
+        answer = screen_block(encoded, self.genesis, chain, self.pool.cache, self.metrics, self.clock,
+                              self.log)
+        if answer is None:
+            return await intake.receive(encoded)
+        if answer.status == "sync":
+            intake.sync_wanted.set()    # we lack what it builds on: ask the peers now
+        return answer
 
     # --- reporting ------------------------------------------------------------------------------
 

@@ -51,7 +51,7 @@ def genesis_document(**overrides: object) -> dict:
     document = {
         "format": "qmemo-genesis/1", "chain_id": CHAIN_ID, "genesis_time_ms": GENESIS_TIME_MS,
         "block_interval_ms": BLOCK_INTERVAL_MS, "producer_timeout_ms": 2_000, "max_clock_drift_ms": 500,
-        "max_block_transactions": 50, "tx_schemes": ["Falcon-512", "Ed25519"],
+        "max_block_transactions": 50, "min_fee": 1, "tx_schemes": ["Falcon-512", "Ed25519"],
         "validators": [{"name": f"validator-{i}", "scheme": "Falcon-512", "public_key": keys[i].public_key.hex()}
                        for i in range(3)],
         "accounts": [{"address": address_of(key).hex(), "balance": INITIAL_BALANCE}

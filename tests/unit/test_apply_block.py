@@ -190,9 +190,13 @@ def test_insufficient_balance(net):
 
 
 def test_balance_spent_by_an_earlier_transaction_in_the_block(net):
-    block = net.next_block([net.transfer(net.alice, net.bob, INITIAL_BALANCE - 10, fee=0),
-                            net.transfer(net.alice, net.bob, 11, fee=0)])
+    block = net.next_block([net.transfer(net.alice, net.bob, INITIAL_BALANCE - 11, fee=1),
+                            net.transfer(net.alice, net.bob, 10, fee=1)])
     run_block_processing(net, block, "insufficient_balance")
+
+
+def test_fee_below_the_genesis_minimum(net):
+    run_block_processing(net, net.next_block([net.transfer(net.alice, net.bob, 10, fee=0)]), "fee_too_low")
 
 
 def test_whole_balance_may_be_spent(net):

@@ -34,7 +34,8 @@ def test_initial_state_holds_the_prefunded_balances_at_height_zero():
 
 @pytest.mark.parametrize("field, value", [("chain_id", 8), ("genesis_time_ms", 1), ("block_interval_ms", 1000),
                                           ("producer_timeout_ms", 3000), ("max_clock_drift_ms", 400),
-                                          ("max_block_transactions", 10), ("tx_schemes", ["Falcon-512"])])
+                                          ("max_block_transactions", 10), ("min_fee", 2),
+                                          ("tx_schemes", ["Falcon-512"])])
 def test_every_parameter_changes_the_genesis_hash(field, value):
     assert parse(**{field: value}).hash != default_genesis().hash
 
@@ -58,10 +59,18 @@ def test_validator_order_and_balances_change_the_genesis_hash():
     ({"validators": []}, "validators"),
     ({"chain_id": -1}, "chain_id"),
     ({"extra": 1}, "unknown keys"),
+    ({"min_fee": -1}, "min_fee"),
 ])
 def test_bad_genesis_parameters_are_refused(overrides, match):
     with pytest.raises(ConfigError, match=match):
         parse(**overrides)
+
+
+def test_genesis_without_min_fee_is_refused_with_how_to_fix_it():
+    document = genesis_document()
+    del document["min_fee"]
+    with pytest.raises(ConfigError, match='no "min_fee".*qmemo genesis'):
+        parse_genesis(document, schemes())
 
 
 def test_validator_key_of_the_wrong_length_is_refused():

@@ -63,6 +63,16 @@ def test_pending_spending_counts_against_the_balance():
     assert pool.add(tx(1, 2, amount=2, fee=1), account)
 
 
+def test_pending_cost_is_what_a_senders_pending_transactions_spend_and_drops_with_their_block():
+    pool = Mempool()
+    first, second = tx(1, 0, amount=10, fee=2), tx(1, 1, amount=5, fee=1)
+    pool.add(first, RICH)
+    pool.add(second, RICH)
+    assert (pool.pending_cost(first.sender), pool.pending_cost(tx(2, 0).sender)) == (18, 0)
+    pool.remove_block([first], lambda sender: Account(RICH.balance - 12, 1))
+    assert pool.pending_cost(first.sender) == 6
+
+
 def test_amount_plus_fee_overflow():
     assert rejected(Mempool(), tx(1, 0, amount=U64_MAX, fee=1), Account(U64_MAX, 0)) == "amount_overflow"
 

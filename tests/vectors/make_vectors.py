@@ -148,7 +148,7 @@ def build(previous: dict | None, new_keys: bool) -> dict:
     genesis_document = {
         "format": "qmemo-genesis/1", "chain_id": 1, "genesis_time_ms": 1_767_225_600_000,
         "block_interval_ms": 2000, "producer_timeout_ms": 2000, "max_clock_drift_ms": 500,
-        "max_block_transactions": 4000, "tx_schemes": ["Falcon-512", "Ed25519"],
+        "max_block_transactions": 4000, "min_fee": 1, "tx_schemes": ["Falcon-512", "Ed25519"],
         "validators": [{"name": "validator-0", "scheme": "Falcon-512", "public_key": validator["public_key"]}],
         "accounts": [{"address": address["alice"].hex(), "balance": 1_000_000},
                      {"address": address["carol"].hex(), "balance": 1_000_000}],
