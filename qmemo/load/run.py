@@ -159,7 +159,7 @@ def prepare(config: GenConfig, offsets: list[float], genesis: Genesis, *, quiet:
 # --- run ---------------------------------------------------------------------------------
 
 async def execute(config: GenConfig, workload: Workload, timings: Timings, block_interval_s: float
-                  ) -> tuple[float | None, dict[str, int], dict[str, Any]]:
+                  ) -> tuple[float | None, dict[str, Any], dict[str, Any]]:
     """Send, follow and drain. Returns when an interrupt came (an offset; None if none came),
     the sender's and follower's own counters and each node's verifier, which the manifest reports."""
     stop_sending = asyncio.Event()
