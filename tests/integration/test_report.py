@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -268,6 +269,26 @@ def test_a_generator_sweep_folder_is_a_devnet_run():
     best = max((r for r in rows if not any(r[k] for k in limited)), key=lambda r: r["committed_tps"])
     assert run.committed_tps == pytest.approx(best["committed_tps"])
     assert run.sweep[-1].p99_ms == pytest.approx(rows[-1]["p99_ms"])
+
+
+@pytest.mark.parametrize("generator_folder", [DEVNET, SWEEP])
+def test_a_devnet_sh_run_folder_is_read_through_its_gen_folder(tmp_path, generator_folder):
+    """devnet.sh prints runs/<id>/; the generator wrote into runs/<id>/gen/."""
+    run_folder = tmp_path / "20261123-161100-4242"
+    shutil.copytree(generator_folder, run_folder / "gen")
+    (run_folder / "logs").mkdir()
+    run = load_devnet_run(run_folder)
+    direct = load_devnet_run(generator_folder)
+    assert run.run_id == run_folder.name
+    assert (run.committed_tps, run.sweep) == (direct.committed_tps, direct.sweep)
+    assert run.source.is_relative_to(run_folder / "gen")
+
+
+def test_a_devnet_sh_run_folder_without_load_is_one_line_naming_gen(tmp_path):
+    (tmp_path / "logs").mkdir()
+    with pytest.raises(ConfigError, match="gen/") as caught:
+        load_devnet_run(tmp_path)
+    assert "\n" not in str(caught.value)
 
 
 def test_an_old_run_folder_is_refused_in_one_line_naming_its_version(tmp_path):
