@@ -1,4 +1,4 @@
-"""`qmemo report`: REPORT.md and PNG plots from a bench_c results folder (and devnet runs)."""
+"""`qmemo report`: REPORT.md, REPORT.html and PNG plots from a bench_c results folder (and devnet runs)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--devnet", metavar="RUN_DIR", action="append", default=[],
                         help="a devnet run folder with a summary.json (repeatable)")
     parser.add_argument("--out", metavar="DIR", default=None,
-                        help="folder for REPORT.md and the plots (default: docs/results/<run-id>/)")
+                        help="folder for REPORT.md, REPORT.html and the plots (default: docs/results/<run-id>/)")
     parser.set_defaults(run=run)
 
 
@@ -24,6 +24,7 @@ def run(args: argparse.Namespace) -> int:
     report = write_report(args.results, args.devnet, args.out)
     console = Console(highlight=False)
     console.print(f"report: {display_path(report.markdown_path)}")
+    console.print(f"  html: {display_path(report.html_path)}")
     for plot in report.plots:
         console.print(f"  plot: {display_path(plot)}")
     return 0

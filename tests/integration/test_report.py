@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -211,6 +212,61 @@ def test_devnet_section_reads_the_run_summary(report):
     assert cells["p99 > 3 block intervals"] == ("**yes**" if data["latency_saturated"] else "no")
     p999 = data["latency_ms"]["intended_to_committed"]["percentiles_ms"]["p99.9"]
     assert row(md, "p99.9", "devnet-run")["p99.9"] == f"{p999:,.1f}"
+
+
+class _HtmlTables(HTMLParser):
+    """Every <table> of a page as rows of cell texts, and every src/href it names."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: list[list[list[str]]] = []
+        self.links: list[str] = []
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.links += [value or "" for name, value in attrs if name in ("src", "href")]
+        if tag == "table":
+            self.tables.append([])
+        elif tag == "tr":
+            self.tables[-1].append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._cell is not None:
+            self.tables[-1][-1].append("".join(self._cell).strip())
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def markdown_cell_text(cell: str) -> str:
+    """A Markdown cell as its HTML text reads: inline marks dropped, escaped pipes kept."""
+    return re.sub(r"\*\*|`", "", cell).replace("\\|", "|")
+
+
+def test_html_report_is_self_contained_and_has_every_table_of_the_markdown(report):
+    out, md = report
+    page = _HtmlTables()
+    page.feed((out / "REPORT.html").read_text())
+    assert page.tables and not [link for link in page.links if re.match(r"(https?:)?//", link)]
+    assert all(link.startswith(("data:image/png;base64,", "#")) for link in page.links)
+    images = re.findall(r"!\[[^]]*\]\(([^)]+)\)", md)
+    assert sum(link.startswith("data:") for link in page.links) == len(images) == len(PLOTS)
+    html_tables = page.tables
+    assert len(html_tables) == len(tables(md))
+    for (headers, rows), html_rows in zip(tables(md), html_tables):
+        assert [markdown_cell_text(c) for c in headers] == html_rows[0]
+        assert [[markdown_cell_text(c) for c in cells] for cells in rows] == html_rows[1:]
+
+
+def test_html_report_headings_carry_the_contents_anchors(report):
+    out, md = report
+    text = (out / "REPORT.html").read_text()
+    for target in re.findall(r"\]\(#([^)]+)\)", md):
+        assert f'id="{target}"' in text
 
 
 def test_report_without_results_is_one_clear_error(tmp_path):
