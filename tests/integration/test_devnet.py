@@ -246,3 +246,14 @@ def test_devnet_prints_a_report_command_that_works_on_its_run_folder(devnet_run,
     done = run_command([*command, "--results", str(fixture), "--out", str(tmp_path)])
     assert done.returncode == 0, done.stderr
     assert f"devnet run: `{devnet_run['run'] / 'gen' / 'summary.json'}`" in (tmp_path / "REPORT.md").read_text()
+
+
+def test_the_generator_folder_keeps_its_latency_histograms(devnet_run):
+    """A real run's .hgrm ends at percentile 1 with summary.json's count and max."""
+    gen = devnet_run["run"] / "gen"
+    latency = orjson.loads((gen / "summary.json").read_bytes())["latency_ms"]["intended_to_committed"]
+    last = [line.split() for line in (gen / "latency-intended_to_committed.hgrm").read_text().splitlines()
+            if line[:1] == " " and line.strip()][-1]
+    assert (float(last[0]), float(last[1]), int(last[2])) == (latency["max_ms"], 1.0, latency["count"])
+    for kind in ("intended_to_committed", "sent_to_committed", "sent_to_accepted", "schedule_lag"):
+        assert (gen / f"latency-{kind}.hlog").read_text().count("\n") == 5
