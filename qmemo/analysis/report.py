@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qmemo.errors import ConfigError
-from qmemo.analysis import report_c, report_memo
-from qmemo.paths import DOCS_RESULTS_DIR
+from qmemo.analysis import report_c, report_memo, report_py
+from qmemo.analysis.py_bench import (CORE_PATTERN, NODE_PATTERN, CoreBench, NodeBench, newest, read_core_bench,
+                                     read_node_bench)
+from qmemo.paths import DOCS_RESULTS_DIR, RESULTS_DIR
 from qmemo.analysis.devnet import DevnetRun, load_devnet_run
 from qmemo.analysis.html import render_html
 from qmemo.analysis.markdown import Section, anchor
@@ -40,7 +42,24 @@ class Report:
         return tuple(self.out_dir / p for s in self.sections for p in s.plots)
 
 
-def build_sections(results: Results, plot_dir: Path, devnet: Sequence[DevnetRun] = ()) -> list[Section]:
+@dataclass(frozen=True, slots=True)
+class PyBenches:
+    """The `qmemo bench core` and `qmemo bench node` results the report carries (None: none)."""
+
+    core: CoreBench | None = None
+    node: NodeBench | None = None
+
+
+def load_py_benches(core_file: str | Path | None = None, node_file: str | Path | None = None,
+                    results_root: Path = RESULTS_DIR) -> PyBenches:
+    """The named files, else the newest of each in `results_root`."""
+    core = Path(core_file) if core_file else newest(CORE_PATTERN, results_root)
+    node = Path(node_file) if node_file else newest(NODE_PATTERN, results_root)
+    return PyBenches(read_core_bench(core) if core else None, read_node_bench(node) if node else None)
+
+
+def build_sections(results: Results, plot_dir: Path, devnet: Sequence[DevnetRun] = (),
+                   benches: PyBenches = PyBenches()) -> list[Section]:
     """Every section in report order; plots are written into `plot_dir` as they are drawn."""
     return [
         report_c.environment(results, plot_dir),
@@ -52,13 +71,17 @@ def build_sections(results: Results, plot_dir: Path, devnet: Sequence[DevnetRun]
         report_memo.hardware_section(results, plot_dir),
         report_memo.footprint_section(results, plot_dir),
         report_memo.devnet_section(results, plot_dir, devnet),
+        report_py.python_benches_section(benches.core, benches.node),
     ]
 
 
-def render(results: Results, sections: Sequence[Section], devnet: Sequence[DevnetRun]) -> str:
+def render(results: Results, sections: Sequence[Section], devnet: Sequence[DevnetRun],
+           benches: PyBenches = PyBenches()) -> str:
     b = results.baseline
     inputs = [f"- C baseline: `{results.summary_source}` (run `{b.run_id}`, {b.created})"]
     inputs += [f"- devnet run: `{display_path(run.source)}`" for run in devnet]
+    inputs += [f"- {name}: `{display_path(bench.source)}`"
+               for name, bench in (("qmemo bench core", benches.core), ("qmemo bench node", benches.node)) if bench]
     contents = [f"{i}. [{s.title}](#{anchor(s.title)})" for i, s in enumerate(sections, start=1)]
     header = "\n\n".join([
         f"# qMEMO report: {b.run_id}",
@@ -70,9 +93,10 @@ def render(results: Results, sections: Sequence[Section], devnet: Sequence[Devne
 
 
 def write_report(results_dir: str | Path | None = None, devnet_dirs: Sequence[str | Path] = (),
-                 out_dir: str | Path | None = None) -> Report:
+                 out_dir: str | Path | None = None, benches: PyBenches | None = None) -> Report:
     results = load_results(results_dir)
     devnet = [load_devnet_run(d) for d in devnet_dirs]
+    benches = load_py_benches() if benches is None else benches
     out = Path(out_dir) if out_dir is not None else DEFAULT_OUT_ROOT / results.baseline.run_id
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -80,8 +104,8 @@ def write_report(results_dir: str | Path | None = None, devnet_dirs: Sequence[st
         raise ConfigError(f"cannot write the report to {out}: {exc.strerror}") from None
     for stale in out.glob("*.png"):  # a plot from an earlier report of this run must not linger
         stale.unlink()
-    sections = build_sections(results, out, devnet)
-    markdown = render(results, sections, devnet)
+    sections = build_sections(results, out, devnet, benches)
+    markdown = render(results, sections, devnet, benches)
     markdown_path, html_path = out / "REPORT.md", out / "REPORT.html"
     markdown_path.write_text(markdown)
     # The same text, a second renderer: the page carries its plots inside it.

@@ -30,9 +30,13 @@ FIXTURE = REPO_ROOT / "tests" / "fixtures" / "c-baseline-quick"
 DEVNET = REPO_ROOT / "tests" / "fixtures" / "devnet-run"
 SWEEP = REPO_ROOT / "tests" / "fixtures" / "devnet-sweep"
 SECTIONS = ("Environment", "Verification results", "Scheme comparison", "Multicore scaling", "Signature sizes",
-            "Headroom against MEMO", "Hardware sensitivity (projections)", "On-chain footprint", "Devnet end to end")
+            "Headroom against MEMO", "Hardware sensitivity (projections)", "On-chain footprint", "Devnet end to end",
+            "Python chain core and node")
 PLOTS = ("verify_distribution_Falcon-512.png", "scheme_rates.png", "multicore.png", "signature_sizes.png",
          "headroom.png", "clock_projection.png", "block_composition.png", "devnet_throughput_latency.png")
+PY_BENCH = REPO_ROOT / "tests" / "fixtures" / "py-bench"
+CORE_BENCH = PY_BENCH / "core-bench-20261123T161800Z.json"
+NODE_BENCH = PY_BENCH / "node-bench-20261123T161900Z.json"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -45,7 +49,8 @@ def summary() -> dict:
 def report(tmp_path_factory) -> tuple[Path, str]:
     out = tmp_path_factory.mktemp("report")
     done = run_command([str(VENV_BIN / "qmemo"), "report", "--results", str(FIXTURE), "--devnet", str(DEVNET),
-                        "--devnet", str(SWEEP), "--out", str(out)])
+                        "--devnet", str(SWEEP), "--core-bench", str(CORE_BENCH), "--node-bench", str(NODE_BENCH),
+                        "--out", str(out)])
     assert done.returncode == 0, done.stderr
     return out, (out / "REPORT.md").read_text()
 
@@ -267,6 +272,50 @@ def test_html_report_headings_carry_the_contents_anchors(report):
     text = (out / "REPORT.html").read_text()
     for target in re.findall(r"\]\(#([^)]+)\)", md):
         assert f'id="{target}"' in text
+
+
+def test_python_bench_figures_are_the_result_files_with_their_source(report):
+    _, md = report
+    core, node = json.loads(CORE_BENCH.read_text()), json.loads(NODE_BENCH.read_text())
+    for scheme, figures in core["schemes"].items():
+        cold = row(md, scheme, "apply_block, cold signature cache")[scheme]
+        assert cold == f"{figures['per_transaction_us']['validate_cold']['median_us']:,.2f}"
+    for run in node["runs"]:
+        cells = row(md, "admitted tx/s", str(run["threads"]))
+        assert cells["admitted tx/s"] == f"{run['admitted_per_s']:,.0f}"
+        assert cells["per CPU-s vs C 1-core"] == f"{run['ratio_to_c_single_core'] * 100:,.0f}%"
+    section = md.split("## Python chain core and node")[1]
+    assert f"`tests/fixtures/py-bench/{CORE_BENCH.name}`" in section
+    assert f"`tests/fixtures/py-bench/{NODE_BENCH.name}`" in section
+    assert f"- qmemo bench node: `tests/fixtures/py-bench/{NODE_BENCH.name}`" in md     # named among the inputs
+
+
+def test_the_newest_bench_results_are_the_default(tmp_path):
+    from qmemo.analysis.report import load_py_benches
+
+    for name in ("core-bench-20250101T000000Z.json", "node-bench-20250101T000000Z.json"):
+        (tmp_path / name).write_text('{"schema": "old"}')            # older, and unreadable if chosen
+    shutil.copy(CORE_BENCH, tmp_path / "core-bench-20261231T000000Z.json")
+    shutil.copy(NODE_BENCH, tmp_path / "node-bench-20261231T000000Z.json")
+    benches = load_py_benches(results_root=tmp_path)
+    assert benches.core.source.name == "core-bench-20261231T000000Z.json"
+    assert benches.node.source.name == "node-bench-20261231T000000Z.json"
+    assert load_py_benches(results_root=tmp_path / "none") == type(benches)(None, None)
+
+
+def test_a_bench_file_of_another_kind_is_one_line_naming_the_command(tmp_path):
+    from qmemo.analysis.report import load_py_benches
+
+    with pytest.raises(ConfigError, match="re-run `qmemo bench node`") as caught:
+        load_py_benches(node_file=CORE_BENCH, results_root=tmp_path)
+    assert "\n" not in str(caught.value)
+
+
+def test_without_bench_results_the_section_names_the_commands():
+    from qmemo.analysis.report_py import python_benches_section
+
+    body = python_benches_section(None, None).body
+    assert "run `.venv/bin/qmemo bench core`" in body and "run `.venv/bin/qmemo bench node`" in body
 
 
 def test_report_without_results_is_one_clear_error(tmp_path):
