@@ -58,9 +58,8 @@ def render_html(markdown: str, asset_dir: Path, title: str) -> str:
     md = _parser()
     tokens = md.parse(markdown)
     for i, token in enumerate(tokens):
-        if token.type == "heading_open":
-            token.attrSet("id", anchor(  # the contents' links work in both files
-                tokens[i + 1].content))
+        if token.type == "heading_open":  # GitHub's anchors: the contents' links work in both files
+            token.attrSet("id", anchor(tokens[i + 1].content))
         for child in token.children or ():
             _embed(child, asset_dir)
     body = md.renderer.render(tokens, md.options, {})
