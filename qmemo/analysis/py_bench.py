@@ -10,10 +10,10 @@ figure the benchmark did not write.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -24,6 +24,7 @@ from qmemo.analysis.results import display_path
 from qmemo.errors import ConfigError
 from qmemo.paths import RESULTS_DIR
 
+T = TypeVar("T")
 CORE_PATTERN = "core-bench-*.json"
 NODE_PATTERN = "node-bench-*.json"
 
@@ -113,3 +114,36 @@ def read_node_bench(path: Path) -> NodeBench:
                          document["speedup_2_vs_1_threads"], document["admission_breakdown_us_per_tx"])
     except (KeyError, TypeError) as exc:
         raise ConfigError(f"{path}: a `qmemo bench node` result without {exc}; re-run `qmemo bench node`") from None
+
+
+@dataclass(frozen=True, slots=True)
+class PyBenches:
+    """The `qmemo bench core` and `qmemo bench node` results the report carries (None: none)."""
+
+    core: CoreBench | None = None
+    node: NodeBench | None = None
+    unread: tuple[str, ...] = ()   # why a default (newest) file was passed over
+
+
+def load_py_benches(core_file: str | Path | None = None, node_file: str | Path | None = None,
+                    results_root: Path = RESULTS_DIR) -> PyBenches:
+    """The named files (an unreadable one is an error), else the newest of each in
+    `results_root`: an unreadable default, say an old format, costs only its part of the
+    section, with the reason, and not the whole report."""
+    unread: list[str] = []
+
+    def pick(named: str | Path | None, pattern: str, read: Callable[[Path], T]) -> T | None:
+        if named:
+            return read(Path(named))
+        found = newest(pattern, results_root)
+        if found is None:
+            return None
+        try:
+            return read(found)
+        except ConfigError as exc:
+            unread.append(str(exc))
+            return None
+
+    core = pick(core_file, CORE_PATTERN, read_core_bench)
+    node = pick(node_file, NODE_PATTERN, read_node_bench)
+    return PyBenches(core, node, tuple(unread))

@@ -19,9 +19,8 @@ from pathlib import Path
 
 from qmemo.errors import ConfigError
 from qmemo.analysis import report_c, report_memo, report_py
-from qmemo.analysis.py_bench import (CORE_PATTERN, NODE_PATTERN, CoreBench, NodeBench, newest, read_core_bench,
-                                     read_node_bench)
-from qmemo.paths import DOCS_RESULTS_DIR, RESULTS_DIR
+from qmemo.analysis.py_bench import PyBenches, load_py_benches
+from qmemo.paths import DOCS_RESULTS_DIR
 from qmemo.analysis.devnet import DevnetRun, load_devnet_run
 from qmemo.analysis.html import render_html
 from qmemo.analysis.markdown import Section, anchor
@@ -42,22 +41,6 @@ class Report:
         return tuple(self.out_dir / p for s in self.sections for p in s.plots)
 
 
-@dataclass(frozen=True, slots=True)
-class PyBenches:
-    """The `qmemo bench core` and `qmemo bench node` results the report carries (None: none)."""
-
-    core: CoreBench | None = None
-    node: NodeBench | None = None
-
-
-def load_py_benches(core_file: str | Path | None = None, node_file: str | Path | None = None,
-                    results_root: Path = RESULTS_DIR) -> PyBenches:
-    """The named files, else the newest of each in `results_root`."""
-    core = Path(core_file) if core_file else newest(CORE_PATTERN, results_root)
-    node = Path(node_file) if node_file else newest(NODE_PATTERN, results_root)
-    return PyBenches(read_core_bench(core) if core else None, read_node_bench(node) if node else None)
-
-
 def build_sections(results: Results, plot_dir: Path, devnet: Sequence[DevnetRun] = (),
                    benches: PyBenches = PyBenches()) -> list[Section]:
     """Every section in report order; plots are written into `plot_dir` as they are drawn."""
@@ -71,7 +54,7 @@ def build_sections(results: Results, plot_dir: Path, devnet: Sequence[DevnetRun]
         report_memo.hardware_section(results, plot_dir),
         report_memo.footprint_section(results, plot_dir),
         report_memo.devnet_section(results, plot_dir, devnet),
-        report_py.python_benches_section(benches.core, benches.node),
+        report_py.python_benches_section(benches),
     ]
 
 

@@ -9,7 +9,7 @@ file; a benchmark that has not run is said so, with the command that runs it.
 from __future__ import annotations
 
 from qmemo.analysis.markdown import Section, num, percent, source_note, table, times
-from qmemo.analysis.py_bench import CORE_STEPS, CoreBench, NodeBench
+from qmemo.analysis.py_bench import CORE_STEPS, CoreBench, NodeBench, PyBenches
 from qmemo.analysis.results import display_path
 
 TITLE = "Python chain core and node"
@@ -52,5 +52,6 @@ def _node(node: NodeBench | None) -> list[str]:
     ]
 
 
-def python_benches_section(core: CoreBench | None, node: NodeBench | None) -> Section:
-    return Section(TITLE, "\n\n".join([*_core(core), *_node(node)]))
+def python_benches_section(benches: PyBenches) -> Section:
+    unread = [f"Passed over (the newest of its kind, unreadable): {reason}" for reason in benches.unread]
+    return Section(TITLE, "\n\n".join([*_core(benches.core), *_node(benches.node), *unread]))

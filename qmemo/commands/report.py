@@ -22,7 +22,8 @@ def register(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from qmemo.analysis.report import load_py_benches, write_report
+    from qmemo.analysis.py_bench import load_py_benches
+    from qmemo.analysis.report import write_report
     from qmemo.analysis.results import display_path
 
     report = write_report(args.results, args.devnet, args.out, load_py_benches(args.core_bench, args.node_bench))

@@ -23,6 +23,8 @@ from pathlib import Path
 import pytest
 
 from qmemo.analysis.devnet import load_devnet_run
+from qmemo.analysis.py_bench import PyBenches, load_py_benches
+from qmemo.analysis.report_py import python_benches_section
 from qmemo.errors import ConfigError
 from tests.conftest import REPO_ROOT, VENV_BIN, run_command
 
@@ -291,8 +293,6 @@ def test_python_bench_figures_are_the_result_files_with_their_source(report):
 
 
 def test_the_newest_bench_results_are_the_default(tmp_path):
-    from qmemo.analysis.report import load_py_benches
-
     for name in ("core-bench-20250101T000000Z.json", "node-bench-20250101T000000Z.json"):
         (tmp_path / name).write_text('{"schema": "old"}')            # older, and unreadable if chosen
     shutil.copy(CORE_BENCH, tmp_path / "core-bench-20261231T000000Z.json")
@@ -300,21 +300,26 @@ def test_the_newest_bench_results_are_the_default(tmp_path):
     benches = load_py_benches(results_root=tmp_path)
     assert benches.core.source.name == "core-bench-20261231T000000Z.json"
     assert benches.node.source.name == "node-bench-20261231T000000Z.json"
-    assert load_py_benches(results_root=tmp_path / "none") == type(benches)(None, None)
+    assert load_py_benches(results_root=tmp_path / "none") == PyBenches()
 
 
-def test_a_bench_file_of_another_kind_is_one_line_naming_the_command(tmp_path):
-    from qmemo.analysis.report import load_py_benches
-
+def test_a_named_bench_file_of_another_kind_is_one_line_naming_the_command(tmp_path):
     with pytest.raises(ConfigError, match="re-run `qmemo bench node`") as caught:
         load_py_benches(node_file=CORE_BENCH, results_root=tmp_path)
     assert "\n" not in str(caught.value)
 
 
-def test_without_bench_results_the_section_names_the_commands():
-    from qmemo.analysis.report_py import python_benches_section
+def test_an_unreadable_newest_bench_file_costs_only_its_part_of_the_section(tmp_path):
+    shutil.copy(CORE_BENCH, tmp_path / "core-bench-20261231T000000Z.json")
+    (tmp_path / "node-bench-20261231T000000Z.json").write_text('{"schema": "qmemo-node-bench/0"}')
+    benches = load_py_benches(results_root=tmp_path)
+    assert benches.core is not None and benches.node is None
+    body = python_benches_section(benches).body
+    assert "Passed over" in body and "node-bench-20261231T000000Z.json" in body and "re-run `qmemo bench node`" in body
 
-    body = python_benches_section(None, None).body
+
+def test_without_bench_results_the_section_names_the_commands():
+    body = python_benches_section(PyBenches()).body
     assert "run `.venv/bin/qmemo bench core`" in body and "run `.venv/bin/qmemo bench node`" in body
 
 
