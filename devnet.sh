@@ -157,6 +157,7 @@ cleanup() {
     cat "$RUN/logs/gen.log"
   fi
   echo "devnet.sh: stopped everything; run folder: $RUN"
+  [ -f "$RUN/gen/summary.json" ] && echo "devnet.sh: its report: $QMEMO report --devnet $RUN"
   exit "$status"
 }
 trap cleanup EXIT

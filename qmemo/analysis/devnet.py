@@ -9,6 +9,7 @@ layouts (docs/devnet.md):
     <run>/summary.json           one run ("qmemo-load-summary/3")
     <run>/sweep.json             a sweep ("qmemo-sweep/3"), one stage folder per row,
     <run>/stage-<rate>tps/...    each with its own summary.json
+    <run>/gen/...                a devnet.sh run folder: the generator's folder is gen/
 
 Pure parsing apart from `load_devnet_run`, which reads the files.
 """
@@ -102,8 +103,15 @@ def sweep_points(sweep: Sweep) -> tuple[SweepPoint, ...]:
 
 
 def load_devnet_run(run_dir: str | Path) -> DevnetRun:
-    """Read `<run_dir>/summary.json`, or a sweep folder's sweep.json and its best stage."""
+    """Read `<run_dir>/summary.json`, or a sweep folder's sweep.json and its best stage.
+
+    A devnet.sh run folder (runs/<id>/, the path devnet.sh prints) keeps the generator's
+    folder in gen/: it is read there, and the run keeps the devnet.sh folder's name.
+    """
     run_dir = Path(run_dir)
+    generator_dir = run_dir / "gen"
+    if not _is_generator_folder(run_dir) and _is_generator_folder(generator_dir):
+        return replace(load_devnet_run(generator_dir), run_id=run_dir.name)
     summary, sweep_file = run_dir / "summary.json", run_dir / "sweep.json"
     try:
         if summary.is_file():
@@ -112,7 +120,12 @@ def load_devnet_run(run_dir: str | Path) -> DevnetRun:
             return _load_sweep_run(run_dir, sweep_file)
     except (OSError, DecodeError) as exc:
         raise ConfigError(f"cannot read the devnet run {run_dir}: {exc}") from exc
-    raise ConfigError(f"{run_dir} is not a devnet run folder: it has no summary.json or sweep.json")
+    raise ConfigError(f"{run_dir} is not a devnet run folder: it has no summary.json or sweep.json "
+                      "(nor gen/ with one: a devnet.sh run without load has no figures)")
+
+
+def _is_generator_folder(folder: Path) -> bool:
+    return (folder / "summary.json").is_file() or (folder / "sweep.json").is_file()
 
 
 def _load_sweep_run(run_dir: Path, sweep_file: Path) -> DevnetRun:
@@ -127,10 +140,11 @@ def _load_sweep_run(run_dir: Path, sweep_file: Path) -> DevnetRun:
         raise ConfigError(f"{sweep_file} names no stage folders")
     calm = [r for r in sweep.rows if not r.limited] or list(sweep.rows)
     best = max(calm, key=lambda r: r.committed_tps)
-    # The folder may have moved since the sweep ran (a fixture, a copy): then the stage
-    # is looked for beside sweep.json under its own name.
-    stage_summary = Path(best.run) / "summary.json"
-    if not stage_summary.is_absolute() or not stage_summary.is_file():
-        stage_summary = run_dir / Path(best.run).name / "summary.json"
+    # The stage beside sweep.json comes first: the folder may have moved since the sweep
+    # ran (a fixture, a copy, devnet.sh's gen/), and the path it was written under may
+    # now hold another run's stage.
+    stage_summary = run_dir / Path(best.run).name / "summary.json"
+    if not stage_summary.is_file():
+        stage_summary = Path(best.run) / "summary.json"
     run = devnet_run(read_summary(stage_summary), stage_summary, run_dir.name)
     return replace(run, sweep=sweep_points(sweep), sweep_source=sweep_file)

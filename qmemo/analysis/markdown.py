@@ -62,6 +62,10 @@ def seconds(value: float | None) -> str:
 def table(headers: Sequence[str], rows: Iterable[Sequence[object]], align: str | None = None) -> str:
     """A GitHub-flavoured Markdown table; `align` is one letter per column (l, r, c)."""
     align = align or "l" + "r" * (len(headers) - 1)
+    if len(align) != len(headers):
+        # A delimiter row of another width is not a table to GitHub or CommonMark: the
+        # whole table would render as one paragraph of pipes.
+        raise ValueError(f"{len(align)} alignments for {len(headers)} columns: {headers}")
     marks = {"l": ":---", "r": "---:", "c": ":---:"}
     lines = ["| " + " | ".join(headers) + " |",
              "|" + "|".join(marks[a] for a in align) + "|"]
@@ -75,6 +79,11 @@ def source_note(*sources: str | Path) -> str:
     """The line under a table naming the result files it came from."""
     names = ", ".join(f"`{s}`" for s in dict.fromkeys(str(s) for s in sources if s))
     return f"_Source: {names}_" if names else "_Source: computed from the model only_"
+
+
+def anchor(title: str) -> str:
+    """GitHub's heading anchor: lower case, punctuation dropped, spaces to hyphens."""
+    return "".join(c for c in title.lower() if c.isalnum() or c in " -").replace(" ", "-")
 
 
 def image(file: str, alt: str) -> str:

@@ -206,7 +206,7 @@ def schemes(results: Results, plot_dir: Path) -> Section:
                 times(_ratio(r.keygen_per_s, ref.keygen_per_s), 2), times(_ratio(r.sign_per_s, ref.sign_per_s), 2),
                 times(_ratio(r.verify_per_s, ref.verify_per_s), 2),
                 r.rates_from or MISSING) for r in rows],
-              "l" + "l" + "r" * 12 + "l"),
+              "ll" + "r" * 11 + "l"),
         source_note(results.summary_source, results.source("all"), results.source("classical")),
     ]
     body += _classical(results, ref)

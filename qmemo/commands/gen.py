@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from qmemo.load.thresholds import Thresholds
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -40,6 +44,11 @@ def register(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--no-cache", action="store_true", help="sign the workload again even if cached")
     out.add_argument("--prepare-only", action="store_true",
                      help="sign and cache the workload, then exit (the next run with the same plan starts at once)")
+    gate = parser.add_argument_group("thresholds (exit status 3 when missed; docs/devnet.md lists every status)")
+    gate.add_argument("--max-p99-ms", type=float, metavar="MS",
+                      help="fail the run if its p99 intended -> committed latency is above MS")
+    gate.add_argument("--min-committed-share", type=float, metavar="SHARE",
+                      help="fail the run if committed TPS / target TPS is below SHARE (0..1)")
     out.add_argument("--seed", type=int, default=1)
     out.add_argument("--quiet", action="store_true", help="no progress bar")
     out.add_argument("--log-format", choices=("text", "json"), default="text",
@@ -62,9 +71,11 @@ def run(args: argparse.Namespace) -> int:
     from qmemo.load.schedule import sweep_rates
     from qmemo.load.sender import SendConfig
     from qmemo.load.summary_view import render_summary, render_sweep
+    from qmemo.load.thresholds import exit_code, missed
 
     if args.batch < 1 or args.max_in_flight < 1 or args.connections < 1:
         raise ConfigError("--batch, --max-in-flight and --connections must be at least 1")
+    thresholds = _thresholds(args)
     out = args.out or Path("runs") / time.strftime("gen-%Y%m%d-%H%M%S")
     config = GenConfig(
         genesis=args.genesis or args.devnet / GENESIS_FILE,
@@ -117,11 +128,31 @@ def run(args: argparse.Namespace) -> int:
         return 0
     result = run_load(config, quiet=quiet)
     document = to_json(result.file_summary)
+    failed_thresholds = missed(result.file_summary, thresholds)
     if json_log:
-        json_event("gen", "run finished", out=str(result.out), **document)
+        json_event("gen", "run finished", out=str(result.out), thresholds_missed=failed_thresholds, **document)
     else:
         console.print(render_summary(result.file_summary, str(result.out)))
-    return 0 if result.summary.counts.accounted == result.summary.counts.planned else 1
+        for sentence in failed_thresholds:
+            console.print(f"[red]threshold missed:[/red] {sentence}", highlight=False)
+    return exit_code(result.summary.counts.accounted == result.summary.counts.planned, failed_thresholds)
+
+
+def _thresholds(args: argparse.Namespace) -> Thresholds:
+    import math
+
+    from qmemo.errors import ConfigError
+    from qmemo.load.thresholds import Thresholds
+
+    thresholds = Thresholds(args.max_p99_ms, args.min_committed_share)
+    if thresholds.max_p99_ms is not None and not (math.isfinite(thresholds.max_p99_ms) and thresholds.max_p99_ms > 0):
+        raise ConfigError("--max-p99-ms must be a positive number of milliseconds")
+    if thresholds.min_committed_share is not None and not 0 <= thresholds.min_committed_share <= 1:
+        raise ConfigError("--min-committed-share must be between 0 and 1")
+    if thresholds.any and (args.sweep or args.prepare_only):
+        # A sweep runs until the chain saturates: missing a bound is its purpose, not a failure.
+        raise ConfigError("--max-p99-ms and --min-committed-share judge one run, not --sweep or --prepare-only")
+    return thresholds
 
 
 def alias_main() -> int:

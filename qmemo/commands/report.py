@@ -1,4 +1,4 @@
-"""`qmemo report`: REPORT.md and PNG plots from a bench_c results folder (and devnet runs)."""
+"""`qmemo report`: REPORT.md, REPORT.html and PNG plots from a bench_c results folder (and devnet runs)."""
 
 from __future__ import annotations
 
@@ -9,21 +9,27 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results", metavar="DIR", default=None,
                         help="bench_c results folder (default: results/latest)")
     parser.add_argument("--devnet", metavar="RUN_DIR", action="append", default=[],
-                        help="a devnet run folder with a summary.json (repeatable)")
+                        help="a devnet.sh run folder (runs/<id>), a `qmemo gen` folder or a sweep folder (repeatable)")
+    parser.add_argument("--core-bench", metavar="FILE", default=None,
+                        help="a `qmemo bench core` result (default: the newest results/core-bench-*.json)")
+    parser.add_argument("--node-bench", metavar="FILE", default=None,
+                        help="a `qmemo bench node` result (default: the newest results/node-bench-*.json)")
     parser.add_argument("--out", metavar="DIR", default=None,
-                        help="folder for REPORT.md and the plots (default: docs/results/<run-id>/)")
+                        help="folder for REPORT.md, REPORT.html and the plots (default: docs/results/<run-id>/)")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from qmemo.analysis.py_bench import load_py_benches
     from qmemo.analysis.report import write_report
     from qmemo.analysis.results import display_path
 
-    report = write_report(args.results, args.devnet, args.out)
+    report = write_report(args.results, args.devnet, args.out, load_py_benches(args.core_bench, args.node_bench))
     console = Console(highlight=False)
     console.print(f"report: {display_path(report.markdown_path)}")
+    console.print(f"  html: {display_path(report.html_path)}")
     for plot in report.plots:
         console.print(f"  plot: {display_path(plot)}")
     return 0

@@ -26,7 +26,7 @@ from types import ModuleType
 
 from qmemo.errors import LiboqsNotFound
 
-from qmemo.paths import LIBOQS_DIR, REPO_ROOT  # the checkout's folders, defined once
+from qmemo.paths import HOME, LIBOQS_DIR, NO_HOME, REPO_ROOT  # the checkout's folders, defined once
 DEFAULT_PREFIX = LIBOQS_DIR
 SETUP_COMMAND = "scripts/setup.sh"
 
@@ -34,7 +34,11 @@ SETUP_COMMAND = "scripts/setup.sh"
 def liboqs_prefix() -> Path:
     """Where liboqs is installed: $QMEMO_LIBOQS_PREFIX, else the setup's .deps/liboqs."""
     override = os.environ.get("QMEMO_LIBOQS_PREFIX")
-    return Path(override) if override else DEFAULT_PREFIX
+    if override:
+        return Path(override)
+    if HOME is None:  # installed from a wheel, and no QMEMO_HOME: say so, not "run the setup here"
+        raise LiboqsNotFound(NO_HOME)
+    return DEFAULT_PREFIX
 
 
 def liboqs_library_path(prefix: Path | None = None) -> Path:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hdrh.histogram import HdrHistogram
 
@@ -32,6 +32,9 @@ PLANNED, ACCEPTED, DUPLICATE, REJECTED, FAILED = range(5)
 STATUS_NAMES = ("unsent", "accepted", "duplicate", "rejected", "failed")
 
 PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9)
+# The run's four latency kinds, as named in its histogram files (summary.json's names).
+LATENCY_FILES = ("intended_to_committed", "sent_to_committed", "sent_to_accepted", "schedule_lag",
+                 "intended_to_included", "included_to_committed")
 # Latencies are recorded in microseconds up to one hour: far beyond any run's timeout.
 _HIST_MAX_US = 3_600_000_000
 # A generator whose p99 send lag (sent - when its batch was due) exceeds this is behind
@@ -127,12 +130,24 @@ class RunSummary:
     generator_fell_behind: bool
     intended_to_included: LatencySummary | None = None
     included_to_committed: LatencySummary | None = None
+    # The HdrHistograms (microseconds) the summaries above were read from, by
+    # LATENCY_FILES name: kept so the run folder can hold them (qmemo.load.hdr_files).
+    histograms: dict[str, HdrHistogram] = field(default_factory=dict, repr=False, compare=False)
 
 
-def summarize_latencies(values_s: list[float]) -> LatencySummary:
+def latency_histogram(values_s: list[float]) -> HdrHistogram:
+    """The values (seconds) in an HdrHistogram of microseconds, clamped to its range."""
     hist = HdrHistogram(1, _HIST_MAX_US, 3)
     for value in values_s:
         hist.record_value(min(max(1, round(value * 1e6)), _HIST_MAX_US))
+    return hist
+
+
+def summarize_latencies(values_s: list[float]) -> LatencySummary:
+    return summarize_histogram(latency_histogram(values_s))
+
+
+def summarize_histogram(hist: HdrHistogram) -> LatencySummary:
     if hist.get_total_count() == 0:
         return LatencySummary(0, {_pname(p): math.nan for p in PERCENTILES}, math.nan, math.nan)
     return LatencySummary(
@@ -202,18 +217,22 @@ def summarize(timings: Timings, *, warmup_s: float, window_end_s: float | None =
             i2c.append(done - timings.intended[i])
     measured_s = max(window_end_s - warmup_s, 1e-9)
     committed_in_window = sum(1 for i in measured if not math.isnan(timings.committed[i]))
-    lag_summary = summarize_latencies(lag)
+    histograms = {name: latency_histogram(values) for name, values in
+                  zip(LATENCY_FILES, (i2c, s2c, s2a, lag, i2i, i2f))}
+    i2c_summary, s2c_summary, s2a_summary, lag_summary, i2i_summary, i2f_summary = (
+        summarize_histogram(h) for h in histograms.values())
     return RunSummary(
         counts=counts,
-        intended_to_committed=summarize_latencies(i2c),
-        sent_to_committed=summarize_latencies(s2c),
-        sent_to_accepted=summarize_latencies(s2a),
+        intended_to_committed=i2c_summary,
+        sent_to_committed=s2c_summary,
+        sent_to_accepted=s2a_summary,
         schedule_lag=lag_summary,
         warmup_s=warmup_s,
         measured_s=measured_s,
         committed_tps=committed_in_window / measured_s,
         generator_fell_behind=bool(lag_summary.count)
         and lag_summary.percentiles_ms["p99"] / 1e3 > SCHEDULE_LAG_WARN_S,
-        intended_to_included=summarize_latencies(i2i),
-        included_to_committed=summarize_latencies(i2f),
+        intended_to_included=i2i_summary,
+        included_to_committed=i2f_summary,
+        histograms=histograms,
     )

@@ -4,7 +4,7 @@
                the signed workload (built or loaded from the cache)
     run      - the sender, the block follower and the live-status writer, concurrently
     drain    - after the last send, wait for outstanding commits up to a timeout
-    report   - summary.json, transactions.csv, manifest.json in the run folder
+    report   - summary.json, transactions.csv, manifest.json, latency-*.hgrm/.hlog in the run folder
 
 A sweep repeats the run at growing constant rates until the chain saturates and
 writes the throughput-vs-latency table.
@@ -29,6 +29,7 @@ from qmemo.errors import ConfigError
 from qmemo.records import to_json
 from qmemo.load import schedule as sched
 from qmemo.load.follower import FollowState, current_height, follow_blocks
+from qmemo.load.hdr_files import write_latency_histograms
 from qmemo.load.latency import ACCEPTED, DUPLICATE, STATUS_NAMES, RunSummary, Timings, summarize
 from qmemo.load.sender import SendConfig, SendProgress, send_batches
 from qmemo.load.summary import (SWEEP_SCHEMA, Failover, LoadSummary, Sweep, SweepRow, load_summary, sweep_row,
@@ -279,6 +280,7 @@ def run_load(config: GenConfig, *, quiet: bool = False, genesis: Genesis | None 
     config.out.mkdir(parents=True, exist_ok=True)
     write(config.out / "summary.json", file_summary)
     write_transactions_csv(config.out / "transactions.csv", timings, workload.ids)
+    write_latency_histograms(config.out, summary)
     (config.out / "manifest.json").write_bytes(orjson.dumps({
         "config": _config_document(config), "genesis_hash": genesis.hash.hex(), "chain_id": genesis.chain_id,
         "block_interval_s": genesis.block_interval_ms / 1e3, "started_utc": started_utc,

@@ -5,7 +5,8 @@ reader (qmemo.analysis.devnet, for the report) decodes with the same classes
 (qmemo.records: strict, a missing or unknown key is an error). What limited a run is
 decided here, once, when the summary is made, as three separate verdicts: the chain's
 throughput fell short (`throughput_saturated`: the only one that makes the committed
-rate a capacity), latency ran past 3 block intervals (`latency_saturated`), or the
+rate a capacity), inclusion latency ran past 3 block intervals (`latency_saturated`: p99 intended->included,
+so the fixed wait for finality, depth x interval, does not count as saturation), or the
 generator fell behind its own schedule (`generator_fell_behind`: then the generator,
 not the chain, limited the run). A sweep stops on any of them. Readers take the
 verdicts from the file instead of re-deriving them. docs/devnet.md describes every field.
@@ -27,7 +28,7 @@ SUMMARY_SCHEMA = "qmemo-load-summary/3"
 SWEEP_SCHEMA = "qmemo-sweep/3"
 
 SATURATION_SHARE = 0.9          # committed below 90% of the target: the chain cannot keep up
-SATURATION_P99_INTERVALS = 3    # or p99 intended->committed beyond 3 block intervals
+SATURATION_P99_INTERVALS = 3    # or p99 intended->included beyond 3 block intervals
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +94,7 @@ class LoadSummary:
     schedule_lag_ms: Latency
     generator_fell_behind: bool                 # the generator, not the chain, limited the run
     throughput_saturated: bool                  # the chain committed < 90% of what was offered
-    latency_saturated: bool                     # p99 intended->committed beyond 3 block intervals
+    latency_saturated: bool                     # p99 intended->included beyond 3 block intervals
     why: str                                    # the verdicts that hold, "; "-separated ("" if none)
     # None (and absent from the file) in summaries written before the sender failed over.
     failover: Failover | None = field(default=None, metadata=OMIT_NONE)
@@ -165,7 +166,11 @@ def verdicts(run: RunSummary, target_tps: float, block_interval_s: float) -> Ver
     """The run's verdicts. A run whose generator fell behind offered less than its target,
     so committing less than the target says nothing about the chain: it is never
     throughput-saturated (and so never reported as a capacity)."""
-    p99 = run.intended_to_committed.percentiles_ms["p99"]
+    # Inclusion, not finality: a final transaction waits `finality_depth` more blocks
+    # whatever the load, so only the wait to get into a block shows the chain falling behind
+    # (runs recorded before inclusion was tracked fall back to committed).
+    measured = run.intended_to_included or run.intended_to_committed
+    p99 = measured.percentiles_ms["p99"]
     return Verdicts(
         throughput_saturated=(run.committed_tps < SATURATION_SHARE * target_tps and not run.generator_fell_behind),
         latency_saturated=not p99 <= SATURATION_P99_INTERVALS * block_interval_s * 1e3,  # also NaN: nothing committed

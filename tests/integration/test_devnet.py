@@ -239,3 +239,25 @@ def test_bad_options_are_refused_with_one_line(tmp_path, args):
     assert result.returncode == 2
     assert result.stderr.startswith("devnet.sh: ") and len(result.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "d").exists()
+
+
+def test_devnet_prints_a_report_command_that_works_on_its_run_folder(devnet_run, tmp_path):
+    """The last line devnet.sh prints is a `qmemo report --devnet <run folder>` that runs."""
+    line = next(l for l in devnet_run["result"].stdout.splitlines() if "its report:" in l)
+    command = line.split("its report: ", 1)[1].split()
+    assert command[1:] == ["report", "--devnet", str(devnet_run["run"])]
+    fixture = REPO_ROOT / "tests" / "fixtures" / "c-baseline-quick"
+    done = run_command([*command, "--results", str(fixture), "--out", str(tmp_path)])
+    assert done.returncode == 0, done.stderr
+    assert f"devnet run: `{devnet_run['run'] / 'gen' / 'summary.json'}`" in (tmp_path / "REPORT.md").read_text()
+
+
+def test_the_generator_folder_keeps_its_latency_histograms(devnet_run):
+    """A real run's .hgrm ends at percentile 1 with summary.json's count and max."""
+    gen = devnet_run["run"] / "gen"
+    latency = orjson.loads((gen / "summary.json").read_bytes())["latency_ms"]["intended_to_committed"]
+    last = [line.split() for line in (gen / "latency-intended_to_committed.hgrm").read_text().splitlines()
+            if line[:1] == " " and line.strip()][-1]
+    assert (float(last[0]), float(last[1]), int(last[2])) == (latency["max_ms"], 1.0, latency["count"])
+    for kind in ("intended_to_committed", "sent_to_committed", "sent_to_accepted", "schedule_lag"):
+        assert (gen / f"latency-{kind}.hlog").read_text().count("\n") == 5

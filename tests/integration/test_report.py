@@ -16,11 +16,15 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
 from qmemo.analysis.devnet import load_devnet_run
+from qmemo.analysis.py_bench import PyBenches, load_py_benches
+from qmemo.analysis.report_py import python_benches_section
 from qmemo.errors import ConfigError
 from tests.conftest import REPO_ROOT, VENV_BIN, run_command
 
@@ -28,9 +32,13 @@ FIXTURE = REPO_ROOT / "tests" / "fixtures" / "c-baseline-quick"
 DEVNET = REPO_ROOT / "tests" / "fixtures" / "devnet-run"
 SWEEP = REPO_ROOT / "tests" / "fixtures" / "devnet-sweep"
 SECTIONS = ("Environment", "Verification results", "Scheme comparison", "Multicore scaling", "Signature sizes",
-            "Headroom against MEMO", "Falcon verify implementations", "Hardware sensitivity (projections)", "On-chain footprint", "Devnet end to end")
+            "Headroom against MEMO", "Falcon verify implementations", "Hardware sensitivity (projections)",
+            "On-chain footprint", "Devnet end to end", "Python chain core and node")
 PLOTS = ("verify_distribution_Falcon-512.png", "scheme_rates.png", "multicore.png", "signature_sizes.png",
          "headroom.png", "clock_projection.png", "block_composition.png", "devnet_throughput_latency.png")
+PY_BENCH = REPO_ROOT / "tests" / "fixtures" / "py-bench"
+CORE_BENCH = PY_BENCH / "core-bench-20261123T161800Z.json"
+NODE_BENCH = PY_BENCH / "node-bench-20261123T161900Z.json"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -43,7 +51,8 @@ def summary() -> dict:
 def report(tmp_path_factory) -> tuple[Path, str]:
     out = tmp_path_factory.mktemp("report")
     done = run_command([str(VENV_BIN / "qmemo"), "report", "--results", str(FIXTURE), "--devnet", str(DEVNET),
-                        "--devnet", str(SWEEP), "--out", str(out)])
+                        "--devnet", str(SWEEP), "--core-bench", str(CORE_BENCH), "--node-bench", str(NODE_BENCH),
+                        "--out", str(out)])
     assert done.returncode == 0, done.stderr
     return out, (out / "REPORT.md").read_text()
 
@@ -241,6 +250,108 @@ def test_devnet_section_reads_the_run_summary(report):
     assert row(md, "p99.9", "devnet-run")["p99.9"] == f"{p999:,.1f}"
 
 
+class _HtmlTables(HTMLParser):
+    """Every <table> of a page as rows of cell texts, and every src/href it names."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: list[list[list[str]]] = []
+        self.links: list[str] = []
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.links += [value or "" for name, value in attrs if name in ("src", "href")]
+        if tag == "table":
+            self.tables.append([])
+        elif tag == "tr":
+            self.tables[-1].append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._cell is not None:
+            self.tables[-1][-1].append("".join(self._cell).strip())
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def markdown_cell_text(cell: str) -> str:
+    """A Markdown cell as its HTML text reads: inline marks dropped, escaped pipes kept."""
+    return re.sub(r"\*\*|`", "", cell).replace("\\|", "|")
+
+
+def test_html_report_is_self_contained_and_has_every_table_of_the_markdown(report):
+    out, md = report
+    page = _HtmlTables()
+    page.feed((out / "REPORT.html").read_text())
+    assert page.tables and not [link for link in page.links if re.match(r"(https?:)?//", link)]
+    assert all(link.startswith(("data:image/png;base64,", "#")) for link in page.links)
+    images = re.findall(r"!\[[^]]*\]\(([^)]+)\)", md)
+    assert sum(link.startswith("data:") for link in page.links) == len(images) == len(PLOTS)
+    html_tables = page.tables
+    assert len(html_tables) == len(tables(md))
+    for (headers, rows), html_rows in zip(tables(md), html_tables):
+        assert [markdown_cell_text(c) for c in headers] == html_rows[0]
+        assert [[markdown_cell_text(c) for c in cells] for cells in rows] == html_rows[1:]
+
+
+def test_html_report_headings_carry_the_contents_anchors(report):
+    out, md = report
+    text = (out / "REPORT.html").read_text()
+    for target in re.findall(r"\]\(#([^)]+)\)", md):
+        assert f'id="{target}"' in text
+
+
+def test_python_bench_figures_are_the_result_files_with_their_source(report):
+    _, md = report
+    core, node = json.loads(CORE_BENCH.read_text()), json.loads(NODE_BENCH.read_text())
+    for scheme, figures in core["schemes"].items():
+        cold = row(md, scheme, "apply_block, cold signature cache")[scheme]
+        assert cold == f"{figures['per_transaction_us']['validate_cold']['median_us']:,.2f}"
+    for run in node["runs"]:
+        cells = row(md, "admitted tx/s", str(run["threads"]))
+        assert cells["admitted tx/s"] == f"{run['admitted_per_s']:,.0f}"
+        assert cells["per CPU-s vs C 1-core"] == f"{run['ratio_to_c_single_core'] * 100:,.0f}%"
+    section = md.split("## Python chain core and node")[1]
+    assert f"`tests/fixtures/py-bench/{CORE_BENCH.name}`" in section
+    assert f"`tests/fixtures/py-bench/{NODE_BENCH.name}`" in section
+    assert f"- qmemo bench node: `tests/fixtures/py-bench/{NODE_BENCH.name}`" in md     # named among the inputs
+
+
+def test_the_newest_bench_results_are_the_default(tmp_path):
+    for name in ("core-bench-20250101T000000Z.json", "node-bench-20250101T000000Z.json"):
+        (tmp_path / name).write_text('{"schema": "old"}')            # older, and unreadable if chosen
+    shutil.copy(CORE_BENCH, tmp_path / "core-bench-20261231T000000Z.json")
+    shutil.copy(NODE_BENCH, tmp_path / "node-bench-20261231T000000Z.json")
+    benches = load_py_benches(results_root=tmp_path)
+    assert benches.core.source.name == "core-bench-20261231T000000Z.json"
+    assert benches.node.source.name == "node-bench-20261231T000000Z.json"
+    assert load_py_benches(results_root=tmp_path / "none") == PyBenches()
+
+
+def test_a_named_bench_file_of_another_kind_is_one_line_naming_the_command(tmp_path):
+    with pytest.raises(ConfigError, match="re-run `qmemo bench node`") as caught:
+        load_py_benches(node_file=CORE_BENCH, results_root=tmp_path)
+    assert "\n" not in str(caught.value)
+
+
+def test_an_unreadable_newest_bench_file_costs_only_its_part_of_the_section(tmp_path):
+    shutil.copy(CORE_BENCH, tmp_path / "core-bench-20261231T000000Z.json")
+    (tmp_path / "node-bench-20261231T000000Z.json").write_text('{"schema": "qmemo-node-bench/0"}')
+    benches = load_py_benches(results_root=tmp_path)
+    assert benches.core is not None and benches.node is None
+    body = python_benches_section(benches).body
+    assert "Passed over" in body and "node-bench-20261231T000000Z.json" in body and "re-run `qmemo bench node`" in body
+
+
+def test_without_bench_results_the_section_names_the_commands():
+    body = python_benches_section(PyBenches()).body
+    assert "run `.venv/bin/qmemo bench core`" in body and "run `.venv/bin/qmemo bench node`" in body
+
+
 def test_report_without_results_is_one_clear_error(tmp_path):
     done = run_command([str(VENV_BIN / "qmemo"), "report", "--results", str(tmp_path), "--out", str(tmp_path / "o")])
     assert done.returncode == 1
@@ -297,6 +408,26 @@ def test_a_generator_sweep_folder_is_a_devnet_run():
     best = max((r for r in rows if not any(r[k] for k in limited)), key=lambda r: r["committed_tps"])
     assert run.committed_tps == pytest.approx(best["committed_tps"])
     assert run.sweep[-1].p99_ms == pytest.approx(rows[-1]["p99_ms"])
+
+
+@pytest.mark.parametrize("generator_folder", [DEVNET, SWEEP])
+def test_a_devnet_sh_run_folder_is_read_through_its_gen_folder(tmp_path, generator_folder):
+    """devnet.sh prints runs/<id>/; the generator wrote into runs/<id>/gen/."""
+    run_folder = tmp_path / "20261123-161100-4242"
+    shutil.copytree(generator_folder, run_folder / "gen")
+    (run_folder / "logs").mkdir()
+    run = load_devnet_run(run_folder)
+    direct = load_devnet_run(generator_folder)
+    assert run.run_id == run_folder.name
+    assert (run.committed_tps, run.sweep) == (direct.committed_tps, direct.sweep)
+    assert run.source.is_relative_to(run_folder / "gen")
+
+
+def test_a_devnet_sh_run_folder_without_load_is_one_line_naming_gen(tmp_path):
+    (tmp_path / "logs").mkdir()
+    with pytest.raises(ConfigError, match="gen/") as caught:
+        load_devnet_run(tmp_path)
+    assert "\n" not in str(caught.value)
 
 
 def test_an_old_run_folder_is_refused_in_one_line_naming_its_version(tmp_path):

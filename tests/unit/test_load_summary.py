@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,15 @@ def test_a_run_that_kept_up_is_not_saturated():
 def test_each_verdict_is_kept_apart_and_named(kw, expected, why):
     s = summary(**kw)
     assert verdicts(s) == expected and s.why == why and s.limited
+
+
+def test_latency_saturation_is_judged_on_inclusion_not_on_the_wait_for_finality():
+    final_8s = run(200.0, p99_ms=8000.0)     # final = included + finality_depth blocks
+    quick = replace(final_8s, intended_to_included=latency(1000.0, 2500.0))
+    slow = replace(final_8s, intended_to_included=latency(1000.0, 3 * BLOCK_S * 1e3 + 1))
+    judged = [load_summary(r, target_tps=200.0, interrupted=False, block_interval_s=BLOCK_S).latency_saturated
+              for r in (quick, slow, final_8s)]
+    assert judged == [False, True, True]     # no inclusion times (older runs): committed is judged
 
 
 def test_a_run_that_committed_all_it_was_offered_is_not_throughput_saturated_however_slow():

@@ -105,6 +105,13 @@ def summary(committed_tps: float, p99: float | None) -> dict:
             "latency_ms": {"intended_to_committed": {"percentiles_ms": {"p99": p99}}}}
 
 
+def test_the_latency_bound_speaks_of_inclusion_when_the_summary_has_it() -> None:
+    final_8s = summary(480, 8000)
+    final_8s["latency_ms"]["intended_to_included"] = {"percentiles_ms": {"p99": 2500}}
+    assert inv.throughput_within(final_8s, 450, 6000).passed
+    assert not inv.throughput_within(summary(480, 8000), 450, 6000).passed
+
+
 def test_throughput_within_bounds_holds() -> None:
     result = inv.throughput_within(summary(480, 2500), 450, 6000)
     assert result.passed and result.figures["committed_tps"] == 480

@@ -1,0 +1,106 @@
+"""`qmemo gen`'s exit codes, each one (docs/devnet.md lists them), and its thresholds.
+
+The run itself needs nodes (tests/integration/test_devnet.py runs a real one); here the
+command's own decisions are tested: run_load is replaced by a finished run built from
+real bookkeeping (Timings -> summarize -> load_summary), so everything after the run -
+the judgement, the message and the exit status - is the real code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+import qmemo.load.run
+from qmemo.cli import main
+from qmemo.load import thresholds as t
+from qmemo.load.latency import ACCEPTED, Timings, summarize
+from qmemo.load.run import RunResult
+from qmemo.load.summary import load_summary
+
+TARGET_TPS = 100.0
+
+
+def finished_run(out: Path, *, commit_delay_s: float, committed_share: float = 1.0, unsent: int = 0) -> RunResult:
+    """A 10 s run at 100 TPS whose first `committed_share` of transactions commit `commit_delay_s`
+    after being sent; the last `unsent` were never sent (unaccounted if marked so below)."""
+    intended = [i / TARGET_TPS for i in range(1000)]
+    timings = Timings(intended)
+    committed = int(len(intended) * committed_share)
+    for i, at in enumerate(intended[:len(intended) - unsent]):
+        timings.mark_sent(i, at)
+        timings.mark_answer(i, at + 0.001, ACCEPTED)
+        if i % 1000 < committed:
+            timings.mark_committed(i, at + commit_delay_s)
+    summary = summarize(timings, warmup_s=0.0, window_end_s=10.0)
+    if unsent:   # a bookkeeping slip: a planned transaction that no outcome counts
+        summary = replace(summary, counts=replace(summary.counts, unsent=0))
+    file_summary = load_summary(summary, target_tps=TARGET_TPS, interrupted=False, block_interval_s=2.0)
+    return RunResult(summary, TARGET_TPS, out, False, file_summary)
+
+
+def run_gen(monkeypatch, tmp_path, result: RunResult | BaseException, *flags: str) -> int:
+    def fake_run_load(config, quiet=False, genesis=None):
+        if isinstance(result, BaseException):
+            raise result
+        return result
+    monkeypatch.setattr(qmemo.load.run, "run_load", fake_run_load)
+    return main(["gen", "--devnet", str(tmp_path), "--nodes", "http://127.0.0.1:9", "--out", str(tmp_path / "run"),
+                 "--quiet", *flags])
+
+
+def test_a_sound_run_exits_0(monkeypatch, tmp_path):
+    run = finished_run(tmp_path, commit_delay_s=0.5)
+    assert run_gen(monkeypatch, tmp_path, run, "--max-p99-ms", "1000", "--min-committed-share", "0.95") == t.EXIT_OK
+
+
+def test_a_p99_above_the_bound_exits_3_and_says_so(monkeypatch, tmp_path, capsys):
+    run = finished_run(tmp_path, commit_delay_s=1.5)
+    assert run_gen(monkeypatch, tmp_path, run, "--max-p99-ms", "1000") == t.EXIT_THRESHOLD_MISSED
+    assert "threshold missed: p99 intended -> committed latency 1,500" in capsys.readouterr().out
+
+
+def test_a_committed_share_below_the_bound_exits_3(monkeypatch, tmp_path, capsys):
+    run = finished_run(tmp_path, commit_delay_s=0.5, committed_share=0.8)
+    assert run_gen(monkeypatch, tmp_path, run, "--min-committed-share", "0.9") == t.EXIT_THRESHOLD_MISSED
+    assert "committed share 0.800" in capsys.readouterr().out
+
+
+def test_no_threshold_means_no_judgement(monkeypatch, tmp_path):
+    assert run_gen(monkeypatch, tmp_path, finished_run(tmp_path, commit_delay_s=60, committed_share=0.1)) == t.EXIT_OK
+
+
+def test_unaccounted_transactions_exit_1_even_past_a_missed_threshold(monkeypatch, tmp_path):
+    run = finished_run(tmp_path, commit_delay_s=1.5, unsent=10)
+    assert run.summary.counts.accounted != run.summary.counts.planned
+    assert run_gen(monkeypatch, tmp_path, run, "--max-p99-ms", "1000") == t.EXIT_FAILED
+
+
+@pytest.mark.parametrize("flags", [
+    ("--max-p99-ms", "0"),
+    ("--max-p99-ms", "nan"),
+    ("--min-committed-share", "1.5"),
+    ("--min-committed-share", "0.9", "--sweep", "100:2:400"),
+])
+def test_a_bad_threshold_is_one_error_line_and_exit_1(monkeypatch, tmp_path, capsys, flags):
+    assert run_gen(monkeypatch, tmp_path, AssertionError("must not run"), *flags) == t.EXIT_FAILED
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and "\n" not in err
+
+
+def test_an_unknown_flag_exits_2(monkeypatch, tmp_path):
+    with pytest.raises(SystemExit) as caught:
+        run_gen(monkeypatch, tmp_path, AssertionError("must not run"), "--max-p99", "x")
+    assert caught.value.code == t.EXIT_USAGE
+
+
+def test_ctrl_c_outside_the_run_exits_130(monkeypatch, tmp_path):
+    assert run_gen(monkeypatch, tmp_path, KeyboardInterrupt()) == t.EXIT_INTERRUPTED
+
+
+def test_nothing_committed_misses_a_p99_bound():
+    summary = finished_run(Path("."), commit_delay_s=0.1, committed_share=0.0).file_summary
+    assert t.missed(summary, t.Thresholds(max_p99_ms=10_000)) == \
+        ["p99 intended -> committed latency not measured (nothing committed) > --max-p99-ms 10000"]
