@@ -2,8 +2,8 @@
 
 One row per node: its verify rate, its CPU per admitted transaction over the node's recent
 window (`/metrics` `stages`, docs/api.md "Stage costs") and a bar of that cost split by
-stage; one row for the C baseline's verify cost (one verify per transaction) on the same
-scale, so a glance says how far a transaction's whole cost is from the signature check
+stage; one row per C verify cost of the baseline (liboqs's, and the fast verifier's when
+measured; one verify per transaction) on the same scale, so a glance says how far a transaction's whole cost is from the signature check
 alone. Bars are scaled together: the longest row's cost fills the width.
 
 Pure like view.py: from a `Snapshot` (and the rows view.py derived) to a rich table; no
@@ -76,8 +76,12 @@ def stages_table(snapshot: Snapshot, rows: Sequence[NodeRow]) -> Table:
     for header in ("node", "verify/s", "µs/tx", "verify share", "by stage"):
         table.add_column(header, justify="left" if header in ("node", "by stage") else "right", no_wrap=True)
     lines: list[tuple[str, str, dict[str, float] | None]] = []
-    if base.verify_per_s:
-        lines.append(("C verify (1 core)", f"{base.verify_per_s:,.0f}", {"verify": 1e6 / base.verify_per_s}))
+    # The C rows of the baseline table: liboqs's verify, and the same run's fast verifier (what a
+    # node running it is set against) when the baseline has it.
+    for label, rate in (("C verify (1 core)", base.verify_per_s),
+                        ("C fast verify (1 core)", base.fast_verify_per_s)):
+        if rate:
+            lines.append((label, f"{rate:,.0f}", {"verify": 1e6 / rate}))
     by_url = {poll.url: poll for poll in snapshot.polls}
     for poll, row in zip(snapshot.polls, rows):
         rate = f"{row.verify_per_s:,.0f}" if row.up and row.verify_per_s is not None else "-"

@@ -54,6 +54,12 @@ def test_the_c_verify_cost_is_on_the_same_scale():
     assert "100%" in row
 
 
+def test_the_fast_verifiers_c_cost_gets_its_own_row():
+    lines = panel_lines(snapshot(Baseline(25_000.0, "results/x/summary.json", fast_verify_per_s=50_000.0)))
+    row = next(line for line in lines if "C fast verify" in line)
+    assert "50,000" in row and "20.0" in row and "V" * 10 in row and "V" * 11 not in row
+
+
 def test_a_node_without_stages_or_down_shows_dashes_and_no_baseline_no_c_row():
     lines = panel_lines(snapshot(Baseline(None, "no C baseline yet")))
     assert not any("C verify" in line for line in lines)
