@@ -42,7 +42,7 @@ class StageCostRow:
     verifier: str | None
     admitted: int
     us_per_tx: dict[str, float]     # COLUMNS, in order
-    c_verify_us: float | None       # the C baseline's single-core verify time for the scheme
+    c_verify_us: float | None       # the C baseline's single-core verify time for the scheme and verifier
 
     @property
     def total_us(self) -> float:
@@ -68,9 +68,13 @@ def pooled(label: str, nodes: Sequence[NodeStageCosts], c_verify_us: float | Non
                         c_verify_us)
 
 
-def c_verify_us(results: Results, scheme: str) -> float | None:
+def c_verify_us(results: Results, scheme: str, verifier: str | None) -> float | None:
+    """The C single-core verify time the nodes are set against: the fast verifier's (key
+    cached) for nodes running it when the baseline measured it, else liboqs's."""
     try:
-        return 1e6 / results.baseline.verify_ops_per_s(scheme)
+        rate = (verifier == "fast" and results.baseline.fast_verify_ops_per_s(scheme)) \
+            or results.baseline.verify_ops_per_s(scheme)
+        return 1e6 / rate
     except (UnknownScheme, ZeroDivisionError):
         return None
 
@@ -82,11 +86,15 @@ def stage_rows(results: Results, run_id: str, costs: NodeStagesFile) -> tuple[li
         by_scheme.setdefault(node.scheme, []).append(node)
     schemes, nodes = [], []
     for scheme, members in by_scheme.items():
-        c_us = c_verify_us(results, scheme)
+        c_us = c_verify_us(results, scheme, members[0].verifier)
         if (row := pooled(f"{scheme} ({run_id})", members, c_us)) is not None:
             schemes.append(row)
         nodes += [row for node in members if (row := pooled(f"{node.node} ({run_id})", [node], c_us)) is not None]
     return schemes, nodes
+
+
+def _fast(results: Results, row: StageCostRow) -> bool:
+    return row.verifier == "fast" and bool(results.baseline.fast_verify_ops_per_s(row.scheme))
 
 
 def _table_rows(rows: Sequence[StageCostRow]) -> list[tuple[str, ...]]:
@@ -119,8 +127,9 @@ def stage_costs_section(results: Results, plot_dir: Path, runs: Sequence[DevnetR
                    "total / C verify")
         body += [
             "CPU per admitted transaction (µs) by stage of the node, between the generator run's start and end "
-            "(its drain included), with the C baseline's single-core verify time for the scheme "
-            f"(`{results.summary_source}`). Stages: docs/api.md, \"Stage costs\"; `other` is the process's CPU "
+            "(its drain included), with the C baseline's single-core verify time for the scheme and the nodes' "
+            f"verifier (the fast verifier's with its key cached, where measured; else liboqs's; "
+            f"`{results.summary_source}`). Stages: docs/api.md, \"Stage costs\"; `other` is the process's CPU "
             "the stages do not hold (the event loop, aiohttp, the journal, logging).",
             table(headers, _table_rows(scheme_rows), "ll" + "r" * (len(headers) - 2)),
             source_note(*sources, results.summary_source),
@@ -132,7 +141,7 @@ def stage_costs_section(results: Results, plot_dir: Path, runs: Sequence[DevnetR
         parts = {stage: [row.us_per_tx[stage] for row in scheme_rows] for stage in COLUMNS}
         for row in scheme_rows:
             if row.c_verify_us is not None:
-                bars.append(f"{row.scheme}: C verify (1 core)")
+                bars.append(f"{row.scheme}: C {'fast ' if _fast(results, row) else ''}verify (1 core)")
                 for stage in COLUMNS:
                     parts[stage].append(row.c_verify_us if stage == "verify" else 0.0)
         plots.stage_costs(plot_dir / PLOT, bars, parts,

@@ -54,9 +54,15 @@ def test_rows_by_scheme_and_by_node_carry_the_baselines_verify_time(results):
     schemes, nodes = stage_rows(results, "r1", record)
     assert [row.label for row in schemes] == ["Falcon-512 (r1)", "Nope-1 (r1)"]
     assert [row.label for row in nodes] == ["node-0 (r1)", "node-1 (r1)", "node-2 (r1)"]
-    falcon_us = 1e6 / results.baseline.verify_ops_per_s("Falcon-512")
-    assert schemes[0].c_verify_us == pytest.approx(falcon_us) and schemes[1].c_verify_us is None
+    fast_us = 1e6 / results.baseline.fast_verify_ops_per_s("Falcon-512")    # the nodes run the fast verifier
+    assert schemes[0].c_verify_us == pytest.approx(fast_us) and schemes[1].c_verify_us is None
     assert schemes[0].us_per_tx["verify"] == pytest.approx(50.0)
+
+
+def test_nodes_on_liboqs_are_set_against_liboqs_c_verify(results):
+    liboqs = NodeStageCosts("u", "node-0", "Falcon-512", "liboqs", 10, 0.001, dict.fromkeys(COLUMNS, 0.0), {})
+    schemes, _ = stage_rows(results, "r", NodeStagesFile(NODE_STAGES_SCHEMA, (liboqs,)))
+    assert schemes[0].c_verify_us == pytest.approx(1e6 / results.baseline.verify_ops_per_s("Falcon-512"))
 
 
 def test_the_section_tables_and_draws_a_run_with_stage_costs(tmp_path, results):
