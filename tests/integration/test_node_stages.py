@@ -62,10 +62,13 @@ def test_every_node_validates_or_builds_blocks_and_the_window_covers_the_admitte
         assert by_stage["verify"]["cpu_s"] > 0, node.name      # peers verify relayed transactions too
     first = loaded.nodes[1].get("/metrics")["stages"]      # node-1 admitted the relayed 24 as well
     assert first["window_admitted"] >= 0 and first["window_s"] > 0
+    per_tx = [figure["us_per_tx"] for figure in first["by_stage"].values()]
+    # The window is the last ~10 s of polls: whether the 24 are still in it depends on the machine.
     if first["window_admitted"]:
-        per_tx = [figure["us_per_tx"] for figure in first["by_stage"].values()]
         assert all(value is not None and value >= 0 for value in per_tx)
         assert sum(per_tx) == pytest.approx(first["us_per_tx"])
+    else:
+        assert per_tx == [None] * len(per_tx) and first["us_per_tx"] is None
 
 
 def test_prometheus_carries_every_stage_as_a_cpu_counter(loaded):
