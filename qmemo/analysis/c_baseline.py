@@ -85,6 +85,13 @@ class CBaseline:
             raise UnknownScheme(f"the C baseline {self.path} has no verify rate for {scheme}")
         return row.verify_per_s
 
+    def fast_verify_ops_per_s(self, scheme: str) -> float | None:
+        """The same run's fast Falcon verifier for `scheme` with its key cached (what a node
+        running it is set against); None when the run did not measure it."""
+        return next((row.ops_per_s for row in self.summary.verify_implementations or ()
+                     if row.scheme == scheme and row.signature_compatible_with_liboqs
+                     and row.hash_to_point == "variable-time" and row.public_key == "cached decoded key"), None)
+
     def multicore(self, op: str = "verify") -> tuple[MulticoreRow, ...]:
         """Rows (threads, ops/s, speedup, efficiency) for "verify" or "sign"."""
         section = self.summary.multicore.get(op)

@@ -223,3 +223,24 @@ def throughput_latency(path: Path, runs: Mapping[str, Sequence[tuple[float, floa
         ax.set_ylim(bottom=0)
         ax.legend(fontsize=8, loc="upper left")
     return _save(fig, path, caption)
+
+
+def stage_costs(path: Path, labels: Sequence[str], parts: Mapping[str, Sequence[float]], caption: str) -> Path:
+    """Stacked horizontal bars: CPU µs per transaction split by stage, one bar per label
+    (a scheme's node, its C verify cost); the last part ("other") in light grey."""
+    fig, ax = _figure("CPU per transaction by stage, against the C verify cost",
+                      size=(9.0, 1.6 + 0.55 * len(labels)))
+    lefts = [0.0] * len(labels)
+    names = list(parts)
+    for i, name in enumerate(names):
+        colour = "#cccccc" if i == len(names) - 1 and len(names) > len(COLOURS) else COLOURS[i % len(COLOURS)]
+        ax.barh(labels, parts[name], left=lefts, label=name, color=colour)
+        lefts = [left + value for left, value in zip(lefts, parts[name])]
+    for y, total in enumerate(lefts):
+        ax.text(total, y, f" {total:,.1f} µs", va="center", fontsize=7)
+    ax.set_xlim(right=max(lefts, default=1.0) * 1.5 or 1.0)     # room on the right for the legend
+    ax.invert_yaxis()
+    ax.tick_params(axis="y", labelsize=8)
+    ax.set_xlabel("CPU per admitted transaction (µs)")
+    ax.legend(fontsize=7, loc="lower right", ncols=3)
+    return _save(fig, path, caption)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qmemo.errors import ConfigError
-from qmemo.analysis import report_c, report_memo, report_py, report_verifiers
+from qmemo.analysis import report_c, report_memo, report_py, report_stages, report_verifiers
 from qmemo.analysis.py_bench import PyBenches, load_py_benches
 from qmemo.paths import DOCS_RESULTS_DIR
 from qmemo.analysis.devnet import DevnetRun, load_devnet_run
@@ -55,6 +55,7 @@ def build_sections(results: Results, plot_dir: Path, devnet: Sequence[DevnetRun]
         report_memo.hardware_section(results, plot_dir),
         report_memo.footprint_section(results, plot_dir),
         report_memo.devnet_section(results, plot_dir, devnet),
+        report_stages.stage_costs_section(results, plot_dir, devnet),
         report_py.python_benches_section(benches),
     ]
 

@@ -31,6 +31,7 @@ from qmemo.load import schedule as sched
 from qmemo.load.follower import FollowState, current_height, follow_blocks
 from qmemo.load.hdr_files import write_latency_histograms
 from qmemo.load.latency import ACCEPTED, DUPLICATE, STATUS_NAMES, RunSummary, Timings, summarize
+from qmemo.load.node_stages import NODE_STAGES_FILE, NodeStagesFile, costs_file, read_metrics, write_node_stages
 from qmemo.load.sender import SendConfig, SendProgress, send_batches
 from qmemo.load.summary import (SWEEP_SCHEMA, Failover, LoadSummary, Sweep, SweepRow, load_summary, sweep_row,
                                 write)
@@ -160,9 +161,10 @@ def prepare(config: GenConfig, offsets: list[float], genesis: Genesis, *, quiet:
 # --- run ---------------------------------------------------------------------------------
 
 async def execute(config: GenConfig, workload: Workload, timings: Timings, block_interval_s: float
-                  ) -> tuple[float | None, dict[str, Any], dict[str, Any]]:
+                  ) -> tuple[float | None, NodeStagesFile, dict[str, Any], dict[str, Any]]:
     """Send, follow and drain. Returns when an interrupt came (an offset; None if none came),
-    the sender's and follower's own counters and each node's verifier, which the manifest reports."""
+    the nodes' stage costs over the run, the sender's and follower's own counters and each
+    node's verifier, which the manifest reports."""
     stop_sending = asyncio.Event()
     stop_draining = asyncio.Event()
     stop_following = asyncio.Event()
@@ -186,6 +188,7 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
     pending = {tx_id: i for i, tx_id in enumerate(workload.ids)}
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
         state = FollowState(next_height=await current_height(session, config.nodes) + 1)
+        metrics_before = await read_metrics(session, config.nodes)     # the nodes' stage costs from here
     progress = SendProgress()
     start = time.perf_counter() + 0.2
     follower = asyncio.create_task(follow_blocks(config.nodes, state, pending, timings, start=start,
@@ -217,7 +220,8 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
             loop.remove_signal_handler(signum)
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
         verifiers = {url: await node_verifier(session, url) for url in config.nodes}
-    return interrupted_at, {"max_in_flight_seen": progress.max_in_flight_seen,
+        node_stages = costs_file(config.nodes, metrics_before, await read_metrics(session, config.nodes))
+    return interrupted_at, node_stages, {"max_in_flight_seen": progress.max_in_flight_seen,
                             "blocks_seen": state.blocks_seen, "follower_node_switches": state.node_switches,
                             "node_failures": dict(progress.node_failures), "failovers": progress.failovers,
                             "failover_txs": progress.failover_txs}, verifiers
@@ -278,7 +282,8 @@ def run_load(config: GenConfig, *, quiet: bool = False, genesis: Genesis | None 
     workload = prepare(config, offsets, genesis, quiet=quiet)
     timings = Timings(offsets)
     started_utc = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    interrupted_at, sender, verifiers = asyncio.run(execute(config, workload, timings, genesis.block_interval_ms / 1e3))
+    interrupted_at, node_stages, sender, verifiers = asyncio.run(
+        execute(config, workload, timings, genesis.block_interval_ms / 1e3))
     interrupted = interrupted_at is not None
     # A warm-up longer than half the run would leave nothing to measure: it is halved.
     summary = summarize(timings, warmup_s=min(config.warmup_s, config.duration_s / 2),
@@ -289,6 +294,7 @@ def run_load(config: GenConfig, *, quiet: bool = False, genesis: Genesis | None 
                                                   sender["node_failures"]))
     config.out.mkdir(parents=True, exist_ok=True)
     write(config.out / "summary.json", file_summary)
+    write_node_stages(config.out / NODE_STAGES_FILE, node_stages)
     write_transactions_csv(config.out / "transactions.csv", timings, workload.ids)
     write_latency_histograms(config.out, summary)
     (config.out / "manifest.json").write_bytes(orjson.dumps({

@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from qmemo.analysis.memo import CONSERVATIVE_SHARDS, CONSERVATIVE_TPS, TARGET_SHARDS, TARGET_TPS
+from qmemo.monitor.stages_view import stages_table
 
 # MEMO's per-shard verification requirements, without cross-shard traffic:
 # 10,000 TPS / 4 shards = 2,500/s (conservative); 50,700 / 256 = ~198/s (target).
@@ -159,7 +160,8 @@ def _fmt(value: float | None, spec: str = ",.0f", suffix: str = "") -> str:
 def render(snapshot: Snapshot) -> Group:
     """The whole dashboard for one snapshot."""
     rows = node_rows(snapshot)
-    return Group(_nodes_table(rows), _chain_table(snapshot, rows), _baseline_table(snapshot, rows))
+    return Group(_nodes_table(rows), _chain_table(snapshot, rows), _baseline_table(snapshot, rows),
+                 stages_table(snapshot, rows))
 
 
 def _nodes_table(rows: list[NodeRow]) -> Table:

@@ -17,6 +17,7 @@ from qmemo.core.transaction import ADDRESS_BYTES, Transaction
 from qmemo.errors import DecodeError, NotFound, TooLarge
 from qmemo.net import prometheus, wire
 from qmemo.node.service import Node
+from qmemo.node.stages import HTTP, thread_cpu_ns
 
 JSON_TYPE = "application/json"
 BINARY_TYPE = "application/octet-stream"
@@ -66,6 +67,7 @@ class Handlers:
         self.node = node
         self.config = node.config
         self._retry_after = {"Retry-After": str(node.config.retry_after_s)}
+        self.stages = node.metrics.stages
 
     def respond(self, body: bytes, status: int = 200) -> web.Response:
         """A JSON answer. The one place Retry-After is set: on every 429 ("retry later"),
@@ -81,9 +83,15 @@ class Handlers:
     async def post_txs(self, request: web.Request) -> web.Response:
         """POST /txs: a binary batch or {"transactions": [...]}; per-transaction results."""
         body = await read_body(request, self.config.max_body_bytes)
+        stages, started = self.stages, thread_cpu_ns()   # the `http` stage: this handler but the node call
         items = wire.decode_tx_items(body, binary=request.content_type == BINARY_TYPE,
                                      max_count=self.config.max_batch_txs)
-        return self.respond(wire.encode_tx_results(await self.node.submit(items)))
+        stages.lap(HTTP, started, len(items))
+        outcomes = await self.node.submit(items)
+        started = thread_cpu_ns()
+        response = self.respond(wire.encode_tx_results(outcomes))
+        stages.lap(HTTP, started)
+        return response
 
     async def post_tx(self, request: web.Request) -> web.Response:
         """POST /tx: one JSON transaction; 200 accepted/duplicate, else the rejection's own
@@ -174,8 +182,14 @@ class Handlers:
         """POST /peer/txs: a relayed binary batch, admitted like any other (never trusted), so
         under the client's caps too: a peer is no more trusted with a 100 MiB body."""
         body = await read_body(request, self.config.max_body_bytes)
+        stages, started = self.stages, thread_cpu_ns()
         encodings = wire.decode_tx_batch(body, self.config.max_batch_txs)
-        return self.json(wire.tx_counts(await self.node.submit(encodings, from_peer=True)))
+        stages.lap(HTTP, started, len(encodings))
+        outcomes = await self.node.submit(encodings, from_peer=True)
+        started = thread_cpu_ns()
+        response = self.json(wire.tx_counts(outcomes))
+        stages.lap(HTTP, started)
+        return response
 
     async def peer_block(self, request: web.Request) -> web.Response:
         """POST /peer/block: one block encoding; validated in full before it is applied."""

@@ -24,6 +24,7 @@ from qmemo.errors import DecodeError, PeerError, PeerRefused
 from qmemo.net.wire import MAX_SYNC_BLOCKS, decode_block_batch, encode_tx_batch, loads
 from qmemo.node.metrics import NodeMetrics
 from qmemo.node.peers import PeerTip
+from qmemo.node.stages import RELAY, thread_cpu_ns
 
 BINARY = {"Content-Type": "application/octet-stream"}
 ORIGIN_HEADER = "X-Qmemo-Origin"
@@ -41,7 +42,10 @@ class HttpPeer:
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
 
     async def send_txs(self, encodings: Sequence[bytes]) -> None:
-        await self._call("POST", "/peer/txs", body=encode_tx_batch(encodings))
+        started = thread_cpu_ns()
+        body = encode_tx_batch(encodings)
+        self._metrics.stages.lap(RELAY, started, len(encodings))
+        await self._call("POST", "/peer/txs", body=body)
 
     async def send_block(self, encoded: bytes) -> str:
         status, payload = await self._call("POST", "/peer/block", body=encoded, accept=(200, 400, 422))

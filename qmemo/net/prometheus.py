@@ -17,6 +17,7 @@ from typing import Any
 
 from qmemo.node.metrics import Distribution
 from qmemo.node.reporting import Histograms, MetricsSnapshot
+from qmemo.node.stages import OTHER
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -141,6 +142,14 @@ def render(snapshot: MetricsSnapshot, histograms: Histograms) -> str:
                   [({"stage": stage}, distribution) for stage, distribution in histograms.validation.items()])
     out.histogram("qmemo_event_loop_lag_seconds", "How late a 50 ms timer on the event loop fires.",
                   [({}, histograms.loop_lag)])
+    stages = [(name, figure) for name, figure in snapshot.stages.by_stage.items() if name != OTHER]
+    # "other" is not a series: process_cpu_seconds_total minus the stages' sum is, and a
+    # difference of two counters read a moment apart is no counter (it may step back).
+    out.family("qmemo_stage_cpu_seconds_total", "counter",
+               "CPU time spent in each stage of the node's pipeline (docs/api.md, stage costs).",
+               [({"stage": name}, figure.cpu_s) for name, figure in stages])
+    out.family("qmemo_stage_transactions_total", "counter", "Transactions each stage handled.",
+               [({"stage": name}, figure.txs) for name, figure in stages])
     out.scalar("process_cpu_seconds_total", "counter", "User and system CPU time of the node process.",
                snapshot.process.cpu_seconds)
     out.scalar("process_resident_memory_bytes", "gauge", "Resident memory of the node process.",

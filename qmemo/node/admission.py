@@ -48,6 +48,7 @@ from qmemo.node.answers import ACCEPTED, DUPLICATE, REJECTED, Item, TxOutcome
 from qmemo.node.block_decode import DecodedCache
 from qmemo.node.chain import Chain
 from qmemo.node.metrics import NodeMetrics
+from qmemo.node.stages import DECODE_HASH, MEMPOOL, thread_cpu_ns
 from qmemo.node.verify_pool import VerifyPool
 
 EVICTED_MEMORY = 100_000      # how many evicted ids /tx/{id} can still explain
@@ -220,10 +221,17 @@ class Admission:
         candidates: list[Transaction] = []
         positions: list[int] = []
         inflight = self._inflight
+        stages = metrics.stages     # CPU per phase (qmemo.node.stages); never across an await
         try:
+            started = thread_cpu_ns()
+            items = self.decoded.decode_items(items)
+            started = stages.lap(DECODE_HASH, started, len(items))
             self._precheck(items, outcomes, candidates, positions)
+            stages.lap(MEMPOOL, started, len(items))
             valid = await self.pool.verify(candidates, "admission") if candidates else []
+            started = thread_cpu_ns()
             accepted = self._add(candidates, positions, valid, outcomes, relay)
+            stages.lap(MEMPOOL, started)
         finally:
             inflight.difference_update(tx.id for tx in candidates)
         if accepted:

@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import struct
 from collections import OrderedDict
+from collections.abc import Sequence
 
 from qmemo.core.block import Block, BlockHeader
 from qmemo.core.transaction import Transaction
+from qmemo.errors import DecodeError
+from qmemo.node.answers import Item
 
 TAIL_BYTES = 32
 DEFAULT_CAPACITY = 50_000     # a full default mempool; ~100 MB of Falcon-512 transactions at most
@@ -45,6 +48,20 @@ class DecodedCache:
         tx = Transaction.decode(data)
         self.remember(tx, tail)
         return tx
+
+    def decode_items(self, items: Sequence[Item]) -> list[Item]:
+        """Admission's items with every transaction encoding decoded (`decode`), or its
+        DecodeError as a value: one pass, so the decode and hash stage is timed per batch."""
+        decoded: list[Item] = []
+        decode = self.decode
+        for item in items:
+            if type(item) is bytes:
+                try:
+                    item = decode(item)
+                except DecodeError as exc:
+                    item = exc.detached()   # a value now: its traceback would hold `decoded`
+            decoded.append(item)
+        return decoded
 
     def remember(self, tx: Transaction, tail: bytes | None = None) -> None:
         """Keep `tx` for later copies of its bytes (e.g. one that came as JSON)."""

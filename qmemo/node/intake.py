@@ -38,6 +38,7 @@ from qmemo.node.answers import BlockAnswer
 from qmemo.node.block_decode import DecodedCache
 from qmemo.node.chain import Chain, branch_is_better
 from qmemo.node.metrics import NodeMetrics
+from qmemo.node.stages import BLOCK_BUILD, BLOCK_VALIDATE, MEMPOOL, STORE, thread_cpu_ns
 from qmemo.node.verify_pool import VerifyPool
 
 
@@ -69,8 +70,9 @@ class BlockIntake:
 
     def decode_timed(self, encoded: bytes) -> Block:
         """`decode`, timed into the validation "decode" stage (sync's fetched blocks)."""
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), thread_cpu_ns()
         block = self.decode(encoded)
+        self.metrics.stages.lap(BLOCK_VALIDATE, cpu_started)
         self.metrics.validation["decode"].observe(time.perf_counter() - started)
         return block
 
@@ -80,12 +82,14 @@ class BlockIntake:
         """A block a peer pushed: validate and apply it, or ask for what it builds on.
         DecodeError (400) or InvalidBlock (422) if it is bad."""
         chain = self.chain
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), thread_cpu_ns()
         try:
             block = self.decode(encoded)
         except DecodeError as exc:
             self.metrics.blocks_rejected[exc.code] += 1
             raise
+        finally:
+            self.metrics.stages.lap(BLOCK_VALIDATE, cpu_started)
         decode_s = time.perf_counter() - started
         height = block.height
         if chain.hash_at(height) == block.hash:
@@ -152,11 +156,14 @@ class BlockIntake:
         chain = self.chain
         blocks = chain.not_durable()
         if blocks or chain.durable_height < chain.height:
+            stages, cpu_started = self.metrics.stages, thread_cpu_ns()
             rows = [(block.height, block.hash, block.encode()) for block in blocks]
+            txs = sum(block.header.tx_count for block in blocks)
+            stages.lap(STORE, cpu_started)
             started = time.perf_counter()
             try:
                 await asyncio.get_running_loop().run_in_executor(
-                    self._writer, chain.store.keep_branch, chain.durable_height, rows)
+                    self._writer, stages.timed(STORE, chain.store.keep_branch, txs), chain.durable_height, rows)
             except (sqlite3.Error, OSError):
                 self.log.exception("storing blocks %d-%d failed; they are not served", chain.durable_height + 1,
                                    chain.height)
@@ -178,6 +185,7 @@ class BlockIntake:
         cache does not know, in the pool. Only fills the cache: `apply_block` judges."""
         header = block.header
         validators = self.genesis.validators
+        cpu_started = thread_cpu_ns()
         started = time.perf_counter()
         root_ok = merkle_root([tx.id for tx in block.transactions]) == header.merkle_root
         merkle_s = time.perf_counter() - started
@@ -190,6 +198,7 @@ class BlockIntake:
         verify = self.metrics.verify
         verify.cache_hits += len(block.transactions) - len(missed)
         verify.cache_misses += len(missed)
+        self.metrics.stages.lap(BLOCK_VALIDATE, cpu_started)
         started = time.perf_counter()
         if root_ok and producer_ok and missed:   # a forged header or body costs us nothing more
             await self.pool.verify(missed, "block")
@@ -199,12 +208,16 @@ class BlockIntake:
     # --- one block --------------------------------------------------------------------------------
 
     def apply(self, block: Block, *, produced: bool, record_state: bool) -> None:
-        """Apply one block to the tip (the caller holds `lock`) and bring everything else in step."""
+        """Apply one block to the tip (the caller holds `lock`) and bring everything else in step.
+        Its CPU is the `block_build` stage for our own block, else `block_validate`; the
+        mempool's upkeep after it is `mempool`."""
+        stages, cpu_started = self.metrics.stages, thread_cpu_ns()
         started = time.perf_counter()
         try:
             self.chain.apply(block, self.pool.cache, self.clock())
         finally:
             self.pool.record_loop_samples("block")
+            cpu_started = stages.lap(BLOCK_BUILD if produced else BLOCK_VALIDATE, cpu_started, block.header.tx_count)
         if record_state:
             self.metrics.validation["state"].observe(time.perf_counter() - started)
         header = block.header
@@ -221,6 +234,7 @@ class BlockIntake:
             metrics.blocks_received += 1
         self.admission.block_applied(block.transactions)
         self.pool.cache.forget(tx.id for tx in block.transactions)
+        stages.lap(MEMPOOL, cpu_started)
         self.tip_changed.set()
         self.applied.set()
         self.log.info("%s block %d (%s.., %d txs, validator %d, interval %.2f s); mempool %d",

@@ -25,6 +25,8 @@ from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from qmemo.node.stages import StageCPU
+
 # Bucket upper bounds in seconds. Verify: Falcon-512 ~45 us, ML-DSA-44 ~30 us,
 # SPHINCS+-128f ~1.5 ms; the buckets bracket all of them with ~2x resolution.
 VERIFY_BUCKETS_S = (10e-6, 20e-6, 30e-6, 40e-6, 50e-6, 60e-6, 80e-6, 100e-6, 150e-6, 250e-6, 500e-6,
@@ -119,6 +121,8 @@ class VerifyMetrics:
     threads: int
     count: dict[str, int] = field(default_factory=lambda: dict.fromkeys(VERIFY_PATHS, 0))
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(VERIFY_PATHS, 0.0))
+    # The verify threads' CPU (ns) in their jobs: the `verify` stage (qmemo.node.stages).
+    cpu_ns: dict[str, int] = field(default_factory=lambda: dict.fromkeys(VERIFY_PATHS, 0))
     latency: dict[str, Distribution] = field(
         default_factory=lambda: {path: Distribution(VERIFY_BUCKETS_S) for path in VERIFY_PATHS})
     window: RateWindow = field(default_factory=RateWindow)
@@ -126,12 +130,14 @@ class VerifyMetrics:
     cache_misses: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def record(self, path: str, durations_ns: Sequence[int]) -> None:
-        """Add one batch of per-call durations (nanoseconds) to `path`'s figures."""
-        if not durations_ns:
+    def record(self, path: str, durations_ns: Sequence[int], cpu_ns: int = 0) -> None:
+        """Add one batch of per-call durations (nanoseconds) to `path`'s figures, and the
+        CPU time the job took on its thread (`thread_time_ns`, all of it: cache lookups too)."""
+        if not durations_ns and not cpu_ns:
             return
         seconds = [d * 1e-9 for d in durations_ns]
         with self.lock:
+            self.cpu_ns[path] += cpu_ns
             self.count[path] += len(seconds)
             self.seconds[path] += sum(seconds)
             self.latency[path].observe_many(seconds)
@@ -158,6 +164,7 @@ class NodeMetrics:
 
     verify: VerifyMetrics
     started_monotonic: float = field(default_factory=time.monotonic)
+    stages: StageCPU = field(default_factory=StageCPU)
     tx_received: int = 0
     tx_accepted: int = 0
     tx_duplicate: int = 0

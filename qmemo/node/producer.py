@@ -23,6 +23,7 @@ from qmemo.core.mempool import Mempool
 from qmemo.errors import PeerError, PeerRefused, QmemoError
 from qmemo.node.intake import BlockIntake
 from qmemo.node.peers import PeerLink, PeerView
+from qmemo.node.stages import BLOCK_BUILD, RELAY, thread_cpu_ns
 
 Sign = Callable[[bytes], bytes]
 
@@ -80,17 +81,21 @@ class Producer:
                 self._broadcast(block)
 
     def _produce(self, height: int, parent_hash: bytes, timestamp_ms: int) -> Block:
+        started = thread_cpu_ns()
         transactions = self.mempool.select(self.genesis.max_block_transactions)
         block = make_block(chain_id=self.genesis.chain_id, height=height, previous_hash=parent_hash,
                            timestamp_ms=timestamp_ms, producer_index=self.validator_index,
                            transactions=transactions, sign=self._sign)
+        self.intake.metrics.stages.lap(BLOCK_BUILD, started)    # apply counts the block's txs
         self.intake.apply(block, produced=True, record_state=False)
         return block
 
     def _broadcast(self, block: Block) -> None:
         if not self.peers:
             return
+        started = thread_cpu_ns()
         encoded = block.encode()
+        self.intake.metrics.stages.lap(RELAY, started)
 
         async def push(peer: PeerLink) -> None:
             try:

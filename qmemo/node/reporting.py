@@ -9,12 +9,14 @@ Never imports aiohttp, builds JSON or knows about HTTP.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from qmemo import __version__
 from qmemo.crypto.schemes import key_cache_stats
 from qmemo.node.metrics import Distribution, process_usage
+from qmemo.node.stages import VERIFY, StageFigures, stage_figures
 
 if TYPE_CHECKING:
     from qmemo.node.service import Node
@@ -162,6 +164,7 @@ class MetricsSnapshot:
     process: ProcessFigures
     event_loop_lag_ms: LagFigures
     net: NetFigures
+    stages: StageFigures
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,12 +192,16 @@ def node_status(node: Node) -> NodeStatus:
 def metrics_snapshot(node: Node) -> MetricsSnapshot:
     m, v = node.metrics, node.metrics.verify
     chain, admission = node.chain, node.admission
-    cpu_s, rss = process_usage()
-    lag = m.loop_lag.percentiles(0.5, 0.99)
-    interval = m.block_interval.percentiles(0.5, 0.99)
     with v.lock:
         verify_count = dict(v.count)
         verify_seconds = dict(v.seconds)
+        verify_cpu_ns = sum(v.cpu_ns.values())
+    stage_ns, stage_txs = m.stages.totals()
+    stage_ns[VERIFY] += verify_cpu_ns
+    stage_txs[VERIFY] += sum(verify_count.values())
+    cpu_s, rss = process_usage()    # after the stages: it includes all they hold
+    lag = m.loop_lag.percentiles(0.5, 0.99)
+    interval = m.block_interval.percentiles(0.5, 0.99)
     return MetricsSnapshot(
         schema=METRICS_SCHEMA, node=node.name, chain_id=node.genesis.chain_id, scheme=node.scheme_name(),
         version=__version__, time_s=node.clock() / 1000, uptime_s=m.uptime_s(), height=node.height,
@@ -213,7 +220,8 @@ def metrics_snapshot(node: Node) -> MetricsSnapshot:
                             m.mean_validation_ms()),
         process=ProcessFigures(cpu_s, rss),
         event_loop_lag_ms=LagFigures(_ms(lag[0]), _ms(lag[1]), _ms(m.loop_lag.max_recent())),
-        net=NetFigures(m.bytes_in, m.bytes_out))
+        net=NetFigures(m.bytes_in, m.bytes_out),
+        stages=stage_figures(m.stages, stage_ns, stage_txs, cpu_s, m.tx_accepted, time.monotonic()))
 
 
 def _key_cache() -> KeyCacheFigures | None:

@@ -29,6 +29,7 @@ from qmemo.core.verify_cache import VerifyCache
 from qmemo.crypto.schemes import DEFAULT_VERIFIER, backend_of, scheme_by_id
 from qmemo.errors import ConfigError, UnknownScheme
 from qmemo.node.metrics import VerifyMetrics
+from qmemo.node.stages import thread_cpu_ns
 
 MIN_CHUNK = 8   # below this a job's fixed cost (~20 us) is not worth a second thread
 
@@ -141,7 +142,9 @@ class VerifyPool:
             self._executor.shutdown(wait=True, cancel_futures=True)
 
     def _job(self, transactions: Sequence[Transaction], path: str) -> list[bool]:
-        """One executor job: verify a chunk in this thread, then file its timings."""
+        """One executor job: verify a chunk in this thread, then file its timings and its CPU
+        (the `verify` stage, qmemo.node.stages) under the metrics' one lock per job."""
+        started = thread_cpu_ns()
         results = self.cache.verify_transactions(transactions)
-        self.metrics.record(path, self.verifier.take_samples())
+        self.metrics.record(path, self.verifier.take_samples(), thread_cpu_ns() - started)
         return results

@@ -20,6 +20,7 @@ import orjson
 import pytest
 
 from qmemo.analysis.devnet import load_devnet_run
+from qmemo.load.node_stages import NODE_STAGES_FILE, read_node_stages
 from tests.conftest import REPO_ROOT, VENV_BIN, run_command
 
 pytestmark = pytest.mark.slow
@@ -261,3 +262,15 @@ def test_the_generator_folder_keeps_its_latency_histograms(devnet_run):
     assert (float(last[0]), float(last[1]), int(last[2])) == (latency["max_ms"], 1.0, latency["count"])
     for kind in ("intended_to_committed", "sent_to_committed", "sent_to_accepted", "schedule_lag"):
         assert (gen / f"latency-{kind}.hlog").read_text().count("\n") == 5
+
+
+def test_the_generator_folder_keeps_every_nodes_stage_costs(devnet_run):
+    """node-stages.json: each node's CPU by stage over the run, read with the writer's schema."""
+    costs = read_node_stages(devnet_run["run"] / "gen" / NODE_STAGES_FILE)
+    assert len(costs.nodes) == NODES
+    for node in costs.nodes:
+        assert node.admitted > 0, node.node
+        assert node.cpu_s["verify"] > 0 and node.cpu_s["decode_hash"] > 0, node.node
+        # "other" is the rest of the process's CPU (never below zero: a pool job that straddled
+        # the first reading may tip the stages over it by that job's CPU)
+        assert sum(node.cpu_s.values()) == pytest.approx(node.process_cpu_s, abs=0.01), node.node

@@ -24,6 +24,7 @@ from qmemo.core.merkle import MerkleProof, verify_proof
 from qmemo.core.transaction import Transaction
 from qmemo.net.app import make_app
 from qmemo.net.wire import encode_tx_batch
+from qmemo.node.stages import OTHER, STAGES
 from tests.integration.nodes import Devnet, ManualClock, Wallet, make_devnet, running_node
 
 BINARY = {"Content-Type": "application/octet-stream"}
@@ -333,14 +334,17 @@ async def test_status_metrics_and_health_documents(producer):
     assert status["node"] == "node-0" and status["scheme"] == "Falcon-512"
     metrics = await (await client.get("/metrics")).json()
     assert metrics["schema"] == "qmemo-node-metrics/1"
-    for key in ("mempool", "tx", "verify", "blocks", "process", "event_loop_lag_ms", "net"):
+    for key in ("mempool", "tx", "verify", "blocks", "process", "event_loop_lag_ms", "net", "stages"):
         assert key in metrics
+    assert list(metrics["stages"]["by_stage"]) == [*STAGES, OTHER]
+    assert metrics["stages"]["accounted_cpu_s"] <= metrics["stages"]["process_cpu_s"]
     assert set(metrics["verify"]["count"]) == {"admission", "block"}
     assert metrics["process"]["cpu_seconds"] > 0 and metrics["process"]["rss_bytes"] > 0
     text = await (await client.get("/metrics/prometheus")).text()
     assert "# TYPE qmemo_signature_verify_duration_seconds histogram" in text
     assert 'qmemo_signature_verify_duration_seconds_bucket{path="admission",le="+Inf"}' in text
     assert "process_cpu_seconds_total " in text
+    assert "# TYPE qmemo_stage_cpu_seconds_total counter" in text and 'stage="decode_hash"' in text
     assert (await client.get("/health")).status == 200
     await node.stop()
     assert (await client.get("/health")).status == 503

@@ -96,7 +96,7 @@ def test_grafana_board_takes_its_datasource_from_a_variable():
         assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
         assert panel["targets"] and all(t["datasource"]["uid"] == "${datasource}" for t in panel["targets"])
     titles = " ".join(panel["title"].lower() for panel in panels)
-    for topic in ("per second", "verify duration", "pending", "height", "rejected, by reason"):
+    for topic in ("per second", "verify duration", "pending", "height", "rejected, by reason", "by stage"):
         assert topic in titles
 
 
@@ -241,7 +241,8 @@ def test_every_metric_the_grafana_board_queries_exists_on_a_live_node(scraped):
     missing = sorted(name for name in used if name not in samples and types.get(name) != "counter")
     assert missing == [], f"the board queries metrics no node exposes: {missing}"
     for family in ("qmemo_signature_verify_duration_seconds", "qmemo_mempool_transactions",
-                   "qmemo_chain_height", "qmemo_transactions_rejected_total", "qmemo_transactions_accepted_total"):
+                   "qmemo_chain_height", "qmemo_transactions_rejected_total", "qmemo_transactions_accepted_total",
+                   "qmemo_stage_cpu_seconds_total", "qmemo_stage_transactions_total"):
         assert any(name == family or name.startswith(family + "_") for name in used), family
 
 

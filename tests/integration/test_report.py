@@ -33,9 +33,10 @@ DEVNET = REPO_ROOT / "tests" / "fixtures" / "devnet-run"
 SWEEP = REPO_ROOT / "tests" / "fixtures" / "devnet-sweep"
 SECTIONS = ("Environment", "Verification results", "Scheme comparison", "Multicore scaling", "Signature sizes",
             "Headroom against MEMO", "Falcon verify implementations", "Hardware sensitivity (projections)",
-            "On-chain footprint", "Devnet end to end", "Python chain core and node")
+            "On-chain footprint", "Devnet end to end", "Stage costs per transaction", "Python chain core and node")
 PLOTS = ("verify_distribution_Falcon-512.png", "scheme_rates.png", "multicore.png", "signature_sizes.png",
-         "headroom.png", "clock_projection.png", "block_composition.png", "devnet_throughput_latency.png")
+         "headroom.png", "clock_projection.png", "block_composition.png", "devnet_throughput_latency.png",
+         "stage_costs.png")
 PY_BENCH = REPO_ROOT / "tests" / "fixtures" / "py-bench"
 CORE_BENCH = PY_BENCH / "core-bench-20261123T161800Z.json"
 NODE_BENCH = PY_BENCH / "node-bench-20261123T161900Z.json"
@@ -248,6 +249,25 @@ def test_devnet_section_reads_the_run_summary(report):
     assert cells["p99 > 3 block intervals"] == ("**yes**" if data["latency_saturated"] else "no")
     p999 = data["latency_ms"]["intended_to_committed"]["percentiles_ms"]["p99.9"]
     assert row(md, "p99.9", "devnet-run")["p99.9"] == f"{p999:,.1f}"
+
+
+def test_stage_cost_section_reads_the_nodes_stage_costs_and_names_a_folder_without(report):
+    _, md = report
+    nodes = json.loads((DEVNET / "node-stages.json").read_text())["nodes"]
+    admitted = sum(node["admitted"] for node in nodes)
+    cells = row(md, "C verify µs", "Falcon-512 (devnet-run)")
+    assert cells["admitted"] == f"{admitted:,}"
+    for stage in ("verify", "decode_hash", "store", "other"):
+        assert cells[stage] == f"{sum(node['cpu_s'][stage] for node in nodes) / admitted * 1e6:,.1f}", stage
+    # The nodes ran the fast verifier: they are set against its C rate with the key cached.
+    fast = [row for row in json.loads((FIXTURE / "summary.json").read_text())["verify_implementations"]
+            if row["scheme"] == "Falcon-512" and row["hash_to_point"] == "variable-time"
+            and row["public_key"] == "cached decoded key"]
+    assert {node["verifier"] for node in nodes} == {"fast"} and len(fast) == 1
+    assert cells["C verify µs"] == f"{1e6 / fast[0]['ops_per_s']:,.1f}"
+    first = nodes[0]
+    assert row(md, "C verify µs", f"{first['node']} (devnet-run)")["admitted"] == f"{first['admitted']:,}"
+    assert "No stage costs in `tests/fixtures/devnet-sweep/" in md      # recorded before the generator kept them
 
 
 class _HtmlTables(HTMLParser):

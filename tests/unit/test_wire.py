@@ -14,6 +14,7 @@ from qmemo.frames import decode_frames, encode_frames
 from qmemo.net import wire
 from qmemo.node.answers import ACCEPTED, DUPLICATE, REJECTED, BlockAnswer, TxOutcome, TxStatus
 from qmemo.node.reporting import NodeStatus, PeerStatus
+from qmemo.node.stages import STAGES, StageCPU, stage_figures
 from tests.unit.chain_kit import Devnet
 
 
@@ -92,6 +93,19 @@ def test_node_values_encode_by_field_name_with_bytes_as_hex():
                                   "error": None}]
     assert list(document)[:3] == ["node", "version", "chain_id"]
     assert orjson.loads(wire.dumps(BlockAnswer("kept_ours", 4))) == {"status": "kept_ours", "height": 4}
+
+
+def test_stage_figures_encode_as_the_documented_stages_object():
+    stages = StageCPU(started_monotonic=0.0)
+    cpu_ns = [0] * len(STAGES)
+    cpu_ns[STAGES.index("verify")] = 2_000_000
+    figures = stage_figures(stages, cpu_ns, [1] * len(STAGES), process_cpu_s=0.01, admitted=100, now=1.0)
+    document = orjson.loads(wire.dumps(figures))
+    assert list(document) == ["process_cpu_s", "accounted_cpu_s", "window_s", "window_admitted", "us_per_tx",
+                              "by_stage"]
+    assert list(document["by_stage"]) == [*STAGES, "other"]
+    assert document["by_stage"]["verify"] == {"cpu_s": 0.002, "share": 0.2, "us_per_tx": 20.0, "txs": 1}
+    assert document["by_stage"]["other"]["us_per_tx"] == 80.0 and document["us_per_tx"] == 100.0
 
 
 def test_transaction_status_names_only_what_its_state_has():

@@ -1,0 +1,153 @@
+"""The report's stage-cost section: a node's CPU per transaction, stage by stage, per scheme,
+against the C verify cost.
+
+Read from each devnet run's `node-stages.json` (qmemo.load.node_stages, written by the
+generator: every node's CPU per stage between the run's start and end), beside the
+summary.json the run was read from (a sweep's: its chosen stage's). A scheme's figures
+pool its nodes: each stage's CPU summed over the nodes, over the transactions they
+admitted summed likewise (every node admits every transaction: from a client, or
+relayed). The C verify cost is the C baseline's single-core verify time for the scheme
+(liboqs, 1e6 / verifications per second): one transaction needs one verify, and the gap
+between that bar and the node's is what the node spends besides the signature check.
+
+Pure apart from `load_stage_costs`, which reads the files; it fills in no figure the
+files do not hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from qmemo.analysis import plots
+from qmemo.analysis.devnet import DevnetRun
+from qmemo.analysis.markdown import Section, image, num, source_note, table, times
+from qmemo.analysis.results import Results, display_path
+from qmemo.errors import DecodeError, UnknownScheme
+from qmemo.load.node_stages import NODE_STAGES_FILE, NodeStageCosts, NodeStagesFile, read_node_stages
+from qmemo.node.stages import OTHER, STAGES
+
+TITLE = "Stage costs per transaction"
+COLUMNS = (*STAGES, OTHER)
+PLOT = "stage_costs.png"
+
+
+@dataclass(frozen=True, slots=True)
+class StageCostRow:
+    """One bar: a scheme's nodes pooled (or one node), µs of CPU per admitted transaction by stage."""
+
+    label: str
+    scheme: str
+    verifier: str | None
+    admitted: int
+    us_per_tx: dict[str, float]     # COLUMNS, in order
+    c_verify_us: float | None       # the C baseline's single-core verify time for the scheme and verifier
+
+    @property
+    def total_us(self) -> float:
+        return sum(self.us_per_tx.values())
+
+
+def load_stage_costs(run: DevnetRun) -> tuple[Path, NodeStagesFile | None]:
+    """The run's node-stages.json (beside its summary) and its content, None if it has none."""
+    path = run.source.parent / NODE_STAGES_FILE
+    if not path.is_file():
+        return path, None
+    return path, read_node_stages(path)
+
+
+def pooled(label: str, nodes: Sequence[NodeStageCosts], c_verify_us: float | None) -> StageCostRow | None:
+    """The nodes' CPU per stage summed, over their admitted transactions summed (None if none admitted)."""
+    admitted = sum(node.admitted for node in nodes)
+    if admitted <= 0:
+        return None
+    us = {stage: sum(node.cpu_s.get(stage, 0.0) for node in nodes) / admitted * 1e6 for stage in COLUMNS}
+    verifiers = {node.verifier for node in nodes}
+    return StageCostRow(label, nodes[0].scheme, verifiers.pop() if len(verifiers) == 1 else "mixed", admitted, us,
+                        c_verify_us)
+
+
+def c_verify_us(results: Results, scheme: str, verifier: str | None) -> float | None:
+    """The C single-core verify time the nodes are set against: the fast verifier's (key
+    cached) for nodes running it when the baseline measured it, else liboqs's."""
+    try:
+        rate = (verifier == "fast" and results.baseline.fast_verify_ops_per_s(scheme)) \
+            or results.baseline.verify_ops_per_s(scheme)
+        return 1e6 / rate
+    except (UnknownScheme, ZeroDivisionError):
+        return None
+
+
+def stage_rows(results: Results, run_id: str, costs: NodeStagesFile) -> tuple[list[StageCostRow], list[StageCostRow]]:
+    """(one row per scheme, its nodes pooled; one row per node) of one run."""
+    by_scheme: dict[str, list[NodeStageCosts]] = {}
+    for node in costs.nodes:
+        by_scheme.setdefault(node.scheme, []).append(node)
+    schemes, nodes = [], []
+    for scheme, members in by_scheme.items():
+        c_us = c_verify_us(results, scheme, members[0].verifier)
+        if (row := pooled(f"{scheme} ({run_id})", members, c_us)) is not None:
+            schemes.append(row)
+        nodes += [row for node in members if (row := pooled(f"{node.node} ({run_id})", [node], c_us)) is not None]
+    return schemes, nodes
+
+
+def _fast(results: Results, row: StageCostRow) -> bool:
+    return row.verifier == "fast" and bool(results.baseline.fast_verify_ops_per_s(row.scheme))
+
+
+def _table_rows(rows: Sequence[StageCostRow]) -> list[tuple[str, ...]]:
+    return [(row.label, row.verifier or "-", num(row.admitted), *(num(row.us_per_tx[s], 1) for s in COLUMNS),
+             num(row.total_us, 1), num(row.c_verify_us, 1),
+             times(row.total_us / row.c_verify_us if row.c_verify_us else None))
+            for row in rows]
+
+
+def stage_costs_section(results: Results, plot_dir: Path, runs: Sequence[DevnetRun]) -> Section:
+    if not runs:
+        return Section(TITLE, "No devnet run folder was given (`qmemo report --devnet RUN_DIR`): the stage costs "
+                              "come from the nodes' figures a generator run keeps (`node-stages.json`).")
+    scheme_rows: list[StageCostRow] = []
+    node_rows: list[StageCostRow] = []
+    sources: list[str] = []
+    missing: list[str] = []
+    for run in runs:
+        path, costs = load_stage_costs(run)
+        if costs is None:
+            missing.append(display_path(path))
+            continue
+        schemes, nodes = stage_rows(results, run.run_id, costs)
+        scheme_rows += schemes
+        node_rows += nodes
+        sources.append(display_path(path))
+    body: list[str] = []
+    if scheme_rows:
+        headers = ("scheme or node (run)", "verifier", "admitted", *COLUMNS, "total µs", "C verify µs",
+                   "total / C verify")
+        body += [
+            "CPU per admitted transaction (µs) by stage of the node, between the generator run's start and end "
+            "(its drain included), with the C baseline's single-core verify time for the scheme and the nodes' "
+            f"verifier (the fast verifier's with its key cached, where measured; else liboqs's; "
+            f"`{results.summary_source}`). Stages: docs/api.md, \"Stage costs\"; `other` is the process's CPU "
+            "the stages do not hold (the event loop, aiohttp, the journal, logging).",
+            table(headers, _table_rows(scheme_rows), "ll" + "r" * (len(headers) - 2)),
+            source_note(*sources, results.summary_source),
+            "By node (the producer of more blocks pays more block building; the others more validation):",
+            table(headers, _table_rows(node_rows), "ll" + "r" * (len(headers) - 2)),
+            source_note(*sources, results.summary_source),
+        ]
+        bars = [row.label for row in scheme_rows]
+        parts = {stage: [row.us_per_tx[stage] for row in scheme_rows] for stage in COLUMNS}
+        for row in scheme_rows:
+            if row.c_verify_us is not None:
+                bars.append(f"{row.scheme}: C {'fast ' if _fast(results, row) else ''}verify (1 core)")
+                for stage in COLUMNS:
+                    parts[stage].append(row.c_verify_us if stage == "verify" else 0.0)
+        plots.stage_costs(plot_dir / PLOT, bars, parts,
+                          f"{results.machine_caption()} - " + ", ".join(sources))
+        body.append(image(PLOT, "CPU per transaction by stage against the C verify cost"))
+    if missing:
+        body.append("No stage costs in " + ", ".join(f"`{m}`" for m in missing) + ": that run folder predates "
+                    "them (or its nodes did not answer); a new `qmemo gen` run writes them.")
+    return Section(TITLE, "\n\n".join(body), (PLOT,) if scheme_rows else ())

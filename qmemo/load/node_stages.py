@@ -1,0 +1,108 @@
+"""The nodes' stage costs over a generator run: `node-stages.json` in the run folder.
+
+A node's `/metrics` carries its CPU per stage since it started (`stages`, docs/api.md
+"Stage costs"). The generator reads every node's figures when a run starts and when it
+ends, and keeps the difference: the CPU each stage of each node spent during the run
+(drain included: the blocks that commit the run's transactions), and the transactions
+the node admitted in it (a client's and the relayed ones). `qmemo report` reads the file
+with the same dataclasses (qmemo.analysis.report_stages): one schema, qmemo.records.
+
+Schema "qmemo-node-stages/1":
+
+    {"schema": ..., "nodes": [{"url", "node", "scheme", "verifier", "admitted",
+      "process_cpu_s", "cpu_s": {stage: s, ..., "other": s}, "txs": {stage: n, ...}}]}
+
+A node that did not answer, or has no `stages` (an older node), is left out. Nothing
+here reads a clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+
+from qmemo.node.stages import OTHER
+from qmemo.records import read_record, write_record
+
+NODE_STAGES_SCHEMA = "qmemo-node-stages/1"
+NODE_STAGES_FILE = "node-stages.json"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStageCosts:
+    """One node's CPU by stage over one run."""
+
+    url: str
+    node: str
+    scheme: str
+    verifier: str | None
+    admitted: int                 # transactions admitted during the run
+    process_cpu_s: float          # the process's CPU during the run
+    cpu_s: dict[str, float]       # by stage, "other" last: they add up to process_cpu_s
+    txs: dict[str, int]           # transactions each stage handled during the run
+
+    def us_per_tx(self) -> dict[str, float] | None:
+        """CPU µs per admitted transaction by stage (None if it admitted nothing)."""
+        if self.admitted <= 0:
+            return None
+        return {stage: seconds / self.admitted * 1e6 for stage, seconds in self.cpu_s.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStagesFile:
+    schema: str
+    nodes: tuple[NodeStageCosts, ...]
+
+
+def run_costs(url: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> NodeStageCosts | None:
+    """A node's costs between two of its /metrics documents (None without usable stages,
+    or across a restart: counters that went back)."""
+    try:
+        b_stages, a_stages = before["stages"]["by_stage"], after["stages"]["by_stage"]
+        names = [name for name in a_stages if name != OTHER]
+        cpu = {name: float(a_stages[name]["cpu_s"]) - float(b_stages[name]["cpu_s"]) for name in names}
+        txs = {name: int(a_stages[name]["txs"]) - int(b_stages[name]["txs"]) for name in names}
+        process = float(after["stages"]["process_cpu_s"]) - float(before["stages"]["process_cpu_s"])
+        admitted = int(after["tx"]["accepted"]) - int(before["tx"]["accepted"])
+        verifier = after.get("verify", {}).get("verifier")
+        node, scheme = str(after["node"]), str(after["scheme"])
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    if process < 0 or admitted < 0 or any(v < 0 for v in cpu.values()):
+        return None
+    # Read a moment apart, two differences may not nest exactly: "other" never below zero.
+    cpu[OTHER] = max(0.0, process - sum(cpu.values()))
+    return NodeStageCosts(url, node, scheme, verifier if isinstance(verifier, str) else None, admitted,
+                          process, cpu, txs)
+
+
+def costs_file(urls: Sequence[str], before: Mapping[str, Any], after: Mapping[str, Any]) -> NodeStagesFile:
+    """Every node's costs between the `before` and `after` /metrics documents (by URL)."""
+    nodes = [run_costs(url, before[url], after[url]) for url in urls
+             if before.get(url) is not None and after.get(url) is not None]
+    return NodeStagesFile(NODE_STAGES_SCHEMA, tuple(node for node in nodes if node is not None))
+
+
+async def read_metrics(session: aiohttp.ClientSession, urls: Sequence[str]) -> dict[str, Any]:
+    """Every node's /metrics document by URL (None for a node that did not answer)."""
+    async def one(url: str) -> Any:
+        try:
+            async with session.get(f"{url}/metrics") as response:
+                return orjson.loads(await response.read()) if response.status == 200 else None
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError):
+            return None
+    return dict(zip(urls, await asyncio.gather(*(one(url) for url in urls))))
+
+
+def write_node_stages(path: Path, record: NodeStagesFile) -> None:
+    write_record(path, record)
+
+
+def read_node_stages(path: Path) -> NodeStagesFile:
+    return read_record(NodeStagesFile, NODE_STAGES_SCHEMA, path, "a node stage-costs file")

@@ -1,0 +1,73 @@
+"""qmemo.load.node_stages: a run's stage costs from two /metrics documents, and its file."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from qmemo.errors import DecodeError
+from qmemo.load.node_stages import (NODE_STAGES_SCHEMA, NodeStageCosts, NodeStagesFile, costs_file, read_node_stages,
+                                    run_costs, write_node_stages)
+from qmemo.node.stages import OTHER, STAGES
+
+
+def metrics(node: str, accepted: int, process_s: float, cpu_s: dict[str, float], txs: int = 0) -> dict:
+    by_stage = {name: {"cpu_s": cpu_s.get(name, 0.0), "share": None, "us_per_tx": None, "txs": txs}
+                for name in STAGES}
+    by_stage[OTHER] = {"cpu_s": 0.0, "share": None, "us_per_tx": None, "txs": 0}
+    return {"node": node, "scheme": "Falcon-512", "verify": {"verifier": "fast"}, "tx": {"accepted": accepted},
+            "stages": {"process_cpu_s": process_s, "by_stage": by_stage}}
+
+
+def test_a_runs_costs_are_the_difference_of_the_two_readings_and_other_the_rest():
+    before = metrics("node-0", 100, 2.0, {"verify": 0.5, "http": 0.1}, txs=100)
+    after = metrics("node-0", 1_100, 2.5, {"verify": 0.8, "http": 0.15}, txs=1_100)
+    costs = run_costs("http://a", before, after)
+    assert costs.admitted == 1_000 and costs.process_cpu_s == pytest.approx(0.5)
+    assert costs.cpu_s["verify"] == pytest.approx(0.3) and costs.cpu_s["http"] == pytest.approx(0.05)
+    assert costs.cpu_s[OTHER] == pytest.approx(0.15)
+    assert list(costs.cpu_s) == [*STAGES, OTHER] and costs.txs["verify"] == 1_000
+    assert costs.us_per_tx()["verify"] == pytest.approx(300.0)
+    assert sum(costs.us_per_tx().values()) == pytest.approx(500.0)       # the process's 0.5 s over 1,000
+    assert (costs.node, costs.scheme, costs.verifier) == ("node-0", "Falcon-512", "fast")
+
+
+def test_a_restarted_or_older_node_gives_no_costs():
+    after = metrics("node-0", 10, 1.0, {"verify": 0.1})
+    assert run_costs("u", metrics("node-0", 500, 9.0, {"verify": 3.0}), after) is None     # counters went back
+    older = {key: value for key, value in after.items() if key != "stages"}
+    assert run_costs("u", older, older) is None
+    assert run_costs("u", after, {"stages": "broken"}) is None
+
+
+def test_nothing_admitted_has_no_per_transaction_cost():
+    reading = metrics("node-0", 10, 1.0, {})
+    assert run_costs("u", reading, reading).us_per_tx() is None
+
+
+def test_the_file_keeps_the_nodes_that_answered_and_reads_back_equal(tmp_path):
+    before = {"http://a": metrics("node-0", 0, 1.0, {}), "http://b": None,
+              "http://c": metrics("node-2", 0, 1.0, {})}
+    after = {"http://a": metrics("node-0", 50, 1.2, {"store": 0.05}), "http://b": metrics("node-1", 5, 1.0, {}),
+             "http://c": None}
+    record = costs_file(["http://a", "http://b", "http://c"], before, after)
+    assert [node.url for node in record.nodes] == ["http://a"]
+    path = tmp_path / "node-stages.json"
+    write_node_stages(path, record)
+    assert json.loads(path.read_text())["schema"] == NODE_STAGES_SCHEMA
+    assert read_node_stages(path) == record
+
+
+def test_a_file_of_another_schema_is_refused_by_name(tmp_path):
+    path = tmp_path / "node-stages.json"
+    write_node_stages(path, NodeStagesFile("qmemo-node-stages/0", ()))
+    with pytest.raises(DecodeError, match="older or newer"):
+        read_node_stages(path)
+
+
+def test_node_costs_round_trip_with_no_verifier(tmp_path):
+    costs = NodeStageCosts("u", "node-0", "ML-DSA-44", None, 3, 0.1, {"verify": 0.05, OTHER: 0.05}, {"verify": 3})
+    path = tmp_path / "node-stages.json"
+    write_node_stages(path, NodeStagesFile(NODE_STAGES_SCHEMA, (costs,)))
+    assert read_node_stages(path).nodes == (costs,)
