@@ -60,7 +60,8 @@ $(B)/keccak-rename.txt: $(B)/config.mk
 # $(call objects,DIR): every object of the library in build flavour DIR.
 objects = $(foreach v,$(VARIANTS),$(foreach i,$(IMPLS),$(foreach f,$(PQCLEAN_FILES),$(1)/$(v)_$(i)_$(f).o))) \
           $(1)/sha3.o $(1)/xkcp_sha3.o $(1)/keccak_plain64.o $(if $(filter yes,$(AVX2)),$(1)/keccak_avx2.o) \
-          $(1)/falcon_vt.o $(1)/falcon_vt_cache.o $(1)/falcon_vt_support.o
+          $(1)/falcon_vt.o $(1)/falcon_vt_cache.o $(1)/falcon_vt_support.o $(1)/falcon_vt_codec.o \
+          $(if $(filter yes,$(AVX2)),$(1)/falcon_vt_avx2.o $(1)/falcon_vt_codec_bmi2.o)
 
 # $(call flavour,DIR,CC,EXTRA_CFLAGS): the compile rules of one build flavour.
 define flavour
@@ -85,7 +86,8 @@ $(1)/keccak_avx2.o: $(SHA3)/xkcp_low/KeccakP-1600/avx2/KeccakP-1600-AVX2.S $(B)/
 	@mkdir -p $(1)
 	$(2) -fPIC -DADD_SYMBOL_SUFFIX -Wa,--noexecstack -c $$< -o $$@
 	objcopy --redefine-syms=$(B)/keccak-rename.txt $$@
-$(1)/falcon_vt.o: $(HERE)/falcon_vt.c $(HERE)/falcon_vt.h $(HERE)/falcon_vt_cache.h $(B)/include/oqs/sha3.h $(B)/config.mk
+$(1)/falcon_vt.o: $(HERE)/falcon_vt.c $(HERE)/falcon_vt.h $(HERE)/falcon_vt_cache.h $(HERE)/falcon_vt_codec.h \
+                  $(HERE)/falcon_vt_avx2.h $(B)/include/oqs/sha3.h $(B)/config.mk
 	@mkdir -p $(1)
 	$(2) $(OUR_CFLAGS) $(3) -I$(FALCON) $(INCLUDES) -c $$< -o $$@
 $(1)/falcon_vt_cache.o: $(HERE)/falcon_vt_cache.c $(HERE)/falcon_vt_cache.h $(HERE)/falcon_vt.h $(B)/config.mk
@@ -94,6 +96,16 @@ $(1)/falcon_vt_cache.o: $(HERE)/falcon_vt_cache.c $(HERE)/falcon_vt_cache.h $(HE
 $(1)/falcon_vt_support.o: $(HERE)/falcon_vt_support.c $(B)/config.mk
 	@mkdir -p $(1)
 	$(2) $(OUR_CFLAGS) $(3) -c $$< -o $$@
+$(1)/falcon_vt_codec.o: $(HERE)/falcon_vt_codec.c $(HERE)/falcon_vt_codec.h $(B)/config.mk
+	@mkdir -p $(1)
+	$(2) $(OUR_CFLAGS) $(3) -c $$< -o $$@
+$(1)/falcon_vt_codec_bmi2.o: $(HERE)/falcon_vt_codec.c $(HERE)/falcon_vt_codec.h $(B)/config.mk
+	@mkdir -p $(1)
+	$(2) $(OUR_CFLAGS) -mbmi2 -mlzcnt -DFALCON_VT_COMP_DECODE=falcon_vt_comp_decode_bmi2 $(3) -c $$< -o $$@
+# Our AVX2 arithmetic: the only file of ours built with -mavx2, called only after the run-time check.
+$(1)/falcon_vt_avx2.o: $(HERE)/falcon_vt_avx2.c $(HERE)/falcon_vt_avx2.h $(B)/config.mk
+	@mkdir -p $(1)
+	$(2) $(OUR_CFLAGS) -mavx2 $(3) -c $$< -o $$@
 endef
 
 $(eval $(call flavour,$(B)/obj,cc,))

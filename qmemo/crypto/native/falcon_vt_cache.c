@@ -18,8 +18,9 @@
 typedef struct {
 	uint64_t last_used; /* cache tick of the last hit or insert; 0 = empty */
 	int variant;
+	int form; /* which implementation's form h is in: a lookup must match it too */
 	uint8_t pk[FALCON_VT_MAX_PK_BYTES];
-	uint16_t h[FALCON_VT_MAX_N]; /* NTT Montgomery form, as decode_public_key leaves it */
+	uint16_t h[FALCON_VT_MAX_N]; /* as decode_public_key leaves it, in that form */
 } cache_entry;
 
 struct qfv_cache {
@@ -79,10 +80,12 @@ size_t falcon_vt_cache_set(const qfv_cache *cache, int variant, const uint8_t *p
 	return (size_t) (x % cache->sets);
 }
 
-static cache_entry *find_locked(qfv_cache *cache, size_t set, int variant, const uint8_t *pk, size_t pk_len) {
+static cache_entry *find_locked(qfv_cache *cache, size_t set, int variant, int form, const uint8_t *pk,
+                                size_t pk_len) {
 	cache_entry *way = &cache->entries[set * WAYS];
 	for (int i = 0; i < WAYS; i++) {
-		if (way[i].last_used != 0 && way[i].variant == variant && memcmp(way[i].pk, pk, pk_len) == 0) {
+		if (way[i].last_used != 0 && way[i].variant == variant && way[i].form == form &&
+		        memcmp(way[i].pk, pk, pk_len) == 0) {
 			return &way[i];
 		}
 	}
@@ -90,10 +93,10 @@ static cache_entry *find_locked(qfv_cache *cache, size_t set, int variant, const
 }
 
 /* Copy the key's decoded form into h; 1 if it was cached. */
-int falcon_vt_cache_lookup(qfv_cache *cache, size_t set, int variant, const uint8_t *pk, size_t pk_len, uint16_t *h,
-                        size_t n) {
+int falcon_vt_cache_lookup(qfv_cache *cache, size_t set, int variant, int form, const uint8_t *pk, size_t pk_len,
+                           uint16_t *h, size_t n) {
 	pthread_mutex_lock(&cache->lock);
-	cache_entry *e = find_locked(cache, set, variant, pk, pk_len);
+	cache_entry *e = find_locked(cache, set, variant, form, pk, pk_len);
 	if (e != NULL) {
 		memcpy(h, e->h, n * sizeof *h);
 		e->last_used = ++cache->tick;
@@ -105,10 +108,10 @@ int falcon_vt_cache_lookup(qfv_cache *cache, size_t set, int variant, const uint
 	return e != NULL;
 }
 
-void falcon_vt_cache_insert(qfv_cache *cache, size_t set, int variant, const uint8_t *pk, size_t pk_len,
-                         const uint16_t *h, size_t n) {
+void falcon_vt_cache_insert(qfv_cache *cache, size_t set, int variant, int form, const uint8_t *pk, size_t pk_len,
+                            const uint16_t *h, size_t n) {
 	pthread_mutex_lock(&cache->lock);
-	if (find_locked(cache, set, variant, pk, pk_len) == NULL) { /* another thread may have added it */
+	if (find_locked(cache, set, variant, form, pk, pk_len) == NULL) { /* another thread may have added it */
 		cache_entry *way = &cache->entries[set * WAYS], *victim = &way[0];
 		for (int i = 1; i < WAYS; i++) {
 			if (way[i].last_used < victim->last_used) {
@@ -117,6 +120,7 @@ void falcon_vt_cache_insert(qfv_cache *cache, size_t set, int variant, const uin
 		}
 		cache->size += victim->last_used == 0;
 		victim->variant = variant;
+		victim->form = form;
 		memcpy(victim->pk, pk, pk_len);
 		memcpy(victim->h, h, n * sizeof *h);
 		victim->last_used = ++cache->tick;
