@@ -122,14 +122,17 @@ $(B)/libqmemo_falcon.a: $(call objects,$(B)/obj)
 TESTS := $(ROOT)/tests/native
 BENCH := $(ROOT)/bench_c/falcon_vt
 
-$(B)/falcon_diff: $(TESTS)/falcon_diff.c $(HERE)/falcon_vt.h $(B)/libqmemo_falcon.a
-	cc -std=c11 -O2 -Wall -Wextra -Werror -I$(HERE) -I$(OQS_PREFIX)/include $< $(B)/libqmemo_falcon.a $(LINK_OQS) -o $@
+HARNESS_DEPS := $(TESTS)/falcon_pool.h $(TESTS)/falcon_arith.h $(HERE)/falcon_vt_codec.h $(HERE)/falcon_vt_avx2.h
+HARNESS_FLAGS := $(if $(filter yes,$(AVX2)),-DQFV_HAVE_AVX2)
+
+$(B)/falcon_diff: $(TESTS)/falcon_diff.c $(HERE)/falcon_vt.h $(HARNESS_DEPS) $(B)/libqmemo_falcon.a
+	cc -std=c11 -O2 -Wall -Wextra -Werror $(HARNESS_FLAGS) -I$(HERE) -I$(OQS_PREFIX)/include $< $(B)/libqmemo_falcon.a $(LINK_OQS) -o $@
 
 $(B)/falcon_count: $(BENCH)/falcon_count.c $(HERE)/falcon_vt.h $(B)/libqmemo_falcon.a
 	cc -std=c11 -O2 -Wall -Wextra -Werror -I$(HERE) -I$(OQS_PREFIX)/include $< $(B)/libqmemo_falcon.a $(LINK_OQS) -o $@
 
-$(B)/falcon_diff_asan: $(TESTS)/falcon_diff.c $(HERE)/falcon_vt.h $(call objects,$(B)/obj-asan)
-	cc -std=c11 $(SAN) -Wall -Wextra -Werror -I$(HERE) -I$(OQS_PREFIX)/include $< $(call objects,$(B)/obj-asan) $(LINK_OQS) -o $@
+$(B)/falcon_diff_asan: $(TESTS)/falcon_diff.c $(HERE)/falcon_vt.h $(HARNESS_DEPS) $(call objects,$(B)/obj-asan)
+	cc -std=c11 $(SAN) -Wall -Wextra -Werror $(HARNESS_FLAGS) -I$(HERE) -I$(OQS_PREFIX)/include $< $(call objects,$(B)/obj-asan) $(LINK_OQS) -o $@
 
-$(B)/falcon_fuzz: $(TESTS)/falcon_fuzz.c $(HERE)/falcon_vt.h $(call objects,$(B)/obj-fuzz)
-	clang -std=c11 $(subst fuzzer-no-link,fuzzer,$(FUZZ)) -Wall -Wextra -Werror -I$(HERE) -I$(OQS_PREFIX)/include $< $(call objects,$(B)/obj-fuzz) $(LINK_OQS) -o $@
+$(B)/falcon_fuzz: $(TESTS)/falcon_fuzz.c $(HERE)/falcon_vt.h $(HARNESS_DEPS) $(call objects,$(B)/obj-fuzz)
+	clang -std=c11 $(subst fuzzer-no-link,fuzzer,$(FUZZ)) -Wall -Wextra -Werror $(HARNESS_FLAGS) -I$(HERE) -I$(OQS_PREFIX)/include $< $(call objects,$(B)/obj-fuzz) $(LINK_OQS) -o $@
