@@ -7,6 +7,8 @@
  * Here the exact values are compared:
  *   - the AVX2 norm (falcon_vt_avx2.c) against a schoolbook negacyclic product mod q,
  *     for random and worst-case inputs (|s2| = 2047 everywhere, h at 0 and q - 1);
+ *   - the AVX2 hash-to-point sampler against the obvious loop, on random SHAKE-sized
+ *     blocks with many, few or no rejected words;
  *   - falcon_vt_comp_decode (portable, and the BMI2 build where the CPU has it) against
  *     PQClean's comp_decode: return value and every decoded coefficient, on encodings
  *     made by PQClean's comp_encode, then mutated (bit flips, truncation, extension,
@@ -88,6 +90,32 @@ static inline size_t arith_check_norm(pool_rng *r, size_t *checks) {
 			failures += (size_t) arith_norm_case(c0, s2, h, logn, pattern >= 4 ? "extreme" : "random");
 			(*checks)++;
 		}
+	}
+	return failures;
+}
+
+static inline size_t arith_check_hash_block(pool_rng *r, size_t *checks) {
+	uint8_t block[FALCON_VT_HASH_BLOCK_BYTES];
+	uint16_t got[FALCON_VT_HASH_BLOCK_BYTES / 2 + FALCON_VT_HASH_BLOCK_SLACK], want[FALCON_VT_HASH_BLOCK_BYTES / 2];
+	size_t failures = 0;
+	for (int k = 0; k < 4000; k++) {
+		pool_bytes(r, block, sizeof block);
+		for (size_t i = 0; i < sizeof block; i += 2) { /* a high byte >= 0xF0 makes rejection likely */
+			block[i] |= (uint8_t) (k % 4 == 0 ? 0 : k % 4 == 1 ? 0xF0 : (pool_next(r) & 1) ? 0xF0 : 0);
+		}
+		size_t want_count = 0;
+		for (size_t i = 0; i < sizeof block; i += 2) {
+			uint32_t w = ((uint32_t) block[i] << 8) | block[i + 1];
+			if (w < 61445) {
+				want[want_count++] = (uint16_t) (w % ARITH_Q);
+			}
+		}
+		size_t got_count = falcon_vt_avx2_hash_block(got, block);
+		if (got_count != want_count || memcmp(got, want, want_count * sizeof *want) != 0) {
+			fprintf(stderr, "ARITH hash block %d: avx2 kept %zu, reference %zu\n", k, got_count, want_count);
+			failures++;
+		}
+		(*checks)++;
 	}
 	return failures;
 }
@@ -189,8 +217,8 @@ static inline size_t falcon_arith_check(uint64_t seed) {
 	const char *norm = "no AVX2: norm not checked";
 #ifdef QFV_HAVE_AVX2
 	if (OQS_CPU_has_extension(OQS_CPU_EXT_AVX2)) {
-		failures += arith_check_norm(&r, &checks);
-		norm = "AVX2 norm checked";
+		failures += arith_check_norm(&r, &checks) + arith_check_hash_block(&r, &checks);
+		norm = "AVX2 norm and hash-to-point checked";
 	}
 #endif
 	printf("falcon_arith: %zu checks, %zu failures (%s)\n", checks, failures, norm);

@@ -55,6 +55,13 @@ typedef struct {
 } twiddles;
 
 static twiddles TABLES[2]; /* logn 9 and 10 */
+
+/* Left-packing for hash-to-point: for each 8-bit "kept" mask of 8 words, the byte
+ * shuffle that moves the kept words to the front, and how many there are. */
+static struct {
+	uint8_t shuffle[16];
+	unsigned count;
+} PACK[256] __attribute__((aligned(32)));
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 static int16_t QINV;       /* q^-1 mod 2^16 */
 
@@ -87,6 +94,20 @@ static void montgomery_operand(uint32_t z, int16_t *m, int16_t *mq) {
 /* Computed, not tabled: a generator of Z_q^* gives psi, a primitive 2n-th root of unity,
  * and zeta_k = psi^bitrev(k) as in every negacyclic Cooley-Tukey NTT. */
 static void build_tables(void) {
+	for (unsigned mask = 0; mask < 256; mask++) {
+		unsigned count = 0;
+		for (unsigned lane = 0; lane < 8; lane++) {
+			if (mask & (1u << lane)) {
+				PACK[mask].shuffle[2 * count] = (uint8_t) (2 * lane);
+				PACK[mask].shuffle[2 * count + 1] = (uint8_t) (2 * lane + 1);
+				count++;
+			}
+		}
+		for (unsigned rest = 2 * count; rest < 16; rest++) {
+			PACK[mask].shuffle[rest] = 0x80; /* zero: written past the kept words, overwritten later */
+		}
+		PACK[mask].count = count;
+	}
 	uint32_t inv = Q; /* Newton's iteration for q^-1 mod 2^16: each step doubles the correct bits */
 	for (int i = 0; i < 4; i++) {
 		inv *= 2 - Q * inv;
@@ -271,7 +292,38 @@ static void inverse_ntt(int16_t *a, unsigned logn) {
 	}
 }
 
-/* --- the two entry points ------------------------------------------------------------------- */
+/* --- the entry points ------------------------------------------------------------------------ */
+
+/* 8 words in a 128-bit half: the kept ones (mask) to x, their count returned. */
+static inline size_t pack8(uint16_t *x, __m128i words, __m128i kept) {
+	unsigned mask = (unsigned) _mm_movemask_epi8(_mm_packs_epi16(kept, _mm_setzero_si128()));
+	_mm_storeu_si128((__m128i *) x, _mm_shuffle_epi8(words, _mm_load_si128((const __m128i *) PACK[mask].shuffle)));
+	return PACK[mask].count;
+}
+
+size_t falcon_vt_avx2_hash_block(uint16_t *x, const uint8_t *block) {
+	pthread_once(&tables_once, build_tables);
+	/* Big-endian 16-bit words: swap the bytes of each lane. */
+	const __m256i swap = _mm256_setr_epi8(1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14,
+	                                      1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+	const __m256i q = _mm256_set1_epi16(Q), limit = _mm256_set1_epi16((short) 61444);
+	size_t got = 0;
+	for (int i = 0; i < FALCON_VT_HASH_BLOCK_BYTES / 32; i++) {
+		__m256i w = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *) (block + 32 * i)), swap);
+		__m256i kept = _mm256_cmpeq_epi16(_mm256_min_epu16(w, limit), w); /* w <= 61444 = 5q - 1 */
+		for (int k = 0; k < 4; k++) { /* w mod q for w < 5q: w - q wraps above w when w < q */
+			w = _mm256_min_epu16(w, _mm256_sub_epi16(w, q));
+		}
+		got += pack8(x + got, _mm256_castsi256_si128(w), _mm256_castsi256_si128(kept));
+		got += pack8(x + got, _mm256_extracti128_si256(w, 1), _mm256_extracti128_si256(kept, 1));
+	}
+	for (int pos = FALCON_VT_HASH_BLOCK_BYTES / 32 * 32; pos < FALCON_VT_HASH_BLOCK_BYTES; pos += 2) {
+		uint32_t w = ((uint32_t) block[pos] << 8) | (uint32_t) block[pos + 1];
+		x[got] = (uint16_t) (w % Q);
+		got += w < 61445;
+	}
+	return got;
+}
 
 void falcon_vt_avx2_prepare_key(int16_t *hh, const uint16_t *h, unsigned logn) {
 	const twiddles *t = tables_for(logn);

@@ -31,9 +31,10 @@ size_t FALCON_VT_COMP_DECODE(int16_t *x, unsigned logn, const uint8_t *in, size_
 	 * loading it again ORs in the same bits) or, past the end of the input, zeros. */
 	uint64_t acc = 0;
 	unsigned bits = 0, minus_zero = 0;
-	for (size_t u = 0; u < n; u++) {
-		/* Refill to 56+ bits (one coefficient takes at most 8 + 15 + 1). Unconditional while
-		 * 8 bytes remain: a branch on the bit count would be mispredicted every few coefficients. */
+	for (size_t u = 0; u < n;) {
+		/* Refill to 56+ bits, enough for two coefficients (each at most 8 + 15 + 1), which
+		 * halves the refills on the decoder's serial path. Unconditional while 8 bytes
+		 * remain: a branch on the bit count would be mispredicted every few coefficients. */
 		if (max_in_len - pos >= 8) {
 			acc |= load_be64(in + pos) >> bits;
 			size_t whole = (63 - bits) >> 3;
@@ -44,25 +45,27 @@ size_t FALCON_VT_COMP_DECODE(int16_t *x, unsigned logn, const uint8_t *in, size_
 				acc |= (uint64_t) in[pos] << (56 - bits);
 			}
 		}
-		/* Below 24 bits only at the end of the input, where all past `bits` is zero. */
-		if (bits < 8) {
-			return 0;
+		for (int pair = 0; pair < 2; pair++, u++) { /* n is even */
+			/* Below 48 bits only at the end of the input, where all past `bits` is zero. */
+			if (bits < 8) {
+				return 0;
+			}
+			unsigned head = (unsigned) (acc >> 56); /* sign bit, low 7 bits of |x| */
+			acc <<= 8;
+			bits -= 8;
+			/* The sentinel bit caps the count at 16 (= reject) and spares clz a zero test. */
+			unsigned zeros = (unsigned) __builtin_clzll(acc | (UINT64_C(1) << 47));
+			if (zeros > 15 || zeros >= bits) { /* |x| > 2047, or the stream ends before the one */
+				return 0;
+			}
+			acc <<= zeros + 1;
+			bits -= zeros + 1;
+			/* Without branches on the sign, a coin toss per coefficient for the predictor:
+			 * (m ^ -1) + 1 = -m. "-0" (one encoding per value) is rejected after the loop. */
+			unsigned m = (head & 127) + (zeros << 7), negative = head >> 7;
+			minus_zero |= negative & (m == 0);
+			x[u] = (int16_t) ((m ^ (0u - negative)) + negative);
 		}
-		unsigned head = (unsigned) (acc >> 56); /* sign bit, low 7 bits of |x| */
-		acc <<= 8;
-		bits -= 8;
-		/* The sentinel bit caps the count at 16 (= reject) and spares clz a zero test. */
-		unsigned zeros = (unsigned) __builtin_clzll(acc | (UINT64_C(1) << 47));
-		if (zeros > 15 || zeros >= bits) { /* |x| > 2047, or the stream ends before the one */
-			return 0;
-		}
-		acc <<= zeros + 1;
-		bits -= zeros + 1;
-		/* Without branches on the sign, a coin toss per coefficient for the predictor:
-		 * (m ^ -1) + 1 = -m. "-0" (one encoding per value) is rejected after the loop. */
-		unsigned m = (head & 127) + (zeros << 7), negative = head >> 7;
-		minus_zero |= negative & (m == 0);
-		x[u] = (int16_t) ((m ^ (0u - negative)) + negative);
 	}
 	if (minus_zero) {
 		return 0;
