@@ -57,11 +57,10 @@ typedef struct {
 static twiddles TABLES[2]; /* logn 9 and 10 */
 
 /* Left-packing for hash-to-point: for each 8-bit "kept" mask of 8 words, the byte
- * shuffle that moves the kept words to the front, and how many there are. */
-static struct {
-	uint8_t shuffle[16];
-	unsigned count;
-} PACK[256] __attribute__((aligned(32)));
+ * shuffle that moves the kept words to the front (16-byte aligned rows: loaded as
+ * vectors), and how many there are. */
+static uint8_t PACK_SHUFFLE[256][16] __attribute__((aligned(16)));
+static uint8_t PACK_COUNT[256];
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 static int16_t QINV;       /* q^-1 mod 2^16 */
 
@@ -98,15 +97,15 @@ static void build_tables(void) {
 		unsigned count = 0;
 		for (unsigned lane = 0; lane < 8; lane++) {
 			if (mask & (1u << lane)) {
-				PACK[mask].shuffle[2 * count] = (uint8_t) (2 * lane);
-				PACK[mask].shuffle[2 * count + 1] = (uint8_t) (2 * lane + 1);
+				PACK_SHUFFLE[mask][2 * count] = (uint8_t) (2 * lane);
+				PACK_SHUFFLE[mask][2 * count + 1] = (uint8_t) (2 * lane + 1);
 				count++;
 			}
 		}
 		for (unsigned rest = 2 * count; rest < 16; rest++) {
-			PACK[mask].shuffle[rest] = 0x80; /* zero: written past the kept words, overwritten later */
+			PACK_SHUFFLE[mask][rest] = 0x80; /* zero: written past the kept words, overwritten later */
 		}
-		PACK[mask].count = count;
+		PACK_COUNT[mask] = (uint8_t) count;
 	}
 	uint32_t inv = Q; /* Newton's iteration for q^-1 mod 2^16: each step doubles the correct bits */
 	for (int i = 0; i < 4; i++) {
@@ -297,8 +296,8 @@ static void inverse_ntt(int16_t *a, unsigned logn) {
 /* 8 words in a 128-bit half: the kept ones (mask) to x, their count returned. */
 static inline size_t pack8(uint16_t *x, __m128i words, __m128i kept) {
 	unsigned mask = (unsigned) _mm_movemask_epi8(_mm_packs_epi16(kept, _mm_setzero_si128()));
-	_mm_storeu_si128((__m128i *) x, _mm_shuffle_epi8(words, _mm_load_si128((const __m128i *) PACK[mask].shuffle)));
-	return PACK[mask].count;
+	_mm_storeu_si128((__m128i *) x, _mm_shuffle_epi8(words, _mm_load_si128((const __m128i *) PACK_SHUFFLE[mask])));
+	return PACK_COUNT[mask];
 }
 
 size_t falcon_vt_avx2_hash_block(uint16_t *x, const uint8_t *block) {
