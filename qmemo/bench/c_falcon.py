@@ -14,6 +14,12 @@ step measures, on one machine in one run:
   FN-DSA (FIPS 206 draft) is NOT signature-compatible with Falcon round 3 / liboqs: a
   speed reference only, labelled so in every row.
 
+The two programs take turns in short slices (falcon_count, fn-dsa, falcon_count, ...;
+SLICES per profile, the same total seconds each), and each rate is all its verifies
+over all its time: on a machine shared with other work the load moves within seconds,
+and a program timed in one block while the other ran in another would be compared
+across different loads - the same reason falcon_count interleaves its three modes.
+
 Instructions per verify come from callgrind when valgrind is installed (noise-free,
 the same on every run of one build): bench_c/falcon_vt/count.sh counts only the
 verifies of falcon_count; fn-dsa's count mode has no such marker, so it is run at two
@@ -52,6 +58,7 @@ RING = 200              # distinct signatures per round, for both programs
 # Per profile: seconds of timing per program, and verifies counted under callgrind (0: not
 # counted - the smoke profile keeps the test suite short; its figures mean nothing anyway).
 SECONDS = {"full": 3.0, "quick": 1.0, "smoke": 0.1}
+SLICES = {"full": 6, "quick": 4, "smoke": 1}      # turns per program (see the module docstring)
 COUNTED = {"full": 200, "quick": 100, "smoke": 0}
 
 PER_VERIFY, CACHED = "key decoded per verify", "cached decoded key"
@@ -66,13 +73,15 @@ _FALCON_MODES = {
 def run_verify_implementations(folder: Path, profile: str, log: IO[str]) -> tuple[bool, str | None]:
     """Measure, write FILE into `folder`; (ok, why not). A missing cargo is a note, not a failure."""
     notes: list[str] = []
-    seconds = SECONDS[profile]
-    falcon = _falcon_rows(seconds, COUNTED[profile], log, notes)
-    fndsa = _fndsa_rows(seconds, COUNTED[profile], log, notes)
+    seconds, slices = SECONDS[profile], SLICES[profile]
+    fndsa_built = _build_fndsa(log, notes)
+    timed_falcon, timed_fndsa = _take_turns(seconds / slices, slices, fndsa_built, log, notes)
+    falcon = _falcon_rows(timed_falcon, f"{seconds / slices:g} s x {slices}", COUNTED[profile], log, notes)
+    fndsa = _fndsa_rows(timed_fndsa, f"{seconds / slices:g} s x {slices}", COUNTED[profile], log, notes)
     liboqs_rate = next((r["ops_per_s"] for r in falcon if r["mode"] == "liboqs"), None)
     rows = [_row(r, liboqs_rate) for r in falcon + fndsa]
     document = {"schema": SCHEMA, "ok": bool(falcon), "profile": profile, "seconds_per_program": seconds,
-                "message_bytes": MESSAGE_BYTES, "ring": RING, "counted_verifies": COUNTED[profile] or None,
+                "turns": slices, "message_bytes": MESSAGE_BYTES, "ring": RING, "counted_verifies": COUNTED[profile] or None,
                 "rows": rows, "notes": notes}
     (folder / FILE).write_text(json.dumps(document, indent=2) + "\n")
     for note in notes:
@@ -103,27 +112,74 @@ def _row(raw: dict[str, Any], liboqs_rate: float | None) -> dict[str, Any]:
     }
 
 
+# --- timing: the two programs take turns --------------------------------------------------
+
+def _take_turns(slice_s: float, slices: int, fndsa_built: bool, log: IO[str],
+                notes: list[str]) -> tuple[list[dict[str, Any]] | None, dict[str, dict[str, Any]]]:
+    """falcon_count's lines and fn-dsa's modes, each summed over `slices` alternating turns
+    (verifies and seconds added up, so a rate is all verifies over all time); None / {}
+    for a program that is missing or failed in any turn."""
+    falcon: dict[str, dict[str, Any]] | None = {} if FALCON_COUNT.exists() else None
+    fndsa: dict[str, dict[str, Any]] | None = {} if fndsa_built else None
+    if falcon is None:
+        notes.append(f"{FALCON_COUNT} is missing (run scripts/setup.sh): no Falcon rows")
+    for _ in range(slices):
+        if falcon is not None:
+            lines = _json_lines(_run([str(FALCON_COUNT), "time", f"{slice_s:g}", str(RING), "Falcon-512"], log))
+            if lines is None:
+                notes.append("falcon_count time failed (see the log)")
+                falcon = None
+            else:
+                for line in lines:
+                    _add_turn(falcon, line["mode"], line, line["verifies"], line["verifies"] / line["ops_per_s"])
+        if fndsa is not None:
+            measured = _json_lines(_run([str(FNDSA_BINARY), "--seconds", f"{slice_s:g}", "--ring", str(RING),
+                                         "--msg-bytes", str(MESSAGE_BYTES)], log))
+            if measured is None:
+                notes.append("qmemo-fndsa-bench failed (see the log): FN-DSA rows are null")
+                fndsa = None
+            else:
+                for mode in measured[0]["modes"]:
+                    _add_turn(fndsa, mode["mode"], mode, mode["ops"], mode["seconds"])
+    return (list(_rates(falcon).values()) if falcon else None), (_rates(fndsa) if fndsa else {})
+
+
+def _rates(turns: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each mode's last turn's record, its rate replaced by all verifies over all seconds."""
+    return {mode: {**t["last"], "ops_per_s": t["verifies"] / t["seconds"]} for mode, t in turns.items()}
+
+
+def _add_turn(turns: dict[str, dict[str, Any]], mode: str, last: dict[str, Any], verifies: int,
+              seconds: float) -> None:
+    total = turns.setdefault(mode, {"verifies": 0, "seconds": 0.0})
+    total.update(verifies=total["verifies"] + verifies, seconds=total["seconds"] + seconds, last=last)
+
+
 # --- Falcon: liboqs and the fast verifier (falcon_count) ------------------------------------
 
-def _falcon_rows(seconds: float, counted: int, log: IO[str], notes: list[str]) -> list[dict[str, Any]]:
-    if not FALCON_COUNT.exists():
-        notes.append(f"{FALCON_COUNT} is missing (run scripts/setup.sh): no Falcon rows")
-        return []
-    timed = _json_lines(_run([str(FALCON_COUNT), "time", str(seconds), str(RING), "Falcon-512"], log))
+def _falcon_rows(timed: list[dict[str, Any]] | None, timing: str, counted: int, log: IO[str],
+                 notes: list[str]) -> list[dict[str, Any]]:
     if timed is None:
-        notes.append("falcon_count time failed (see the log)")
         return []
     counts = _falcon_instructions(counted, log, notes)
     rows = []
     for line in timed:
         hash_to_point, key = _FALCON_MODES[line["mode"]]
         name = ("liboqs 0.13.0 PQClean " + _cpu_path() if line["mode"] == "liboqs" else
-                f"qMEMO fast verifier (liboqs 0.13 PQClean {line['implementation'].upper()})")
+                f"qMEMO fast verifier ({_FAST_PATHS.get(line['implementation'], line['implementation'])})")
         rows.append({"mode": line["mode"], "scheme": "Falcon-512", "ops_per_s": line["ops_per_s"],
                      "implementation": f"{name}, {hash_to_point} hash-to-point, {key}",
                      "instructions_per_verify": counts.get(line["mode"]), "hash_to_point": hash_to_point,
-                     "public_key": key, "compatible": True, "source": f"falcon_count time {seconds:g} {RING}"})
+                     "public_key": key, "compatible": True,
+                     "source": f"falcon_count time ({timing}, turns with qmemo-fndsa-bench) {RING}"})
     return rows
+
+
+# What runs on each of falcon_vt's paths (qmemo/crypto/native/falcon_vt*.c).
+_FAST_PATHS = {
+    "avx2": "liboqs 0.13 PQClean key decoding and SHAKE256, qMEMO AVX2 NTT, s2 decoder and sampler",
+    "clean": "liboqs 0.13 PQClean portable verify_raw and key decoding, qMEMO s2 decoder and sampler",
+}
 
 
 def _cpu_path() -> str:
@@ -147,13 +203,8 @@ def _falcon_instructions(counted: int, log: IO[str], notes: list[str]) -> dict[s
 
 # --- FN-DSA: Pornin's fn-dsa (bench_c/fndsa) -----------------------------------------------
 
-def _fndsa_rows(seconds: float, counted: int, log: IO[str], notes: list[str]) -> list[dict[str, Any]]:
-    built = _build_fndsa(log, notes)
-    measured = _json_lines(_run([str(FNDSA_BINARY), "--seconds", str(seconds), "--ring", str(RING),
-                                 "--msg-bytes", str(MESSAGE_BYTES)], log)) if built else None
-    if built and measured is None:
-        notes.append("qmemo-fndsa-bench failed (see the log): FN-DSA rows are null")
-    modes = {m["mode"]: m for m in measured[0]["modes"]} if measured else {}
+def _fndsa_rows(modes: dict[str, dict[str, Any]], timing: str, counted: int, log: IO[str],
+                notes: list[str]) -> list[dict[str, Any]]:
     counts = _fndsa_instructions(counted, log, notes) if modes else {}
     rows = []
     for mode, key in (("decoded", CACHED), ("encoded", PER_VERIFY)):
@@ -161,10 +212,10 @@ def _fndsa_rows(seconds: float, counted: int, log: IO[str], notes: list[str]) ->
                      "implementation": f"fn-dsa 0.4.0 (Pornin; FN-DSA, not signature-compatible with "
                                        f"Falcon round 3), variable-time hash-to-point, {key}",
                      # all verifies over all time, as falcon_count reports its rates
-                     "ops_per_s": modes[mode]["mean_ops_per_s"] if mode in modes else None,
+                     "ops_per_s": modes[mode]["ops_per_s"] if mode in modes else None,
                      "instructions_per_verify": counts.get(mode), "hash_to_point": "variable-time",
                      "public_key": key, "compatible": False,
-                     "source": f"qmemo-fndsa-bench --seconds {seconds:g} --ring {RING}"})
+                     "source": f"qmemo-fndsa-bench ({timing}, turns with falcon_count) --ring {RING}"})
     return rows
 
 

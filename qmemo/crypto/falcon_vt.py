@@ -37,12 +37,17 @@ VARIANTS = ("Falcon-512", "Falcon-1024", "Falcon-padded-512", "Falcon-padded-102
 
 @dataclass(frozen=True, slots=True)
 class KeyCacheStats:
-    """How the decoded-key cache is doing: counters since it was made."""
+    """How a decoded-key cache is doing: counters since it was made.
+
+    Each Falcon variant has a cache of its own; `schemes` names the variant(s) the
+    figures cover, so a capacity summed over several caches never passes for one's.
+    """
 
     hits: int
     misses: int
     size: int        # keys held now
     capacity: int
+    schemes: tuple[str, ...] = ()
 
     @property
     def hit_rate(self) -> float | None:
@@ -169,4 +174,4 @@ class FalconVtVerifier:
         size, capacity = ctypes.c_size_t(), ctypes.c_size_t()
         self._lib.qfv_cache_stats(self._cache, ctypes.byref(hits), ctypes.byref(misses), ctypes.byref(size),
                                   ctypes.byref(capacity))
-        return KeyCacheStats(hits.value, misses.value, size.value, capacity.value)
+        return KeyCacheStats(hits.value, misses.value, size.value, capacity.value, (self.name,))

@@ -395,15 +395,31 @@ def scheme_by_id(scheme_id: int, verifier: str = DEFAULT_VERIFIER) -> SignatureS
     return get_scheme(name, verifier)
 
 
-def key_cache_stats() -> KeyCacheStats | None:
-    """The fast Falcon verifiers' key caches summed (those made so far), or None if none is."""
+def key_cache_stats_by_scheme() -> dict[str, KeyCacheStats]:
+    """Each fast Falcon verifier's key cache made so far, by variant name: one cache each."""
+    return {scheme.info.name: scheme.cache_stats() for scheme in list(_MADE.values())
+            if isinstance(scheme, FastFalconScheme)}
+
+
+def key_cache_stats(scheme: str | None = None) -> KeyCacheStats | None:
+    """One Falcon variant's key cache (`scheme`), or, without one, the cache(s) in use.
+
+    "In use" means looked up at least once; a node verifies one Falcon variant, so that
+    is its cache, with its own capacity. Only when several variants were used are their
+    figures summed, and then `schemes` names all of them (a capacity summed over caches
+    is labelled as such, never as one cache's). None if no fast verifier was made
+    (or not the one named).
+    """
     from qmemo.crypto.falcon_vt import KeyCacheStats
 
-    stats = [scheme.cache_stats() for scheme in list(_MADE.values()) if isinstance(scheme, FastFalconScheme)]
-    if not stats:
-        return None
-    return KeyCacheStats(sum(s.hits for s in stats), sum(s.misses for s in stats),
-                         sum(s.size for s in stats), sum(s.capacity for s in stats))
+    by_scheme = key_cache_stats_by_scheme()
+    if scheme is not None:
+        return by_scheme.get(canonical_name(scheme))
+    in_use = [stats for stats in by_scheme.values() if stats.hits + stats.misses] or list(by_scheme.values())
+    if len(in_use) <= 1:
+        return in_use[0] if in_use else None
+    return KeyCacheStats(sum(s.hits for s in in_use), sum(s.misses for s in in_use), sum(s.size for s in in_use),
+                         sum(s.capacity for s in in_use), tuple(name for s in in_use for name in s.schemes))
 
 
 def scheme_id_of(name: str) -> int:

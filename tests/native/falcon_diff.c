@@ -6,10 +6,13 @@
  * liboqs (OQS_SIG_verify behind the caller's length checks, the rule of falcon_vt.h)
  * and falcon_vt, uncached and through a small cache that keeps evicting, alternating
  * the clean and AVX2 implementations. Any disagreement prints the whole case and makes
- * the exit status 1. Run by tests/integration/test_falcon_vt_native.py.
+ * the exit status 1. First, falcon_arith.h checks the verifier's own arithmetic value by
+ * value (a failure there also makes the exit status 1). Run by
+ * tests/integration/test_falcon_vt_native.py.
  *
  * Usage: falcon_diff CASES_FALCON_512 CASES_EACH_OTHER_VARIANT [SEED]
  */
+#include "falcon_arith.h"
 #include "falcon_pool.h"
 
 enum mutation {
@@ -223,7 +226,7 @@ int main(int argc, char **argv) {
 	size_t cases_512 = strtoull(argv[1], NULL, 10), cases_other = strtoull(argv[2], NULL, 10);
 	uint64_t seed = argc > 3 ? strtoull(argv[3], NULL, 10) : 20261123u;
 	OQS_init();
-	size_t total = 0, disagreements = 0;
+	size_t total = 0, disagreements = falcon_arith_check(seed);
 	disagreements += run_variant("Falcon-512", cases_512, 32, 640, seed, &total);
 	disagreements += run_variant("Falcon-padded-512", cases_other, 8, 160, seed + 1, &total);
 	disagreements += run_variant("Falcon-1024", cases_other, 8, 160, seed + 2, &total);

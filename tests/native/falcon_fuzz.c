@@ -12,9 +12,12 @@
  * when QMEMO_FUZZ_SEEDS names a folder, writes them there as seed inputs (both key
  * forms), so the fuzzer starts from valid signatures and mutates its way out.
  * A disagreement prints both verdicts and aborts, which libFuzzer reports with the input.
+ * The signature body also goes to our s2 decoders and PQClean's, compared value by
+ * value (falcon_arith.h): a verdict alone would hide a wrong coefficient.
  *
  * Run: see tests/integration/test_falcon_vt_native.py and docs/methodology.md.
  */
+#include "falcon_arith.h"
 #include "falcon_pool.h"
 
 #define FUZZ_KEYS 4
@@ -23,6 +26,8 @@
 static pool pools[QFV_VARIANT_COUNT];
 static qfv_cache *cache;
 static int have_avx2;
+static arith_decoder decoders[2];
+static int decoder_count;
 
 static void write_seed(const char *dir, int variant, size_t item, int raw, const pool *p) {
 	static uint8_t buf[4 + POOL_MAX_PK + POOL_MAX_MSG + POOL_MAX_SIG];
@@ -64,6 +69,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 	}
 	cache = qfv_cache_new(8);
 	have_avx2 = qfv_select_implementation("avx2") == 0;
+	decoder_count = arith_decoders(decoders);
 	return 0;
 }
 
@@ -102,6 +108,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 		        qfv_variant_name(flags & 3), impl, (flags & 32) ? "cached" : "uncached", want, got, pk_len, msg_len,
 		        sig_len);
 		abort();
+	}
+	unsigned logn = (flags & 3) == QFV_FALCON_1024 || (flags & 3) == QFV_FALCON_PADDED_1024 ? 10 : 9;
+	if (sig_len > 41 && arith_decode_case(sig + 41, sig_len - 41, logn, decoders, decoder_count) != 0) {
+		abort(); /* past the header byte and the 40-byte nonce: the compressed s2 */
 	}
 	return 0;
 }

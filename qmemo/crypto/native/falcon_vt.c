@@ -16,6 +16,11 @@
 #define _POSIX_C_SOURCE 199309L /* clock_gettime under -std=c11 */
 #include "falcon_vt.h"
 #include "falcon_vt_cache.h"
+#include "falcon_vt_codec.h"
+#ifdef QFV_HAVE_AVX2
+#include "falcon_vt_avx2.h"
+#include <cpuid.h>
+#endif
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -38,19 +43,16 @@ _Static_assert(PQCLEAN_FALCON1024_CLEAN_CRYPTO_PUBLICKEYBYTES == FALCON_VT_MAX_P
 /* The PQClean internal functions one verify needs, for one compiled copy. */
 typedef struct {
 	size_t (*modq_decode)(uint16_t *x, unsigned logn, const void *in, size_t max_in_len);
-	size_t (*comp_decode)(int16_t *x, unsigned logn, const void *in, size_t max_in_len);
 	void (*to_ntt_monty)(uint16_t *h, unsigned logn);
 	int (*verify_raw)(const uint16_t *c0, const int16_t *s2, const uint16_t *h, unsigned logn, uint8_t *tmp);
 } pqclean_ops;
 
 #define PQCLEAN_OPS(NS)                                                                                 \
 	size_t NS##_modq_decode(uint16_t *x, unsigned logn, const void *in, size_t max_in_len);             \
-	size_t NS##_comp_decode(int16_t *x, unsigned logn, const void *in, size_t max_in_len);              \
 	void NS##_to_ntt_monty(uint16_t *h, unsigned logn);                                                 \
 	int NS##_verify_raw(const uint16_t *c0, const int16_t *s2, const uint16_t *h, unsigned logn,        \
 	                    uint8_t *tmp);                                                                  \
-	static const pqclean_ops NS##_ops = {NS##_modq_decode, NS##_comp_decode, NS##_to_ntt_monty,         \
-	                                     NS##_verify_raw};
+	static const pqclean_ops NS##_ops = {NS##_modq_decode, NS##_to_ntt_monty, NS##_verify_raw};
 
 PQCLEAN_OPS(PQCLEAN_FALCON512_CLEAN)
 PQCLEAN_OPS(PQCLEAN_FALCON1024_CLEAN)
@@ -74,25 +76,28 @@ typedef struct {
 	size_t pk_bytes;
 	size_t max_sig_bytes;     /* liboqs's length_signature */
 	size_t padded_body_bytes; /* s2 length of the padded encoding: do_verify accepts zero padding up to it */
+	uint64_t norm_bound;      /* floor(beta^2), inclusive: PQClean's l2bound[logn] (common.c) */
 	const pqclean_ops *ops[2];
 } variant_info;
 
 #define PADDED_BODY(bytes) ((bytes) - 1 - NONCE_BYTES) /* minus header byte and nonce */
+#define NORM_BOUND_512 34034726u  /* PQClean's l2bound[9] (common.c), floor(beta^2) of the Falcon spec */
+#define NORM_BOUND_1024 70265242u /* l2bound[10] */
 
 static const variant_info VARIANTS[QFV_VARIANT_COUNT] = {
 	[QFV_FALCON_512] = {"Falcon-512", 9, PQCLEAN_FALCON512_CLEAN_CRYPTO_PUBLICKEYBYTES,
 	                    PQCLEAN_FALCON512_CLEAN_CRYPTO_BYTES, PADDED_BODY(PQCLEAN_FALCONPADDED512_CLEAN_CRYPTO_BYTES),
-	                    {&PQCLEAN_FALCON512_CLEAN_ops, AVX2_OPS(PQCLEAN_FALCON512_AVX2)}},
+	                    NORM_BOUND_512, {&PQCLEAN_FALCON512_CLEAN_ops, AVX2_OPS(PQCLEAN_FALCON512_AVX2)}},
 	[QFV_FALCON_1024] = {"Falcon-1024", 10, PQCLEAN_FALCON1024_CLEAN_CRYPTO_PUBLICKEYBYTES,
 	                     PQCLEAN_FALCON1024_CLEAN_CRYPTO_BYTES, PADDED_BODY(PQCLEAN_FALCONPADDED1024_CLEAN_CRYPTO_BYTES),
-	                     {&PQCLEAN_FALCON1024_CLEAN_ops, AVX2_OPS(PQCLEAN_FALCON1024_AVX2)}},
+	                     NORM_BOUND_1024, {&PQCLEAN_FALCON1024_CLEAN_ops, AVX2_OPS(PQCLEAN_FALCON1024_AVX2)}},
 	[QFV_FALCON_PADDED_512] = {"Falcon-padded-512", 9, PQCLEAN_FALCONPADDED512_CLEAN_CRYPTO_PUBLICKEYBYTES,
 	                           PQCLEAN_FALCONPADDED512_CLEAN_CRYPTO_BYTES,
-	                           PADDED_BODY(PQCLEAN_FALCONPADDED512_CLEAN_CRYPTO_BYTES),
+	                           PADDED_BODY(PQCLEAN_FALCONPADDED512_CLEAN_CRYPTO_BYTES), NORM_BOUND_512,
 	                           {&PQCLEAN_FALCONPADDED512_CLEAN_ops, AVX2_OPS(PQCLEAN_FALCONPADDED512_AVX2)}},
 	[QFV_FALCON_PADDED_1024] = {"Falcon-padded-1024", 10, PQCLEAN_FALCONPADDED1024_CLEAN_CRYPTO_PUBLICKEYBYTES,
 	                            PQCLEAN_FALCONPADDED1024_CLEAN_CRYPTO_BYTES,
-	                            PADDED_BODY(PQCLEAN_FALCONPADDED1024_CLEAN_CRYPTO_BYTES),
+	                            PADDED_BODY(PQCLEAN_FALCONPADDED1024_CLEAN_CRYPTO_BYTES), NORM_BOUND_1024,
 	                            {&PQCLEAN_FALCONPADDED1024_CLEAN_ops, AVX2_OPS(PQCLEAN_FALCONPADDED1024_AVX2)}},
 };
 
@@ -138,7 +143,22 @@ static int avx2_available(void) {
 #endif
 }
 
+/* BMI2 and LZCNT, for falcon_vt_comp_decode_bmi2: every AVX2 CPU of Intel (Haswell on)
+ * and AMD (Excavator on) has both, but AVX2 does not imply them, so they are asked for. */
+static int bmi2_lzcnt = 0;
+
+static int bmi2_lzcnt_available(void) {
+#ifdef QFV_HAVE_AVX2
+	unsigned a, b, c, d;
+	return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_BMI2) && __get_cpuid(0x80000001, &a, &b, &c, &d) &&
+	       (c & bit_LZCNT);
+#else
+	return 0;
+#endif
+}
+
 static void choose_impl(void) {
+	bmi2_lzcnt = bmi2_lzcnt_available();
 	const char *forced = getenv("QMEMO_FALCON_IMPL");
 	int impl = avx2_available() ? IMPL_AVX2 : IMPL_CLEAN;
 	if (forced != NULL && strcmp(forced, "clean") == 0) {
@@ -172,15 +192,32 @@ int qfv_select_implementation(const char *name) {
 
 /* --- one verify ------------------------------------------------------------------- */
 
+/*
+ * The decoded key's form depends on the implementation: PQClean's NTT Montgomery form
+ * (to_ntt_monty) for the portable code, falcon_vt_avx2.c's own transform for AVX2. The
+ * cache keeps the two apart by `form`, so a switch of implementation (qfv_select_
+ * implementation) only costs misses.
+ */
+typedef uint16_t decoded_key[MAX_N] __attribute__((aligned(32)));
+
 /* do_verify's public-key decoding: header byte 0x00 + logn, then 14-bit coefficients
- * below q filling the rest exactly; then the NTT Montgomery form verify_raw expects. */
-static int decode_public_key(const variant_info *v, const pqclean_ops *ops, const uint8_t *pk, uint16_t *h) {
+ * below q filling the rest exactly; then the form the implementation multiplies by. */
+static int decode_public_key(const variant_info *v, int impl, const uint8_t *pk, uint16_t *h) {
+	const pqclean_ops *ops = v->ops[impl];
 	if (pk[0] != v->logn) {
 		return 0;
 	}
-	if (ops->modq_decode(h, v->logn, pk + 1, v->pk_bytes - 1) != v->pk_bytes - 1) {
+	decoded_key raw;
+	if (ops->modq_decode(raw, v->logn, pk + 1, v->pk_bytes - 1) != v->pk_bytes - 1) {
 		return 0;
 	}
+#ifdef QFV_HAVE_AVX2
+	if (impl == IMPL_AVX2) {
+		falcon_vt_avx2_prepare_key((int16_t *) h, raw, v->logn);
+		return 1;
+	}
+#endif
+	memcpy(h, raw, sizeof(uint16_t) << v->logn);
 	ops->to_ntt_monty(h, v->logn);
 	return 1;
 }
@@ -190,38 +227,65 @@ static int decode_public_key(const variant_info *v, const pqclean_ops *ops, cons
  * it squeezes SHAKE256 one rate-sized block at a time instead of two bytes per call
  * (SHAKE's output is one byte stream however it is cut; the per-call overhead was two
  * thirds of PQClean's version's cost, ~45,000 of ~68,000 instructions per Falcon-512
- * verify under callgrind), and it reduces mod q with % rather than a subtraction loop.
+ * verify under callgrind), and it has no data-dependent branch: PQClean's subtraction
+ * loop (0 to 4 unpredictable rounds) is a %, the same remainder, and every word is
+ * written to the next free slot, which only a kept word claims.
  * Rejection sampling: a 16-bit word below 61445 = 5q is kept, reduced mod q = 12289;
  * the rest are skipped, so the time depends on the hashed message, public here.
  */
-static void hash_to_point_vartime(OQS_SHA3_shake256_inc_ctx *sc, uint16_t *x, unsigned logn) {
-	uint8_t buf[OQS_SHA3_SHAKE256_RATE]; /* 136 bytes: even, so no word straddles two blocks */
-	size_t n = (size_t) 1 << logn, pos = sizeof buf;
-	while (n > 0) {
-		if (pos == sizeof buf) {
+/* Room for hash-to-point's output: the AVX2 code finishes a whole block past n, and may
+ * write a few words past that. */
+#define HASHED_ROOM (MAX_N + OQS_SHA3_SHAKE256_RATE / 2 + 8)
+#ifdef QFV_HAVE_AVX2
+_Static_assert(FALCON_VT_HASH_BLOCK_BYTES == OQS_SHA3_SHAKE256_RATE && FALCON_VT_HASH_BLOCK_SLACK <= 8,
+               "hash_to_point's room");
+#endif
+
+static void hash_to_point_vartime(OQS_SHA3_shake256_inc_ctx *sc, uint16_t *x, unsigned logn, int impl) {
+	uint8_t buf[OQS_SHA3_SHAKE256_RATE] __attribute__((aligned(32))); /* 136 bytes: even, so no word straddles two blocks */
+	size_t n = (size_t) 1 << logn, got = 0;
+#ifdef QFV_HAVE_AVX2
+	if (impl == IMPL_AVX2) { /* the same words kept, 16 at a time (falcon_vt_avx2.c) */
+		while (got < n) {
 			OQS_SHA3_shake256_inc_squeeze(buf, sizeof buf, sc);
-			pos = 0;
+			got += falcon_vt_avx2_hash_block(x + got, buf);
 		}
-		uint32_t w = ((uint32_t) buf[pos] << 8) | (uint32_t) buf[pos + 1];
-		pos += 2;
-		if (w < 61445) {
-			/* PQClean subtracts q until below q: a loop of 0 to 4 unpredictable rounds.
-			 * The remainder is the same number, without the mispredicted branches. */
-			*x++ = (uint16_t) (w % 12289);
-			n--;
+		return;
+	}
+#else
+	(void) impl;
+#endif
+	while (got < n) {
+		OQS_SHA3_shake256_inc_squeeze(buf, sizeof buf, sc);
+		for (size_t pos = 0; pos < sizeof buf && got < n; pos += 2) {
+			uint32_t w = ((uint32_t) buf[pos] << 8) | (uint32_t) buf[pos + 1];
+			x[got] = (uint16_t) (w % 12289); /* a rejected word's slot is overwritten by the next */
+			got += w < 61445;
 		}
 	}
 }
 
-/* crypto_sign_verify + do_verify after the key: every rule in liboqs's order. */
-static int verify_with_key(const variant_info *v, const pqclean_ops *ops, const uint16_t *h, const uint8_t *msg,
-                           size_t msg_len, const uint8_t *sig, size_t sig_len) {
+/* verify_raw's rule: ||(s2*h - c0 mod q, centred; s2)||^2 <= floor(beta^2). PQClean sums
+ * in 32 bits and saturates once a partial sum reaches 2^31; every partial sum is below
+ * the total, and the bound is below 2^31, so the exact 64-bit total gives its verdict. */
+static int short_enough(const variant_info *v, int impl, const uint16_t *c0, const int16_t *s2, const uint16_t *h) {
+#ifdef QFV_HAVE_AVX2
+	if (impl == IMPL_AVX2) {
+		return falcon_vt_avx2_norm(c0, s2, (const int16_t *) h, v->logn) <= v->norm_bound;
+	}
+#endif
 	union {
 		uint8_t b[2 * MAX_N];
 		uint64_t align_u64; /* verify_raw uses tmp as uint16_t[]; PQClean aligns it the same way */
 	} tmp;
-	uint16_t hm[MAX_N];
-	int16_t s2[MAX_N];
+	return v->ops[impl]->verify_raw(c0, s2, h, v->logn, tmp.b) != 0;
+}
+
+/* crypto_sign_verify + do_verify after the key: every rule in liboqs's order. */
+static int verify_with_key(const variant_info *v, int impl, const uint16_t *h, const uint8_t *msg, size_t msg_len,
+                           const uint8_t *sig, size_t sig_len) {
+	uint16_t hm[HASHED_ROOM] __attribute__((aligned(32)));
+	int16_t s2[MAX_N] __attribute__((aligned(32)));
 
 	if (sig_len < 1 + NONCE_BYTES || sig[0] != 0x30 + v->logn) {
 		return 0;
@@ -231,7 +295,13 @@ static int verify_with_key(const variant_info *v, const pqclean_ops *ops, const 
 	if (body_len == 0) {
 		return 0;
 	}
-	size_t used = ops->comp_decode(s2, v->logn, body, body_len);
+#ifdef QFV_HAVE_AVX2
+	/* The AVX2 implementation gets the decoder built for its CPUs; the portable code the portable one. */
+	size_t used = impl == IMPL_AVX2 && bmi2_lzcnt ? falcon_vt_comp_decode_bmi2(s2, v->logn, body, body_len)
+	                                              : falcon_vt_comp_decode(s2, v->logn, body, body_len);
+#else
+	size_t used = falcon_vt_comp_decode(s2, v->logn, body, body_len);
+#endif
 	if (used == 0) {
 		return 0;
 	}
@@ -251,9 +321,9 @@ static int verify_with_key(const variant_info *v, const pqclean_ops *ops, const 
 	OQS_SHA3_shake256_inc_absorb(&sc, nonce, NONCE_BYTES);
 	OQS_SHA3_shake256_inc_absorb(&sc, msg, msg_len);
 	OQS_SHA3_shake256_inc_finalize(&sc);
-	hash_to_point_vartime(&sc, hm, v->logn);
+	hash_to_point_vartime(&sc, hm, v->logn, impl);
 	OQS_SHA3_shake256_inc_ctx_release(&sc);
-	return ops->verify_raw(hm, s2, h, v->logn, tmp.b) != 0;
+	return short_enough(v, impl, hm, s2, h);
 }
 
 /* The caller-side length rule of falcon_vt.h; NULL if the input can never be valid. */
@@ -276,24 +346,24 @@ int qfv_verify_cached(qfv_cache *cache, int variant, const uint8_t *pk, size_t p
 	if (v == NULL) {
 		return 0;
 	}
-	const pqclean_ops *ops = v->ops[current_impl()];
+	int impl = current_impl(); /* read once: the key's form and its use must agree */
 	size_t n = (size_t) 1 << v->logn;
-	uint16_t h[MAX_N];
+	decoded_key h;
 	if (cache == NULL) {
-		return decode_public_key(v, ops, pk, h) && verify_with_key(v, ops, h, msg, msg_len, sig, sig_len);
+		return decode_public_key(v, impl, pk, h) && verify_with_key(v, impl, h, msg, msg_len, sig, sig_len);
 	}
 	size_t set = falcon_vt_cache_set(cache, variant, pk, pk_len);
-	if (falcon_vt_cache_lookup(cache, set, variant, pk, pk_len, h, n)) {
-		return verify_with_key(v, ops, h, msg, msg_len, sig, sig_len);
+	if (falcon_vt_cache_lookup(cache, set, variant, impl, pk, pk_len, h, n)) {
+		return verify_with_key(v, impl, h, msg, msg_len, sig, sig_len);
 	}
-	if (!decode_public_key(v, ops, pk, h)) {
+	if (!decode_public_key(v, impl, pk, h)) {
 		return 0;
 	}
-	int valid = verify_with_key(v, ops, h, msg, msg_len, sig, sig_len);
+	int valid = verify_with_key(v, impl, h, msg, msg_len, sig, sig_len);
 	/* Only keys that just verified a signature are kept: a flood of made-up keys with
 	 * junk signatures costs its sender a decode each, and evicts nobody. */
 	if (valid) {
-		falcon_vt_cache_insert(cache, set, variant, pk, pk_len, h, n);
+		falcon_vt_cache_insert(cache, set, variant, impl, pk, pk_len, h, n);
 	}
 	return valid;
 }

@@ -60,7 +60,8 @@ $(B)/keccak-rename.txt: $(B)/config.mk
 # $(call objects,DIR): every object of the library in build flavour DIR.
 objects = $(foreach v,$(VARIANTS),$(foreach i,$(IMPLS),$(foreach f,$(PQCLEAN_FILES),$(1)/$(v)_$(i)_$(f).o))) \
           $(1)/sha3.o $(1)/xkcp_sha3.o $(1)/keccak_plain64.o $(if $(filter yes,$(AVX2)),$(1)/keccak_avx2.o) \
-          $(1)/falcon_vt.o $(1)/falcon_vt_cache.o $(1)/falcon_vt_support.o
+          $(1)/falcon_vt.o $(1)/falcon_vt_cache.o $(1)/falcon_vt_support.o $(1)/falcon_vt_codec.o \
+          $(if $(filter yes,$(AVX2)),$(1)/falcon_vt_avx2.o $(1)/falcon_vt_codec_bmi2.o)
 
 # $(call flavour,DIR,CC,EXTRA_CFLAGS): the compile rules of one build flavour.
 define flavour
@@ -85,7 +86,8 @@ $(1)/keccak_avx2.o: $(SHA3)/xkcp_low/KeccakP-1600/avx2/KeccakP-1600-AVX2.S $(B)/
 	@mkdir -p $(1)
 	$(2) -fPIC -DADD_SYMBOL_SUFFIX -Wa,--noexecstack -c $$< -o $$@
 	objcopy --redefine-syms=$(B)/keccak-rename.txt $$@
-$(1)/falcon_vt.o: $(HERE)/falcon_vt.c $(HERE)/falcon_vt.h $(HERE)/falcon_vt_cache.h $(B)/include/oqs/sha3.h $(B)/config.mk
+$(1)/falcon_vt.o: $(HERE)/falcon_vt.c $(HERE)/falcon_vt.h $(HERE)/falcon_vt_cache.h $(HERE)/falcon_vt_codec.h \
+                  $(HERE)/falcon_vt_avx2.h $(B)/include/oqs/sha3.h $(B)/config.mk
 	@mkdir -p $(1)
 	$(2) $(OUR_CFLAGS) $(3) -I$(FALCON) $(INCLUDES) -c $$< -o $$@
 $(1)/falcon_vt_cache.o: $(HERE)/falcon_vt_cache.c $(HERE)/falcon_vt_cache.h $(HERE)/falcon_vt.h $(B)/config.mk
@@ -94,6 +96,16 @@ $(1)/falcon_vt_cache.o: $(HERE)/falcon_vt_cache.c $(HERE)/falcon_vt_cache.h $(HE
 $(1)/falcon_vt_support.o: $(HERE)/falcon_vt_support.c $(B)/config.mk
 	@mkdir -p $(1)
 	$(2) $(OUR_CFLAGS) $(3) -c $$< -o $$@
+$(1)/falcon_vt_codec.o: $(HERE)/falcon_vt_codec.c $(HERE)/falcon_vt_codec.h $(B)/config.mk
+	@mkdir -p $(1)
+	$(2) $(OUR_CFLAGS) $(3) -c $$< -o $$@
+$(1)/falcon_vt_codec_bmi2.o: $(HERE)/falcon_vt_codec.c $(HERE)/falcon_vt_codec.h $(B)/config.mk
+	@mkdir -p $(1)
+	$(2) $(OUR_CFLAGS) -mbmi2 -mlzcnt -DFALCON_VT_COMP_DECODE=falcon_vt_comp_decode_bmi2 $(3) -c $$< -o $$@
+# Our AVX2 arithmetic: the only file of ours built with -mavx2, called only after the run-time check.
+$(1)/falcon_vt_avx2.o: $(HERE)/falcon_vt_avx2.c $(HERE)/falcon_vt_avx2.h $(B)/config.mk
+	@mkdir -p $(1)
+	$(2) $(OUR_CFLAGS) -mavx2 $(3) -c $$< -o $$@
 endef
 
 $(eval $(call flavour,$(B)/obj,cc,))
@@ -110,14 +122,17 @@ $(B)/libqmemo_falcon.a: $(call objects,$(B)/obj)
 TESTS := $(ROOT)/tests/native
 BENCH := $(ROOT)/bench_c/falcon_vt
 
-$(B)/falcon_diff: $(TESTS)/falcon_diff.c $(HERE)/falcon_vt.h $(B)/libqmemo_falcon.a
-	cc -std=c11 -O2 -Wall -Wextra -Werror -I$(HERE) -I$(OQS_PREFIX)/include $< $(B)/libqmemo_falcon.a $(LINK_OQS) -o $@
+HARNESS_DEPS := $(TESTS)/falcon_pool.h $(TESTS)/falcon_arith.h $(HERE)/falcon_vt_codec.h $(HERE)/falcon_vt_avx2.h
+HARNESS_FLAGS := $(if $(filter yes,$(AVX2)),-DQFV_HAVE_AVX2)
+
+$(B)/falcon_diff: $(TESTS)/falcon_diff.c $(HERE)/falcon_vt.h $(HARNESS_DEPS) $(B)/libqmemo_falcon.a
+	cc -std=c11 -O2 -Wall -Wextra -Werror $(HARNESS_FLAGS) -I$(HERE) -I$(OQS_PREFIX)/include $< $(B)/libqmemo_falcon.a $(LINK_OQS) -o $@
 
 $(B)/falcon_count: $(BENCH)/falcon_count.c $(HERE)/falcon_vt.h $(B)/libqmemo_falcon.a
 	cc -std=c11 -O2 -Wall -Wextra -Werror -I$(HERE) -I$(OQS_PREFIX)/include $< $(B)/libqmemo_falcon.a $(LINK_OQS) -o $@
 
-$(B)/falcon_diff_asan: $(TESTS)/falcon_diff.c $(HERE)/falcon_vt.h $(call objects,$(B)/obj-asan)
-	cc -std=c11 $(SAN) -Wall -Wextra -Werror -I$(HERE) -I$(OQS_PREFIX)/include $< $(call objects,$(B)/obj-asan) $(LINK_OQS) -o $@
+$(B)/falcon_diff_asan: $(TESTS)/falcon_diff.c $(HERE)/falcon_vt.h $(HARNESS_DEPS) $(call objects,$(B)/obj-asan)
+	cc -std=c11 $(SAN) -Wall -Wextra -Werror $(HARNESS_FLAGS) -I$(HERE) -I$(OQS_PREFIX)/include $< $(call objects,$(B)/obj-asan) $(LINK_OQS) -o $@
 
-$(B)/falcon_fuzz: $(TESTS)/falcon_fuzz.c $(HERE)/falcon_vt.h $(call objects,$(B)/obj-fuzz)
-	clang -std=c11 $(subst fuzzer-no-link,fuzzer,$(FUZZ)) -Wall -Wextra -Werror -I$(HERE) -I$(OQS_PREFIX)/include $< $(call objects,$(B)/obj-fuzz) $(LINK_OQS) -o $@
+$(B)/falcon_fuzz: $(TESTS)/falcon_fuzz.c $(HERE)/falcon_vt.h $(HARNESS_DEPS) $(call objects,$(B)/obj-fuzz)
+	clang -std=c11 $(subst fuzzer-no-link,fuzzer,$(FUZZ)) -Wall -Wextra -Werror $(HARNESS_FLAGS) -I$(HERE) -I$(OQS_PREFIX)/include $< $(call objects,$(B)/obj-fuzz) $(LINK_OQS) -o $@

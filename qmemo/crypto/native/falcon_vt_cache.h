@@ -16,12 +16,14 @@
 /* The set a key belongs to (cache must not be NULL). */
 size_t falcon_vt_cache_set(const qfv_cache *cache, int variant, const uint8_t *pk, size_t pk_len);
 
-/* Copy the key's decoded form (n coefficients) into h and count a hit: 1; else count a miss: 0. */
-int falcon_vt_cache_lookup(qfv_cache *cache, size_t set, int variant, const uint8_t *pk, size_t pk_len, uint16_t *h,
-                           size_t n);
+/* Copy the key's decoded form (n coefficients) into h and count a hit: 1; else count a miss: 0.
+ * `form` names the implementation whose form h is in (falcon_vt.c): entries of another
+ * form never match, so an implementation never reads the other's. */
+int falcon_vt_cache_lookup(qfv_cache *cache, size_t set, int variant, int form, const uint8_t *pk, size_t pk_len,
+                           uint16_t *h, size_t n);
 
 /* Keep a key's decoded form (unless another thread just did), evicting the set's least recently used. */
-void falcon_vt_cache_insert(qfv_cache *cache, size_t set, int variant, const uint8_t *pk, size_t pk_len,
+void falcon_vt_cache_insert(qfv_cache *cache, size_t set, int variant, int form, const uint8_t *pk, size_t pk_len,
                             const uint16_t *h, size_t n);
 
 #endif
