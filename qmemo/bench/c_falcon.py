@@ -43,6 +43,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from qmemo.crypto.falcon_vt import CODE_PATHS
 from qmemo.paths import BENCH_C_DIR, DEPS_DIR
 
 SCHEMA = "qmemo-verify-implementations/1"
@@ -166,7 +167,7 @@ def _falcon_rows(timed: list[dict[str, Any]] | None, timing: str, counted: int, 
     for line in timed:
         hash_to_point, key = _FALCON_MODES[line["mode"]]
         name = ("liboqs 0.13.0 PQClean " + _cpu_path() if line["mode"] == "liboqs" else
-                f"qMEMO fast verifier ({_FAST_PATHS.get(line['implementation'], line['implementation'])})")
+                f"qMEMO fast verifier ({CODE_PATHS.get(line['implementation'], line['implementation'])})")
         rows.append({"mode": line["mode"], "scheme": "Falcon-512", "ops_per_s": line["ops_per_s"],
                      "implementation": f"{name}, {hash_to_point} hash-to-point, {key}",
                      "instructions_per_verify": counts.get(line["mode"]), "hash_to_point": hash_to_point,
@@ -174,12 +175,6 @@ def _falcon_rows(timed: list[dict[str, Any]] | None, timing: str, counted: int, 
                      "source": f"falcon_count time ({timing}, turns with qmemo-fndsa-bench) {RING}"})
     return rows
 
-
-# What runs on each of falcon_vt's paths (qmemo/crypto/native/falcon_vt*.c).
-_FAST_PATHS = {
-    "avx2": "liboqs 0.13 PQClean key decoding and SHAKE256, qMEMO AVX2 NTT, s2 decoder and sampler",
-    "clean": "liboqs 0.13 PQClean portable verify_raw and key decoding, qMEMO s2 decoder and sampler",
-}
 
 
 def _cpu_path() -> str:

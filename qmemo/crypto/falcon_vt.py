@@ -98,9 +98,23 @@ def select_implementation(name: str) -> None:
         raise CryptoError(f"Falcon implementation {name!r} is unknown or not available on this CPU")
 
 
-def description(name: str) -> str:
-    """What the scheme registry's `implementation` metadata should say for this verifier."""
-    return f"liboqs 0.13 PQClean {implementation().upper()}, variable-time hash-to-point, cached key ({name})"
+# Which code does what in each build: PQClean's where we kept it, ours where we replaced it.
+CODE_PATHS = {
+    "avx2": "liboqs 0.13 PQClean key decoding and SHAKE256, qMEMO AVX2 NTT, s2 decoder and sampler",
+    "clean": "liboqs 0.13 PQClean portable verify_raw and key decoding, qMEMO s2 decoder and sampler",
+}
+
+
+def description(name: str | None = None) -> str:
+    """What the scheme registry's `implementation` metadata says for this verifier (the
+    code path chosen at run time), e.g. for the node's /metrics and `qmemo schemes`.
+    It starts with the liboqs version, like every liboqs-backed scheme's."""
+    from qmemo.crypto.liboqs import liboqs_version
+
+    path = implementation()
+    suffix = f" ({name})" if name else ""
+    return (f"liboqs {liboqs_version()} + qMEMO fast verifier ({CODE_PATHS.get(path, path)}), "
+            f"variable-time hash-to-point, cached key{suffix}")
 
 
 def pack_items(items: Sequence[tuple[bytes, bytes, bytes]]) -> tuple[bytes, array]:

@@ -202,17 +202,14 @@ class FastFalconScheme(OqsScheme):
     """
 
     def __init__(self, name: str, entry: RegistryEntry) -> None:
-        from qmemo.crypto.falcon_vt import FalconVtVerifier, implementation
-        from qmemo.crypto.liboqs import liboqs_version
+        from qmemo.crypto.falcon_vt import FalconVtVerifier, description
 
         super().__init__(name, entry)
         self._fast = FalconVtVerifier(name)
         sizes = (self._fast.public_key_bytes, self._fast.max_signature_bytes, self._fast.fixed_signature_length)
         if sizes != (self.info.public_key_bytes, self.info.max_signature_bytes, self.info.fixed_signature_length):
             raise CryptoError(f"the fast {name} verifier's sizes {sizes} are not liboqs's")
-        self._describe(replace(self.info, implementation=(
-            f"liboqs {liboqs_version()} PQClean {implementation().upper()}, "
-            "variable-time hash-to-point, cached key")))
+        self._describe(replace(self.info, implementation=description()))
 
     def verify(self, public_key: bytes, message: bytes, signature: bytes) -> bool:
         return self._fast.verify(public_key, message, signature)   # applies the same length rule
