@@ -166,8 +166,8 @@ def verdicts(run: RunSummary, target_tps: float, block_interval_s: float) -> Ver
     """The run's verdicts. A run whose generator fell behind offered less than its target,
     so committing less than the target says nothing about the chain: it is never
     throughput-saturated (and so never reported as a capacity)."""
-    # Inclusion, not finality: a final transaction waits `finality_depth` more blocks
-    # whatever the load, so only the wait to get into a block shows the chain falling behind
+    # Inclusion, not finality: a final transaction waits for a majority of validators to
+    # build on its block whatever the load, so only the wait to get into a block shows the chain falling behind
     # (runs recorded before inclusion was tracked fall back to committed).
     measured = run.intended_to_included or run.intended_to_committed
     p99 = measured.percentiles_ms["p99"]

@@ -104,11 +104,10 @@ class NodeConfig:
     sync_interval_s: float = setting(0.5, "how often peers' tips are polled, seconds", low=0, above=True)
     sync_batch_blocks: int = setting(20, "blocks per sync request", low=1)
     peer_timeout_s: float = setting(10.0, "seconds a peer call may take", low=0, above=True)
-    # Blocks on top of a block before it is final (never undone by a fork switch, and
-    # written to the store's indexed tables); None: 3 on a node with peers, 0 on one
-    # without (nobody can fork its chain).
-    finality_depth: int | None = setting(None, "blocks on top of a block before it is final "
-                                               "(default: 3 with peers, 0 without)", low=0, example=3)
+    # Finality: a block is final once a strict majority of the validators produced blocks
+    # at or above it (qmemo.core.finality); this many blocks on top are needed besides.
+    finality_depth: int = setting(0, "blocks on top of a block needed for finality besides a majority "
+                                     "of validators building on it", low=0, example=3)
 
     # How long a thread may hold the GIL while another waits for it. Python's 5 ms default
     # lets the event loop (decoding a batch: ~4 ms of Python) stall every verify thread that
