@@ -2,6 +2,8 @@
 
 `run` exits 0 only if every invariant holds; 1 if one fails or the run could not be done
 (no root, no netem for a profile that needs it: one line says which); 130 on Ctrl-C.
+`compose` renders a manifest as a docker compose project (qmemo.scenario.compose);
+`propagation` measures a full block's propagation per link profile (qmemo.scenario.propagation).
 """
 
 from __future__ import annotations
@@ -9,12 +11,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-SCENARIOS_DIR = Path(__file__).resolve().parents[2] / "scenarios"
+REPO_DIR = Path(__file__).resolve().parents[2]
+SCENARIOS_DIR = REPO_DIR / "scenarios"
 PROFILES_FILE = "profiles.toml"
 
 
 def register(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="scenario_command", metavar="<list|run|show>", required=True)
+    sub = parser.add_subparsers(dest="scenario_command", metavar="<list|run|show|compose|propagation>",
+                                required=True)
     listing = sub.add_parser("list", help="the shipped scenarios and link profiles")
     listing.add_argument("--dir", type=Path, default=SCENARIOS_DIR, help="where manifests live (default scenarios/)")
     listing.set_defaults(run=run_list)
@@ -31,6 +35,13 @@ def register(parser: argparse.ArgumentParser) -> None:
     show = sub.add_parser("show", help="a markdown table of finished runs' figures and invariants")
     show.add_argument("runs", type=Path, nargs="+", help="run folders (each with invariants.json)")
     show.set_defaults(run=run_show)
+    compose = sub.add_parser("compose", help="render a manifest as a docker compose project (nodes, generator, "
+                                             "Prometheus) built from the repo's Containerfile")
+    compose.add_argument("manifest", type=Path, help="a scenario TOML file (or a shipped scenario's name)")
+    compose.add_argument("--out", type=Path, help="project folder (default runs/compose-<name>)")
+    compose.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                         help="override a manifest value, as for run")
+    compose.set_defaults(run=run_compose)
 
 
 def _resolve(manifest: Path) -> Path:
@@ -98,4 +109,25 @@ def run_show(args: argparse.Namespace) -> int:
         marks = " ".join(f"{r.name} {'pass' if r.passed else '**FAIL**'}" for r in verdict.results)
         failed = "; ".join(f"{r.name}: {r.detail}" for r in verdict.results if not r.passed) or "-"
         print(f"| {verdict.scenario} | {tps} | {p99} | {marks} | {failed} |")
+    return 0
+
+
+def run_compose(args: argparse.Namespace) -> int:
+    from qmemo.errors import ConfigError
+    from qmemo.scenario.compose import prometheus_config, readme, services, to_yaml
+    from qmemo.scenario.manifest import load_manifest
+
+    path = _resolve(args.manifest)
+    manifest = load_manifest(path, path.parent / PROFILES_FILE, args.overrides)
+    if not (REPO_DIR / "Containerfile").is_file():
+        raise ConfigError(f"no Containerfile in {REPO_DIR}: compose needs the qMEMO checkout to build its image from")
+    out = args.out or Path("runs") / f"compose-{manifest.name}"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "compose.yaml").write_text(
+        f"# Rendered by `qmemo scenario compose {args.manifest}` (docs/scenarios.md, \"Containers\").\n"
+        + to_yaml(services(manifest, str(REPO_DIR))) + "\n")
+    (out / "prometheus.yml").write_text(prometheus_config((REPO_DIR / "deploy" / "prometheus.yml").read_text(),
+                                                          manifest))
+    (out / "README.md").write_text(readme(manifest, str(args.manifest)))
+    print(f"compose project: {out}/compose.yaml (with prometheus.yml, README.md); build context {REPO_DIR}")
     return 0

@@ -67,7 +67,11 @@ class NodeConfig:
     data: Path = setting(help="directory for the node's chain database")
     port: int = setting(8000, "HTTP port (0: any free port)", low=0, high=65535,
                         expected="a TCP port, a whole number from 0 to 65535")
-    host: str = setting("127.0.0.1", "address to bind")
+    host: str = setting("127.0.0.1", "address to bind (0.0.0.0: every interface)")
+    # What this node calls itself to its peers (their logs name it by this): the bind
+    # address says nothing to another machine when it is 0.0.0.0 or behind NAT.
+    advertise: str | None = setting(None, "URL other nodes reach this node at (default http://<host>:<port>)",
+                                    example="http://203.0.113.7:8000")
     peers: tuple[str, ...] = setting((), "peer base URLs, e.g. [\"http://127.0.0.1:8001\"]")
     name: str | None = setting(None, "name in logs and metrics (default: node-<validator index>, or node-<port>)",
                                example="node-0")
@@ -123,7 +127,7 @@ class NodeConfig:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return self.advertise.rstrip("/") if self.advertise else f"http://{self.host}:{self.port}"
 
 
 _REQUIRED = ("data", "genesis", "key")
