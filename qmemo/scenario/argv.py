@@ -42,6 +42,8 @@ def gen_arguments(load: Load, devnet: str, accounts: str, nodes: Sequence[str], 
     command = ["gen", "--devnet", devnet, "--genesis", f"{devnet}/genesis.json", "--accounts", accounts,
                "--nodes", ",".join(nodes), "--duration", f"{load.duration_s:g}", "--batch", str(load.batch),
                "--target", load.targeting, "--out", out, "--quiet"]
+    if load.resend_for_s:
+        command += ["--resend-for", f"{load.resend_for_s:g}"]
     if load.schedule:
         command += ["--schedule", load.schedule] + (["--ramp"] if load.ramp else [])
     else:
