@@ -42,6 +42,17 @@ def register(parser: argparse.ArgumentParser) -> None:
     compose.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                          help="override a manifest value, as for run")
     compose.set_defaults(run=run_compose)
+    propagation = sub.add_parser("propagation", help="time a full 4,000-transaction block takes to reach the other "
+                                                     "nodes, per link profile (runs scenarios/propagation.toml)")
+    propagation.add_argument("--profiles", default="lan,continental,intercontinental",
+                             help="comma-separated link profiles (default lan,continental,intercontinental)")
+    propagation.add_argument("--links", choices=("netem", "relay"), default="netem",
+                             help="how delays are made, as for run")
+    propagation.add_argument("--out", type=Path, help="folder (default runs/propagation-<time>): one run per "
+                                                      "profile and propagation.json")
+    propagation.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                             help="override a value of scenarios/propagation.toml, as for run")
+    propagation.set_defaults(run=run_propagation)
 
 
 def _resolve(manifest: Path) -> Path:
@@ -131,3 +142,31 @@ def run_compose(args: argparse.Namespace) -> int:
     (out / "README.md").write_text(readme(manifest, str(args.manifest)))
     print(f"compose project: {out}/compose.yaml (with prometheus.yml, README.md); build context {REPO_DIR}")
     return 0
+
+
+def run_propagation(args: argparse.Namespace) -> int:
+    import sys
+    import time
+
+    from qmemo.scenario import propagation
+    from qmemo.scenario.manifest import load_manifest
+    from qmemo.scenario.runner import run_scenario
+
+    path = SCENARIOS_DIR / "propagation.toml"
+    out = args.out or Path("runs") / time.strftime("propagation-%Y%m%d-%H%M%S")
+    out.mkdir(parents=True, exist_ok=True)
+    entries, passed = [], True
+    for profile in [p.strip() for p in args.profiles.split(",") if p.strip()]:
+        overrides = [*args.overrides, f'network.default_profile="{profile}"']
+        manifest = load_manifest(path, SCENARIOS_DIR / PROFILES_FILE, overrides)
+        verdict = run_scenario(manifest, path, out / profile, overrides, args.links)
+        passed = passed and verdict.passed
+        entry = propagation.measure(out / profile, manifest, args.links)
+        entry["invariants_hold"] = verdict.passed
+        entries.append(entry)
+        median = f"{entry['median_s'] * 1000:,.0f} ms" if entry["samples"] else "no full block"
+        print(f"{profile}: {entry['samples']} block arrivals, median {median}; invariants "
+              f"{'hold' if verdict.passed else 'FAILED'} ({out / profile})")
+    result = propagation.write(out, manifest, entries, " ".join(["qmemo", *sys.argv[1:]]))
+    print(f"figures: {result}")
+    return 0 if passed and all(e["samples"] for e in entries) else 1
