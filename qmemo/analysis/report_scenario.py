@@ -127,9 +127,9 @@ def _propagation(run: ScenarioRun) -> list[str]:
     return [
         f"### {PROPAGATION_TITLE}",
         f"A full {found['transactions']:,}-transaction {found['scheme']} block ({num(found['block_bytes'])} bytes) "
-        "from its producer to each other node: from the producer's push to the peer's answer that it applied "
-        "the block (decode, verification and storage included). The model is the report's: one-way delay plus "
-        "the block's serialisation time at the profile's rate (no verification, no relay hops).",
+        "from its producer to each other node, every pair of nodes on the profile. The model is the report's: "
+        "one-way delay plus the block's serialisation time at the profile's rate (no storing, no decoding, "
+        "no validation, no relay hops).",
         table(("profile", "delays by", "one-way delay ms", "measured median", "measured max", "samples", "model",
                "measured / model"), rows),
         found.get("note", ""),

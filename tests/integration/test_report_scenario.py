@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from qmemo.analysis.markdown import seconds
 from qmemo.analysis.report_scenario import model_propagation_s
 from tests.conftest import REPO_ROOT, VENV_BIN, run_command
 
@@ -66,9 +67,9 @@ def test_propagation_figures_are_set_against_the_model(report):
     found = json.loads((PROPAGATION / "propagation.json").read_text())
     section = _section(markdown, "Block propagation per link profile")
     for entry in found["profiles"]:
-        model_ms = model_propagation_s(found["block_bytes"], entry["profile_facts"]) * 1000
+        model_s = model_propagation_s(found["block_bytes"], entry["profile_facts"])
         row = next(line for line in section.splitlines() if line.startswith(f"| {entry['profile']} |"))
-        assert f"{entry['median_s'] * 1000:,.1f} ms" in row and f"{model_ms:,.1f} ms" in row
+        assert f"| {seconds(entry['median_s'])} |" in row and f"| {seconds(model_s)} |" in row
 
 
 def test_the_html_page_carries_the_scenario_sections_and_embeds_the_plot(report):
