@@ -6,7 +6,7 @@ reader (qmemo.analysis.devnet, for the report) decodes with the same classes
 decided here, once, when the summary is made, as three separate verdicts: the chain's
 throughput fell short (`throughput_saturated`: the only one that makes the committed
 rate a capacity), inclusion latency ran past 3 block intervals (`latency_saturated`: p99 intended->included,
-so the fixed wait for finality, depth x interval, does not count as saturation), or the
+so the wait for finality (a majority building on the block) does not count as saturation), or the
 generator fell behind its own schedule (`generator_fell_behind`: then the generator,
 not the chain, limited the run). A sweep stops on any of them. Readers take the
 verdicts from the file instead of re-deriving them. docs/devnet.md describes every field.
