@@ -71,6 +71,9 @@ APT_PACKAGES=(build-essential cmake ninja-build pkg-config git
 # The Prometheus server and promtool: tests/integration/test_prometheus.py runs a real
 # server against a live devnet and checks deploy/prometheus.yml and the node's exposition.
 APT_PACKAGES+=(prometheus)
+# docker-compose parses and checks the project `qmemo scenario compose` renders
+# (tests/unit/test_scenario_compose.py); with --no-install-recommends no engine comes along.
+APT_PACKAGES+=(docker-compose)
 
 say() { [ "${QMEMO_SETUP_QUIET:-0}" = 1 ] || echo "setup: $*"; }
 die() { echo "setup: ERROR: $*" >&2; exit 1; }

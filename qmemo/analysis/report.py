@@ -18,13 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qmemo.errors import ConfigError
-from qmemo.analysis import report_c, report_memo, report_py, report_stages, report_verifiers
+from qmemo.analysis import report_c, report_memo, report_py, report_scenario, report_stages, report_verifiers
 from qmemo.analysis.py_bench import PyBenches, load_py_benches
 from qmemo.paths import DOCS_RESULTS_DIR
 from qmemo.analysis.devnet import DevnetRun, load_devnet_run
 from qmemo.analysis.html import render_html
 from qmemo.analysis.markdown import Section, anchor
 from qmemo.analysis.results import Results, display_path, load_results
+from qmemo.analysis.scenario_run import ScenarioRun, load_scenario_run
 
 DEFAULT_OUT_ROOT = DOCS_RESULTS_DIR
 
@@ -42,7 +43,7 @@ class Report:
 
 
 def build_sections(results: Results, plot_dir: Path, devnet: Sequence[DevnetRun] = (),
-                   benches: PyBenches = PyBenches()) -> list[Section]:
+                   benches: PyBenches = PyBenches(), scenarios: Sequence[ScenarioRun] = ()) -> list[Section]:
     """Every section in report order; plots are written into `plot_dir` as they are drawn."""
     return [
         report_c.environment(results, plot_dir),
@@ -57,14 +58,16 @@ def build_sections(results: Results, plot_dir: Path, devnet: Sequence[DevnetRun]
         report_memo.devnet_section(results, plot_dir, devnet),
         report_stages.stage_costs_section(results, plot_dir, devnet),
         report_py.python_benches_section(benches),
+        *(report_scenario.scenario_section(run, plot_dir) for run in scenarios),
     ]
 
 
 def render(results: Results, sections: Sequence[Section], devnet: Sequence[DevnetRun],
-           benches: PyBenches = PyBenches()) -> str:
+           benches: PyBenches = PyBenches(), scenarios: Sequence[ScenarioRun] = ()) -> str:
     b = results.baseline
     inputs = [f"- C baseline: `{results.summary_source}` (run `{b.run_id}`, {b.created})"]
     inputs += [f"- devnet run: `{display_path(run.source)}`" for run in devnet]
+    inputs += [f"- scenario run: `{display_path(run.source)}`" for run in scenarios]
     inputs += [f"- {name}: `{display_path(bench.source)}`"
                for name, bench in (("qmemo bench core", benches.core), ("qmemo bench node", benches.node)) if bench]
     contents = [f"{i}. [{s.title}](#{anchor(s.title)})" for i, s in enumerate(sections, start=1)]
@@ -78,9 +81,11 @@ def render(results: Results, sections: Sequence[Section], devnet: Sequence[Devne
 
 
 def write_report(results_dir: str | Path | None = None, devnet_dirs: Sequence[str | Path] = (),
-                 out_dir: str | Path | None = None, benches: PyBenches | None = None) -> Report:
+                 out_dir: str | Path | None = None, benches: PyBenches | None = None,
+                 scenario_dirs: Sequence[str | Path] = ()) -> Report:
     results = load_results(results_dir)
     devnet = [load_devnet_run(d) for d in devnet_dirs]
+    scenarios = [load_scenario_run(d) for d in scenario_dirs]
     benches = load_py_benches() if benches is None else benches
     out = Path(out_dir) if out_dir is not None else DEFAULT_OUT_ROOT / results.baseline.run_id
     try:
@@ -89,8 +94,8 @@ def write_report(results_dir: str | Path | None = None, devnet_dirs: Sequence[st
         raise ConfigError(f"cannot write the report to {out}: {exc.strerror}") from None
     for stale in out.glob("*.png"):  # a plot from an earlier report of this run must not linger
         stale.unlink()
-    sections = build_sections(results, out, devnet, benches)
-    markdown = render(results, sections, devnet, benches)
+    sections = build_sections(results, out, devnet, benches, scenarios)
+    markdown = render(results, sections, devnet, benches, scenarios)
     markdown_path, html_path = out / "REPORT.md", out / "REPORT.html"
     markdown_path.write_text(markdown)
     # The same text, a second renderer: the page carries its plots inside it.

@@ -35,6 +35,9 @@ def register(parser: argparse.ArgumentParser) -> None:
                       help="which node each batch goes to (default round-robin)")
     send.add_argument("--max-in-flight", type=int, default=64, help="outstanding requests at most (default 64)")
     send.add_argument("--connections", type=int, default=32, help="HTTP connection pool size (default 32)")
+    send.add_argument("--resend-for", type=float, default=0.0, metavar="SECONDS",
+                      help="a batch no node answered is tried again, every node in turn, for this long "
+                           "(default 0: it fails at once)")
     out = parser.add_argument_group("measurement and output")
     out.add_argument("--warmup", type=float, default=2.0, help="seconds left out of latency percentiles (default 2)")
     out.add_argument("--commit-timeout", type=float,
@@ -82,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
         accounts=args.accounts or args.devnet / ACCOUNTS_FILE,
         nodes=node_urls(args), out=out, tps=args.tps, duration_s=args.duration, schedule=args.schedule,
         ramp=args.ramp, poisson=args.poisson, batch=args.batch, targeting=args.target,
-        send=SendConfig(max_in_flight=args.max_in_flight, connections=args.connections),
+        send=SendConfig(max_in_flight=args.max_in_flight, connections=args.connections,
+                        resend_for_s=max(0.0, args.resend_for)),
         warmup_s=args.warmup, commit_timeout_s=args.commit_timeout, live=args.live,
         cache_dir=None if args.no_cache else args.devnet / "workloads", seed=args.seed,
     )

@@ -10,6 +10,8 @@ def register(parser: argparse.ArgumentParser) -> None:
                         help="bench_c results folder (default: results/latest)")
     parser.add_argument("--devnet", metavar="RUN_DIR", action="append", default=[],
                         help="a devnet.sh run folder (runs/<id>), a `qmemo gen` folder or a sweep folder (repeatable)")
+    parser.add_argument("--scenario", metavar="RUN_DIR", action="append", default=[],
+                        help="a `qmemo scenario run` folder, or a `qmemo scenario propagation` folder (repeatable)")
     parser.add_argument("--core-bench", metavar="FILE", default=None,
                         help="a `qmemo bench core` result (default: the newest results/core-bench-*.json)")
     parser.add_argument("--node-bench", metavar="FILE", default=None,
@@ -26,7 +28,8 @@ def run(args: argparse.Namespace) -> int:
     from qmemo.analysis.report import write_report
     from qmemo.analysis.results import display_path
 
-    report = write_report(args.results, args.devnet, args.out, load_py_benches(args.core_bench, args.node_bench))
+    report = write_report(args.results, args.devnet, args.out, load_py_benches(args.core_bench, args.node_bench),
+                          args.scenario)
     console = Console(highlight=False)
     console.print(f"report: {display_path(report.markdown_path)}")
     console.print(f"  html: {display_path(report.html_path)}")

@@ -2,6 +2,8 @@
 
 `run` exits 0 only if every invariant holds; 1 if one fails or the run could not be done
 (no root, no netem for a profile that needs it: one line says which); 130 on Ctrl-C.
+`compose` renders a manifest as a docker compose project (qmemo.scenario.compose);
+`propagation` measures a full block's propagation per link profile (qmemo.scenario.propagation).
 """
 
 from __future__ import annotations
@@ -9,12 +11,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-SCENARIOS_DIR = Path(__file__).resolve().parents[2] / "scenarios"
+REPO_DIR = Path(__file__).resolve().parents[2]
+SCENARIOS_DIR = REPO_DIR / "scenarios"
 PROFILES_FILE = "profiles.toml"
 
 
 def register(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="scenario_command", metavar="<list|run|show>", required=True)
+    sub = parser.add_subparsers(dest="scenario_command", metavar="<list|run|show|compose|propagation>",
+                                required=True)
     listing = sub.add_parser("list", help="the shipped scenarios and link profiles")
     listing.add_argument("--dir", type=Path, default=SCENARIOS_DIR, help="where manifests live (default scenarios/)")
     listing.set_defaults(run=run_list)
@@ -31,6 +35,24 @@ def register(parser: argparse.ArgumentParser) -> None:
     show = sub.add_parser("show", help="a markdown table of finished runs' figures and invariants")
     show.add_argument("runs", type=Path, nargs="+", help="run folders (each with invariants.json)")
     show.set_defaults(run=run_show)
+    compose = sub.add_parser("compose", help="render a manifest as a docker compose project (nodes, generator, "
+                                             "Prometheus) built from the repo's Containerfile")
+    compose.add_argument("manifest", type=Path, help="a scenario TOML file (or a shipped scenario's name)")
+    compose.add_argument("--out", type=Path, help="project folder (default runs/compose-<name>)")
+    compose.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                         help="override a manifest value, as for run")
+    compose.set_defaults(run=run_compose)
+    propagation = sub.add_parser("propagation", help="time a full 4,000-transaction block takes to reach the other "
+                                                     "nodes, per link profile (runs scenarios/propagation.toml)")
+    propagation.add_argument("--profiles", default="lan,continental,intercontinental",
+                             help="comma-separated link profiles (default lan,continental,intercontinental)")
+    propagation.add_argument("--links", choices=("netem", "relay"), default="netem",
+                             help="how delays are made, as for run")
+    propagation.add_argument("--out", type=Path, help="folder (default runs/propagation-<time>): one run per "
+                                                      "profile and propagation.json")
+    propagation.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                             help="override a value of scenarios/propagation.toml, as for run")
+    propagation.set_defaults(run=run_propagation)
 
 
 def _resolve(manifest: Path) -> Path:
@@ -99,3 +121,52 @@ def run_show(args: argparse.Namespace) -> int:
         failed = "; ".join(f"{r.name}: {r.detail}" for r in verdict.results if not r.passed) or "-"
         print(f"| {verdict.scenario} | {tps} | {p99} | {marks} | {failed} |")
     return 0
+
+
+def run_compose(args: argparse.Namespace) -> int:
+    from qmemo.errors import ConfigError
+    from qmemo.scenario.compose import prometheus_config, readme, services, to_yaml
+    from qmemo.scenario.manifest import load_manifest
+
+    path = _resolve(args.manifest)
+    manifest = load_manifest(path, path.parent / PROFILES_FILE, args.overrides)
+    if not (REPO_DIR / "Containerfile").is_file():
+        raise ConfigError(f"no Containerfile in {REPO_DIR}: compose needs the qMEMO checkout to build its image from")
+    out = args.out or Path("runs") / f"compose-{manifest.name}"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "compose.yaml").write_text(
+        f"# Rendered by `qmemo scenario compose {args.manifest}` (docs/scenarios.md, \"Containers\").\n"
+        + to_yaml(services(manifest, str(REPO_DIR))) + "\n")
+    (out / "prometheus.yml").write_text(prometheus_config((REPO_DIR / "deploy" / "prometheus.yml").read_text(),
+                                                          manifest))
+    (out / "README.md").write_text(readme(manifest, str(args.manifest)))
+    print(f"compose project: {out}/compose.yaml (with prometheus.yml, README.md); build context {REPO_DIR}")
+    return 0
+
+
+def run_propagation(args: argparse.Namespace) -> int:
+    import sys
+    import time
+
+    from qmemo.scenario import propagation
+    from qmemo.scenario.manifest import load_manifest
+    from qmemo.scenario.runner import run_scenario
+
+    path = SCENARIOS_DIR / "propagation.toml"
+    out = args.out or Path("runs") / time.strftime("propagation-%Y%m%d-%H%M%S")
+    out.mkdir(parents=True, exist_ok=True)
+    entries, passed = [], True
+    for profile in [p.strip() for p in args.profiles.split(",") if p.strip()]:
+        overrides = [*args.overrides, f'network.default_profile="{profile}"']
+        manifest = load_manifest(path, SCENARIOS_DIR / PROFILES_FILE, overrides)
+        verdict = run_scenario(manifest, path, out / profile, overrides, args.links)
+        passed = passed and verdict.passed
+        entry = propagation.measure(out / profile, manifest, args.links)
+        entry["invariants_hold"] = verdict.passed
+        entries.append(entry)
+        median = f"{entry['median_s'] * 1000:,.0f} ms" if entry["samples"] else "no full block"
+        print(f"{profile}: {entry['samples']} block arrivals, median {median}; invariants "
+              f"{'hold' if verdict.passed else 'FAILED'} ({out / profile})")
+    result = propagation.write(out, manifest, entries, " ".join(["qmemo", *sys.argv[1:]]))
+    print(f"figures: {result}")
+    return 0 if passed and all(e["samples"] for e in entries) else 1

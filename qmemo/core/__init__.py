@@ -10,6 +10,7 @@
 - `mempool`       Mempool: admission rules, selection, eviction after a block
 - `scheme_rules`  SchemeTable and SchemeRules: the schemes' ids, sizes and the one signature-length rule
 - `codec`         strict JSON field readers and integer limits
+- `finality`      quorum, final_height: a block is final once a majority of validators built on it
 
 Nothing here does I/O, reads a clock, draws randomness or imports a signature library:
 time, keys, verifiers and scheme sizes come in as arguments. The node (qmemo.node)

@@ -199,8 +199,8 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
                            nodes=config.nodes)
         timeout_s = config.commit_timeout_s if config.commit_timeout_s is not None else 5 * block_interval_s
         deadline = time.perf_counter() + (min(timeout_s, 2.0) if interrupted else timeout_s)
-        # A transaction already in a block is final `finality_depth` blocks later whatever the
-        # load: those get the same wait again past the deadline, so a run's last seconds are
+        # A transaction already in a block is final once a majority of validators has built
+        # on it (docs/protocol.md, "Finality"), whatever the load: those get the same wait again past the deadline, so a run's last seconds are
         # not counted lost merely for being recent (a sweep stage near saturation lost 29,350
         # included transactions that way).
         final_deadline = deadline + (0 if interrupted else timeout_s)

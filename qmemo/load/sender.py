@@ -16,7 +16,11 @@ seconds, not the whole run) or 503 "not ready" - the *same signed batch* goes to
 node that is not known to be down. Resending is safe because admission is idempotent by
 transaction id: a copy the first node (or its relay) already admitted is answered
 "duplicate", which counts as accepted. A node that failed is skipped for
-`down_for_s`, so later batches for it go straight to the others. Per sender the nonce
+`down_for_s`, so later batches for it go straight to the others. When no node answers,
+the batch is tried again, every node in turn, until `resend_for_s` after its first try
+(0 by default: it fails at once), as docs/api.md asks of a client whose nodes all died:
+without it, every later nonce of a sender whose batch failed waits on a gap that never
+fills (kill-all lost 15,830 held transactions that way). Per sender the nonce
 order is kept as it always was: a sender's batches still leave in nonce order, and a
 node holds a nonce that overtook its predecessor until the gap fills. The counters
 (failures per node, batches and transactions failed over) go to the live status and
@@ -57,6 +61,7 @@ class SendConfig:
     # a batch in well under a second even at saturation; 3 s tells "stopped" from "busy".
     attempt_timeout_s: float = 3.0
     down_for_s: float = 2.0        # how long a node that failed is skipped
+    resend_for_s: float = 0.0      # how long a batch no node answered is tried again (0: fails at once)
 
 
 @dataclass
@@ -74,6 +79,7 @@ class SendProgress:
 
 # HTTP statuses that mean "this node cannot take it now, another may": not ready.
 _TRY_ANOTHER = frozenset((503,))
+RESEND_PAUSE_S = 0.5     # between rounds over every node, while resending
 
 
 class _NodeHealth:
@@ -139,7 +145,7 @@ async def send_batches(batches: list[Batch], timings: Timings, config: SendConfi
             progress.in_flight += 1
             progress.max_in_flight_seen = max(progress.max_in_flight_seen, progress.in_flight)
             task = asyncio.create_task(_post(session, batch, timings, start, progress, health,
-                                             config.attempt_timeout_s))
+                                             config.attempt_timeout_s, config.resend_for_s))
             tasks.add(task)
             task.add_done_callback(lambda t: (tasks.discard(t), slots.release()))
         if tasks:
@@ -147,29 +153,36 @@ async def send_batches(batches: list[Batch], timings: Timings, config: SendConfi
 
 
 async def _post(session: aiohttp.ClientSession, batch: Batch, timings: Timings, start: float,
-                progress: SendProgress, health: _NodeHealth, attempt_timeout_s: float) -> None:
-    """POST the batch to its target, then to each other node in turn while none answers."""
+                progress: SendProgress, health: _NodeHealth, attempt_timeout_s: float,
+                resend_for_s: float = 0.0) -> None:
+    """POST the batch to its target, then to each other node in turn while none answers;
+    round after round until `resend_for_s` has passed."""
     timeout = aiohttp.ClientTimeout(total=attempt_timeout_s)
     failure = "no node"
+    resend_until = time.perf_counter() + resend_for_s
     try:
         moved = False
-        for node in health.order(batch.target):
-            if node != batch.target and not moved:     # once per batch, resent or routed around
-                moved = True
-                progress.failovers += 1
-                progress.failover_txs += batch.last - batch.first
-            try:
-                async with session.post(f"{node}/txs", data=batch.body, timeout=timeout,
-                                        headers={"Content-Type": "application/octet-stream"}) as response:
-                    payload = await response.read()
-                    if response.status in _TRY_ANOTHER:
-                        raise _NotNow(f"http_{response.status}")
-                    _record_answer(batch, timings, time.perf_counter() - start, response.status, payload)
-                    return
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError, _NotNow) as exc:
-                failure = str(exc) if isinstance(exc, _NotNow) else f"transport:{type(exc).__name__}"
-                progress.node_failures[node] = progress.node_failures.get(node, 0) + 1
-                health.failed(node)
+        while True:
+            for node in health.order(batch.target):
+                if node != batch.target and not moved:     # once per batch, resent or routed around
+                    moved = True
+                    progress.failovers += 1
+                    progress.failover_txs += batch.last - batch.first
+                try:
+                    async with session.post(f"{node}/txs", data=batch.body, timeout=timeout,
+                                            headers={"Content-Type": "application/octet-stream"}) as response:
+                        payload = await response.read()
+                        if response.status in _TRY_ANOTHER:
+                            raise _NotNow(f"http_{response.status}")
+                        _record_answer(batch, timings, time.perf_counter() - start, response.status, payload)
+                        return
+                except (aiohttp.ClientError, asyncio.TimeoutError, OSError, _NotNow) as exc:
+                    failure = str(exc) if isinstance(exc, _NotNow) else f"transport:{type(exc).__name__}"
+                    progress.node_failures[node] = progress.node_failures.get(node, 0) + 1
+                    health.failed(node)
+            if time.perf_counter() + RESEND_PAUSE_S > resend_until:
+                break
+            await asyncio.sleep(RESEND_PAUSE_S)
         answered_at = time.perf_counter() - start
         for i in range(batch.first, batch.last):
             timings.mark_answer(i, answered_at, FAILED, failure)

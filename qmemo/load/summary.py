@@ -6,7 +6,7 @@ reader (qmemo.analysis.devnet, for the report) decodes with the same classes
 decided here, once, when the summary is made, as three separate verdicts: the chain's
 throughput fell short (`throughput_saturated`: the only one that makes the committed
 rate a capacity), inclusion latency ran past 3 block intervals (`latency_saturated`: p99 intended->included,
-so the fixed wait for finality, depth x interval, does not count as saturation), or the
+so the wait for finality (a majority building on the block) does not count as saturation), or the
 generator fell behind its own schedule (`generator_fell_behind`: then the generator,
 not the chain, limited the run). A sweep stops on any of them. Readers take the
 verdicts from the file instead of re-deriving them. docs/devnet.md describes every field.
@@ -166,8 +166,8 @@ def verdicts(run: RunSummary, target_tps: float, block_interval_s: float) -> Ver
     """The run's verdicts. A run whose generator fell behind offered less than its target,
     so committing less than the target says nothing about the chain: it is never
     throughput-saturated (and so never reported as a capacity)."""
-    # Inclusion, not finality: a final transaction waits `finality_depth` more blocks
-    # whatever the load, so only the wait to get into a block shows the chain falling behind
+    # Inclusion, not finality: a final transaction waits for a majority of validators to
+    # build on its block whatever the load, so only the wait to get into a block shows the chain falling behind
     # (runs recorded before inclusion was tracked fall back to committed).
     measured = run.intended_to_included or run.intended_to_committed
     p99 = measured.percentiles_ms["p99"]

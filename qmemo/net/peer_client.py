@@ -59,7 +59,8 @@ class HttpPeer:
         _, payload = await self._call("GET", "/status")
         document = _json(payload, self.url)
         try:
-            return PeerTip(int(document["height"]), bytes.fromhex(document["tip_hash"]))
+            return PeerTip(int(document["height"]), bytes.fromhex(document["tip_hash"]),
+                           int(document.get("final_height", 0)))
         except (KeyError, TypeError, ValueError):
             raise PeerError(f"{self.url}/status has no usable height and tip_hash") from None
 

@@ -3,8 +3,9 @@
 Why recent blocks live in memory: two valid blocks can exist for one height (a late
 primary producer and its fallback both produced), and the node must be able to switch
 to the branch the fork-choice rule prefers. The store (qmemo/node/store.py) only ever
-appends, so a block is written to it once it is *final*: `finality_depth` blocks deep
-(3 by default; 0 on a node without peers, whose chain nobody can fork). Above the
+appends, so a block is written to it once it is *final*: once blocks from a strict
+majority of the validators sit at its height or above (qmemo.core.finality; a node
+without peers needs only its own, since nobody can fork its chain). Above the
 store's tip, each block keeps an undo record - the accounts it touched, as they were
 before it - so `rollback_to(height)` restores the state exactly, without a database.
 Those undoable blocks are also written, as one encoding each, to the store's
@@ -13,7 +14,8 @@ far that has gone on the current branch); a restarted node applies them again, s
 SIGKILL loses no block the node had served.
 
 Fork choice (docs/api.md, "Forks"): between two branches from a common block, the one
-with more blocks wins; at equal length, the one whose first block has the earlier
+with a final block higher up wins (a majority of validators built on it: an isolated
+minority's longer branch must not beat it); then the one with more blocks; at equal length, the one whose first block has the earlier
 timestamp (the earlier window of the producer schedule: the primary beats its
 fallbacks), then the lower block hash. Every node applies the same rule to the same
 blocks, so nodes that saw the two branches in different orders end on the same tip.
@@ -28,12 +30,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from qmemo.core.block import Block
+from qmemo.core.finality import final_height
 from qmemo.core.state import Account, AppliedBlock, BlockVerifier, ChainState, apply_block
 from qmemo.errors import StoreError
 from qmemo.node.store import ChainStore
-
-FINALITY_DEPTH = 3
-
 
 @dataclass(slots=True)
 class RecentBlock:
@@ -48,8 +48,12 @@ class RecentBlock:
         return self.applied.block
 
 
-def branch_is_better(ours: Sequence[Block], theirs: Sequence[Block]) -> bool:
-    """Fork choice between two branches growing from the same parent: should we switch?"""
+def branch_is_better(ours: Sequence[Block], theirs: Sequence[Block], quorum: int = 1) -> bool:
+    """Fork choice between two branches growing from the same parent: should we switch?
+    `quorum`: distinct producers that make a block final (qmemo.core.finality)."""
+    our_final, their_final = (final_height(_producers(branch), quorum) or 0 for branch in (ours, theirs))
+    if our_final != their_final:
+        return their_final > our_final
     if len(theirs) != len(ours):
         return len(theirs) > len(ours)
     if not theirs:
@@ -58,12 +62,19 @@ def branch_is_better(ours: Sequence[Block], theirs: Sequence[Block]) -> bool:
     return (other.timestamp_ms, other.hash) < (mine.timestamp_ms, mine.hash)
 
 
+def _producers(blocks: Sequence[Block]) -> list[tuple[int, int]]:
+    return [(block.height, block.header.producer_index) for block in blocks]
+
+
 class Chain:
-    def __init__(self, store: ChainStore, *, finality_depth: int = FINALITY_DEPTH) -> None:
+    def __init__(self, store: ChainStore, *, quorum: int, min_confirmations: int = 1) -> None:
+        """`quorum`: distinct producers at or above a block that make it final;
+        `min_confirmations`: blocks at or above it (itself counted) it needs besides."""
         self.store = store
         self.genesis = store.genesis
         self.state: ChainState = store.load_state()
-        self.finality_depth = finality_depth
+        self.quorum = quorum
+        self.min_confirmations = min_confirmations
         self.recent: list[RecentBlock] = []
         self.written_height = store.height      # the store's tip, as far as writes completed
         self.final_height = store.height        # highest height handed to the store writer
@@ -135,11 +146,14 @@ class Chain:
         return [entry.block for entry in self.recent if entry.block.height > self.durable_height]
 
     def made_durable(self) -> None:
-        """The whole current branch is in the store: serve it, and fix as final the blocks
-        `finality_depth` deep. Called once a branch is applied and stored, never halfway
-        through one, so a branch that turns out invalid can still be undone."""
+        """The whole current branch is in the store: serve it, and fix as final the blocks a
+        quorum of producers built on. Called once a branch is applied and stored, never
+        halfway through one, so a branch that turns out invalid can still be undone."""
         self.durable_height = self.height
-        self.final_height = max(self.final_height, self.height - self.finality_depth)
+        unfinal = [entry.block for entry in self.recent if entry.block.height > self.final_height]
+        height = final_height(_producers(unfinal), self.quorum, min_confirmations=self.min_confirmations)
+        if height is not None:
+            self.final_height = max(self.final_height, height)
 
     def take_final(self) -> list[AppliedBlock]:
         """Final blocks not yet written, in order (the caller writes them, then calls
@@ -161,7 +175,7 @@ class Chain:
 
     def depth(self, height: int) -> tuple[int, bool]:
         """(confirmations, final) of our block at `height`: confirmations counts it and the
-        served blocks on top (1 at the tip); final once `finality_depth` blocks are on top
+        served blocks on top (1 at the tip); final once a quorum of producers built on it
         (and then never undone: `rollback_to` refuses)."""
         return self.served_height - height + 1, height <= self.final_height
 

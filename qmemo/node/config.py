@@ -67,7 +67,11 @@ class NodeConfig:
     data: Path = setting(help="directory for the node's chain database")
     port: int = setting(8000, "HTTP port (0: any free port)", low=0, high=65535,
                         expected="a TCP port, a whole number from 0 to 65535")
-    host: str = setting("127.0.0.1", "address to bind")
+    host: str = setting("127.0.0.1", "address to bind (0.0.0.0: every interface)")
+    # What this node calls itself to its peers (their logs name it by this): the bind
+    # address says nothing to another machine when it is 0.0.0.0 or behind NAT.
+    advertise: str | None = setting(None, "URL other nodes reach this node at (default http://<host>:<port>)",
+                                    example="http://203.0.113.7:8000")
     peers: tuple[str, ...] = setting((), "peer base URLs, e.g. [\"http://127.0.0.1:8001\"]")
     name: str | None = setting(None, "name in logs and metrics (default: node-<validator index>, or node-<port>)",
                                example="node-0")
@@ -104,11 +108,10 @@ class NodeConfig:
     sync_interval_s: float = setting(0.5, "how often peers' tips are polled, seconds", low=0, above=True)
     sync_batch_blocks: int = setting(20, "blocks per sync request", low=1)
     peer_timeout_s: float = setting(10.0, "seconds a peer call may take", low=0, above=True)
-    # Blocks on top of a block before it is final (never undone by a fork switch, and
-    # written to the store's indexed tables); None: 3 on a node with peers, 0 on one
-    # without (nobody can fork its chain).
-    finality_depth: int | None = setting(None, "blocks on top of a block before it is final "
-                                               "(default: 3 with peers, 0 without)", low=0, example=3)
+    # Finality: a block is final once a strict majority of the validators produced blocks
+    # at or above it (qmemo.core.finality); this many blocks on top are needed besides.
+    finality_depth: int = setting(0, "blocks on top of a block needed for finality besides a majority "
+                                     "of validators building on it", low=0, example=3)
 
     # How long a thread may hold the GIL while another waits for it. Python's 5 ms default
     # lets the event loop (decoding a batch: ~4 ms of Python) stall every verify thread that
@@ -124,7 +127,7 @@ class NodeConfig:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return self.advertise.rstrip("/") if self.advertise else f"http://{self.host}:{self.port}"
 
 
 _REQUIRED = ("data", "genesis", "key")

@@ -126,7 +126,7 @@ class BlockIntake:
                 branch, ours, fork_height = branch[1:], ours[1:], fork_height + 1
             if not branch:
                 return "known"
-            if ours and not branch_is_better(ours, branch):
+            if ours and not branch_is_better(ours, branch, chain.quorum):
                 return "kept_ours"
             undone = chain.rollback_to(fork_height) if ours else []
             if undone:

@@ -32,6 +32,7 @@ _FRAME_PREFIX_BYTES = 4     # each frame's u32 length in a binary batch (qmemo.f
 class PeerTip:
     height: int
     tip_hash: bytes
+    final_height: int = 0     # a peer ahead of us in finality may be on the branch to follow
 
 
 class PeerLink(Protocol):
@@ -53,6 +54,7 @@ class PeerView:
     url: str
     height: int | None = None
     tip_hash: bytes | None = None
+    final_height: int = 0
     reachable: bool = False
     last_seen_monotonic: float | None = None
     error: str | None = None

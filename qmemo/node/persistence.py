@@ -39,8 +39,8 @@ from qmemo.node.store import ChainStore
 
 RECENT_BLOCKS_FILE = "recent-blocks.bin"    # beside chain.sqlite: undoable blocks (read, never written now)
 PENDING_TXS_FILE = "pending-txs.bin"        # beside chain.sqlite: accepted, uncommitted (read, never written now)
-# What a kept file may hold at most: more than any chain keeps undoable (finality_depth
-# blocks, a few by default) and more than any mempool holds (50,000 by default); a file
+# What a kept file may hold at most: more than any chain keeps undoable (the blocks
+# since a majority of validators last built on the chain, a few normally) and more than any mempool holds (50,000 by default); a file
 # past these is damaged, not big.
 MAX_KEPT_BLOCKS = 10_000
 MAX_KEPT_TXS = 10_000_000

@@ -33,6 +33,7 @@ from functools import partial
 from typing import Any
 
 from qmemo.core.block import Block
+from qmemo.core.finality import quorum
 from qmemo.core.genesis import Genesis
 from qmemo.core.mempool import Mempool, MempoolLimits
 from qmemo.core.state import Account
@@ -44,7 +45,7 @@ from qmemo.node.admission import Admission, AdmissionLimits
 from qmemo.node.answers import ACCEPTED, BlockAnswer, Item, TxOutcome, TxStatus
 from qmemo.node.block_decode import DecodedCache
 from qmemo.node.block_gate import screen_block
-from qmemo.node.chain import FINALITY_DEPTH, Chain
+from qmemo.node.chain import Chain
 from qmemo.node.config import NodeConfig
 from qmemo.node.intake import BlockIntake
 from qmemo.node.journal import Journal
@@ -117,9 +118,9 @@ class Node:
         # synchronous=FULL: a block is served only once its commit is fsync'd (docs/api.md, "Durability").
         self.store = store = await loop.run_in_executor(
             self._store_writer, partial(ChainStore, path, self.genesis, synchronous="FULL"))
-        depth = config.finality_depth
-        self.chain = Chain(store, finality_depth=depth if depth is not None else
-                           (FINALITY_DEPTH if self.peers else 0))
+        # A node without peers is the only producer anyone hears: nobody can fork its chain.
+        self.chain = Chain(store, quorum=quorum(len(self.genesis.validators)) if self.peers else 1,
+                           min_confirmations=config.finality_depth + 1)
         self.metrics.tx_committed = await loop.run_in_executor(self._store_reader, count_committed, store)
         self.admission = Admission(
             self.genesis, self.chain, self.mempool, self.pool, self.metrics,

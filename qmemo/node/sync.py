@@ -1,10 +1,12 @@
 """Sync: poll the peers' tips and fetch, validate and apply what this node lacks.
 
 Every `sync_interval_s` (and at once when a pushed block did not connect) each peer is
-asked for its tip; from the ones ahead of us, or on another branch at our height, the
-blocks above our chain are fetched in pages of `sync_batch_blocks` and handed to block
-intake, which switches branches by the fork-choice rule (qmemo.node.chain). A peer
-whose chain forks below our final height is never followed.
+asked for its tip; from the ones ahead of us, or on another branch at our height or with
+a higher final height (a majority built on it: after a partition heals, the minority's
+longer branch must give way), the blocks above our chain are fetched in pages of
+`sync_batch_blocks` and handed to block intake, which switches branches by the
+fork-choice rule (qmemo.node.chain). A peer whose chain forks below our final height is
+never followed.
 
 Never imports aiohttp or knows about HTTP.
 """
@@ -18,10 +20,9 @@ from collections.abc import Sequence
 
 from qmemo.core.block import Block
 from qmemo.errors import DecodeError, InvalidBlock, PeerError, QmemoError
-from qmemo.node.chain import FINALITY_DEPTH
 from qmemo.node.intake import BlockIntake
 from qmemo.node.metrics import NodeMetrics
-from qmemo.node.peers import PeerLink, PeerView
+from qmemo.node.peers import PeerLink, PeerTip, PeerView
 
 
 class Sync:
@@ -76,8 +77,9 @@ class Sync:
             if not view.reachable:
                 self.log.info("peer %s is reachable, at height %d", peer.url, tip.height)
             view.height, view.tip_hash, view.reachable, view.error = tip.height, tip.tip_hash, True, None
+            view.final_height = tip.final_height
             view.last_seen_monotonic = time.monotonic()
-            if tip.height > chain.height or (tip.height == chain.height and tip.tip_hash != chain.tip_hash):
+            if tip.height > chain.height or _other_branch(tip, chain.height, chain.tip_hash, chain.final_height):
                 candidates.append((tip.height, peer))
         for _, peer in sorted(candidates, key=lambda c: -c[0]):
             try:
@@ -97,12 +99,14 @@ class Sync:
                 start = chain.height + 1
                 blocks = await self._fetch(peer, start, batch)
                 if blocks and blocks[0].header.previous_hash != chain.tip_hash:
-                    blocks = await self._fetch(peer, chain.final_height + 1, batch + FINALITY_DEPTH)
+                    blocks = await self._fetch_unfinal(peer, batch)
                 if not blocks:
                     view = self.peer_views[peer.url]
-                    if view.height == chain.height and view.tip_hash not in (None, chain.tip_hash):
-                        # Same height, another tip: compare the branches from our final block.
-                        blocks = await self._fetch(peer, chain.final_height + 1, batch + FINALITY_DEPTH)
+                    if view.height is not None and view.tip_hash is not None and _other_branch(
+                            PeerTip(view.height, view.tip_hash, view.final_height),
+                            chain.height, chain.tip_hash, chain.final_height):
+                        # Another branch, not longer: compare the branches from our final block.
+                        blocks = await self._fetch_unfinal(peer, batch)
                     if not blocks:
                         return
                 if blocks[0].header.previous_hash != chain.hash_at(blocks[0].height - 1):
@@ -116,5 +120,17 @@ class Sync:
                 if outcome != "accepted" or len(blocks) < batch:
                     return
 
+    async def _fetch_unfinal(self, peer: PeerLink, batch: int) -> list[Block]:
+        """The peer's blocks above our final height: as many as our own unfinal ones and a
+        batch more, so its branch is compared whole with ours where the page allows."""
+        chain = self.intake.chain
+        return await self._fetch(peer, chain.final_height + 1, batch + chain.height - chain.final_height)
+
     async def _fetch(self, peer: PeerLink, from_height: int, limit: int) -> list[Block]:
         return [self.intake.decode_timed(data) for data in await peer.block_encodings(from_height, limit)]
+
+
+def _other_branch(tip: PeerTip, height: int, tip_hash: bytes, final_height: int) -> bool:
+    """Is the peer on another branch that could be better than ours without being longer:
+    one at our height, or one with blocks final that are not final here?"""
+    return tip.tip_hash != tip_hash and (tip.height == height or tip.final_height > final_height)

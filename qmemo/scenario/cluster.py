@@ -19,11 +19,11 @@ from pathlib import Path
 import orjson
 
 from qmemo.scenario import links, relay
+from qmemo.scenario.argv import NODE_PORT, node_arguments
 from qmemo.scenario.hosts import Hosts, Process, stop_process
 from qmemo.scenario.manifest import Manifest, Perturbation
 from qmemo.scenario.observe import get_json
 
-NODE_PORT = 8000
 
 
 @dataclass
@@ -71,11 +71,10 @@ class Cluster:
                                           self.run_dir / "logs" / f"relay-{i}.log")
 
     def start_node(self, i: int) -> None:
-        peers = ",".join(self.peer_url(i, j) for j in range(self.manifest.network.nodes) if j != i)
-        command = [str(Path(sys.executable).parent / "qmemo"), "node", "--genesis", str(self.devnet / "genesis.json"),
-                   "--key", str(self.devnet / f"validator-{i}.keys.json"), "--data", str(self.devnet / f"data/node-{i}"),
-                   "--host", self.hosts.hosts[f"node-{i}"].address, "--port", str(NODE_PORT), "--peers", peers,
-                   "--name", f"node-{i}", "--verify-threads", "1"]
+        peers = [self.peer_url(i, j) for j in range(self.manifest.network.nodes) if j != i]
+        command = [str(Path(sys.executable).parent / "qmemo"),
+                   *node_arguments(i, str(self.devnet), str(self.devnet / f"data/node-{i}"),
+                                   self.hosts.hosts[f"node-{i}"].address, peers, verify_threads=1)]
         self.nodes[i] = self.hosts.spawn(f"node-{i}", f"node-{i}", command, self.run_dir / "logs" / f"node-{i}.log")
 
     def healthy(self, i: int) -> bool:

@@ -116,8 +116,8 @@ def throughput_within(summary: Mapping[str, Any], min_committed_tps: float | Non
                       max_p99_ms: float | None) -> InvariantResult:
     """Committed TPS and p99 intended->included latency within the manifest's bounds.
 
-    Inclusion, not finality: a transaction is final `finality_depth` blocks after it is
-    included whatever the load, so the bound speaks of the wait to get into a block (the
+    Inclusion, not finality: a transaction is final once a majority of validators has
+    built on its block, whatever the load, so the bound speaks of the wait to get into a block (the
     final latency is in the generator's summary beside it). Summaries without inclusion
     times fall back to intended->committed."""
     committed_tps = float(summary["committed_tps"])

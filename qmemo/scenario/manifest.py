@@ -82,6 +82,7 @@ class Load:
     targeting: str
     target_nodes: tuple[int, ...]
     batch: int
+    resend_for_s: float = 0.0       # qmemo gen --resend-for: a batch no node answered is tried again
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,7 +338,8 @@ def _parse_chain(table: dict[str, Any]) -> Chain:
 
 def _parse_load(table: dict[str, Any], nodes: int) -> Load:
     where = "load."
-    _unknown(table, where, {"tps", "duration_s", "schedule", "ramp", "poisson", "targeting", "target_nodes", "batch"})
+    _unknown(table, where, {"tps", "duration_s", "schedule", "ramp", "poisson", "targeting", "target_nodes", "batch",
+                            "resend_for_s"})
     schedule = table.get("schedule")
     if schedule is not None:
         _string(table, "schedule", where)
@@ -345,7 +347,8 @@ def _parse_load(table: dict[str, Any], nodes: int) -> Load:
                 schedule=schedule, ramp=_bool(table, "ramp", where), poisson=_bool(table, "poisson", where),
                 targeting=_string(table, "targeting", where, "round-robin", TARGETINGS),
                 target_nodes=_node_list(table.get("target_nodes", list(range(nodes))), "target_nodes", where, nodes),
-                batch=_integer(table, "batch", where, 50, minimum=1))
+                batch=_integer(table, "batch", where, 50, minimum=1),
+                resend_for_s=_number(table, "resend_for_s", where, 0.0))
 
 
 _PERTURBATION_KEYS = {

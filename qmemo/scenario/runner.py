@@ -30,6 +30,7 @@ import orjson
 from qmemo.errors import QmemoError
 from qmemo.scenario import hosts as hosts_mod
 from qmemo.scenario import links
+from qmemo.scenario.argv import gen_arguments, genesis_arguments
 from qmemo.scenario.cluster import Cluster, FollowUp
 from qmemo.scenario.hosts import Hosts, Process, stop_process
 from qmemo.scenario.invariants import evaluate, read_transactions
@@ -136,10 +137,7 @@ def _make_devnet(manifest: Manifest, run_dir: Path) -> Path:
 
     devnet = run_dir / "devnet"
     chain = manifest.chain
-    command = [_qmemo(), "genesis", "--out", str(devnet), "--validators", str(manifest.network.nodes),
-               "--accounts", str(chain.accounts + chain.attacker_accounts), "--scheme", chain.scheme,
-               "--block-interval-ms", str(chain.block_interval_ms),
-               "--max-block-transactions", str(chain.max_block_transactions)]
+    command = [_qmemo(), *genesis_arguments(manifest, str(devnet))]
     with (run_dir / "logs" / "genesis.log").open("wb") as log:
         if subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=False).returncode != 0:
             raise ScenarioAborted(f"qmemo genesis failed; see {run_dir / 'logs' / 'genesis.log'}")
@@ -174,17 +172,8 @@ def _tail(path: Path, lines: int = 20) -> str:
 
 def _gen_command(cluster: Cluster) -> list[str]:
     load = cluster.manifest.load
-    devnet = cluster.devnet
-    command = [_qmemo(), "gen", "--devnet", str(devnet), "--genesis", str(devnet / "genesis.json"),
-               "--accounts", str(devnet / "honest.keys.json"),
-               "--nodes", ",".join(cluster.url(i) for i in load.target_nodes),
-               "--duration", f"{load.duration_s:g}", "--batch", str(load.batch), "--target", load.targeting,
-               "--out", str(cluster.run_dir / "gen"), "--quiet"]
-    if load.schedule:
-        command += ["--schedule", load.schedule] + (["--ramp"] if load.ramp else [])
-    else:
-        command += ["--tps", f"{load.tps:g}"] + (["--poisson"] if load.poisson else [])
-    return command
+    return [_qmemo(), *gen_arguments(load, str(cluster.devnet), str(cluster.devnet / "honest.keys.json"),
+                                     [cluster.url(i) for i in load.target_nodes], str(cluster.run_dir / "gen"))]
 
 
 def _start_generator(cluster: Cluster) -> Process:

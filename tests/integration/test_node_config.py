@@ -27,6 +27,13 @@ def test_file_settings_apply_and_flags_override_them(tmp_path: Path):
     assert config.genesis == Path("devnet/genesis.json") and config.url == "http://127.0.0.1:9000"
 
 
+def test_a_node_bound_to_every_interface_advertises_the_url_its_peers_reach(tmp_path: Path):
+    bound = load_config(None, {**REQUIRED, "host": "0.0.0.0", "port": 8000})
+    assert bound.url == "http://0.0.0.0:8000"                # no advertise: the bind address, as before
+    advertised = load_config(None, {**REQUIRED, "host": "0.0.0.0", "advertise": "http://203.0.113.7:8000/"})
+    assert advertised.url == "http://203.0.113.7:8000" and advertised.host == "0.0.0.0"
+
+
 def test_json_config_file_is_read_too(tmp_path: Path):
     file = tmp_path / "node.json"
     file.write_text('{"genesis": "g.json", "key": "k.json", "data": "d", "finality_depth": 5}')

@@ -20,7 +20,7 @@ from tests.conftest import REPO_ROOT
 SCENARIOS = REPO_ROOT / "scenarios"
 PROFILES = parse_profiles(read_toml(SCENARIOS / "profiles.toml"))
 SHIPPED = ["lan-baseline", "wan-three-continents", "kill-producer", "kill-all", "pause-node", "oversized-block-flood", "disconnect-restart-reprofile",
-           "partition-minority", "invalid-signature-flood", "held-queue-flood"]
+           "partition-minority", "invalid-signature-flood", "held-queue-flood", "propagation"]
 
 
 def valid() -> dict[str, Any]:

@@ -1,0 +1,168 @@
+"""The report's scenario sections (`qmemo report --scenario DIR`): one per run folder.
+
+Each section shows what the run did and what came of it: a timeline of committed TPS,
+p99 latency and each node's blocks not yet final, second by second, with every
+perturbation drawn as a labelled vertical line; the perturbations with their times; the
+invariants, pass or fail with their detail; the link profiles the nodes were placed on
+(and whether netem or the user-space relay made the delays); and, when the run folder
+holds one, the block propagation measurement against the report's model.
+
+Laid out from the run folder's own files (qmemo.analysis.scenario_run); computes only
+the model line (qmemo.analysis.footprint's serialisation time plus the profile's delay).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from qmemo.analysis import plots
+from qmemo.analysis.footprint import propagation_time_s
+from qmemo.analysis.markdown import Section, image, num, seconds, source_note, table, times
+from qmemo.analysis.results import display_path
+from qmemo.analysis.scenario_run import ScenarioRun
+
+BOOKKEEPING_COLOUR = "#7f7f7f"
+PROPAGATION_TITLE = "Block propagation per link profile"
+LEAD_S = 3.0        # node samples drawn from this long before the load starts
+
+
+def model_propagation_s(size_bytes: float, profile: dict[str, Any]) -> float:
+    """The report's propagation model for one link of a profile: the one-way delay plus the
+    serialisation time of the block at the profile's rate (qmemo.analysis.footprint)."""
+    return float(profile["delay_ms"]) / 1000.0 + propagation_time_s(size_bytes, float(profile["rate_mbit"]))
+
+
+def plot_timeline(path: Path, run: ScenarioRun, caption: str) -> Path:
+    """Three panels sharing the time axis, perturbations as vertical lines on each."""
+    fig, axes = plots.plt.subplots(3, 1, figsize=(11.0, 8.0), dpi=plots.DPI, sharex=True)
+    tps_ax, p99_ax, final_ax = axes
+    fig.suptitle(f"Scenario {run.name}: throughput, latency and finality over time", fontsize=12, fontweight="bold")
+    t = [s.t_s for s in run.seconds]
+    tps_ax.bar(t, [s.committed for s in run.seconds], width=1.0, align="edge", color="#cfe2f3",
+               edgecolor="#9fc5e8", label="generator: committed per second")
+    for i, (node, samples) in enumerate(sorted(run.nodes.items())):
+        samples = tuple(s for s in samples if s.t_s >= -LEAD_S)    # not the minutes of signing before
+        rates = _node_rates(samples)
+        tps_ax.plot([r[0] for r in rates], [r[1] for r in rates], color=plots.COLOURS[i % len(plots.COLOURS)],
+                    linewidth=1.0, label=f"{node}: committed tx/s (metrics)")
+        lag = [(s.t_s, s.height - s.final_height) for s in samples
+               if s.ok and s.height is not None and s.final_height is not None]
+        final_ax.step([x for x, _ in lag], [y for _, y in lag], where="post",
+                      color=plots.COLOURS[i % len(plots.COLOURS)], linewidth=1.2, label=node)
+    tps_ax.set_ylabel("transactions / s")
+    p99 = [(s.t_s + 0.5, s.p99_ms / 1000.0) for s in run.seconds if s.p99_ms is not None]
+    p99_ax.plot([x for x, _ in p99], [y for _, y in p99], color=plots.COLOURS[3], marker=".", linewidth=1.0,
+                label="p99 intended -> committed (final), by second intended")
+    p99_ax.set_ylabel("p99 latency (s)")
+    final_ax.set_ylabel("blocks not yet final")
+    final_ax.set_xlabel("seconds from the load's start")
+    for ax in axes:
+        ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        ax.grid(True, alpha=0.3)
+        for event in run.events:
+            ax.axvline(event.t_s, color=BOOKKEEPING_COLOUR, linestyle="--", linewidth=0.9)
+    top = tps_ax.get_ylim()[1]
+    for k, event in enumerate(run.events):   # labels staggered so neighbouring events stay readable
+        tps_ax.text(event.t_s, top * (0.97 - 0.09 * (k % 3)), f" {event.label}", fontsize=7.5, rotation=0,
+                    va="top", ha="left", color="#333333",
+                    bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none", "pad": 1})
+    fig.text(0.01, 0.01, caption, fontsize=7.5, color="#444444", ha="left", va="bottom", wrap=True)
+    fig.tight_layout(rect=(0, 0.04, 1, 0.97))
+    fig.savefig(path, bbox_inches="tight")      # the legends sit outside the panels
+    plots.plt.close(fig)
+    return path
+
+
+def _node_rates(samples: tuple[Any, ...]) -> list[tuple[float, float]]:
+    """Committed transactions per second from consecutive samples of a node's counter
+    (a restarted node's counter starts again from its store: a drop is not a rate)."""
+    rates = []
+    previous = None
+    for sample in samples:
+        if not sample.ok or sample.committed_total is None:
+            previous = None
+            continue
+        if previous is not None and sample.t_s > previous.t_s and sample.committed_total >= previous.committed_total:
+            rates.append((sample.t_s, (sample.committed_total - previous.committed_total) /
+                          (sample.t_s - previous.t_s)))
+        previous = sample
+    return rates
+
+
+def _links(run: ScenarioRun) -> list[str]:
+    network, profiles = run.manifest.get("network", {}), run.manifest.get("profiles", {})
+    backend = run.verdict.run.get("links", "netem")
+    zones = network.get("zones", [])
+    pairs = [(a, b, p) for a, b, p in network.get("links", [])]
+    used = {network.get("default_profile")} | {p for _, _, p in pairs} | \
+        {p.get("profile") for p in run.manifest.get("perturbations", []) if p.get("profile")}
+    rows = [(name, num(profiles[name]["delay_ms"], 1), num(profiles[name]["jitter_ms"], 2),
+             num(profiles[name]["loss_pct"], 1), num(profiles[name]["rate_mbit"]), profiles[name]["source"])
+            for name in sorted(p for p in used if p in profiles)]
+    how = ("tc netem on each node's egress" if backend == "netem" else
+           "the user-space relay (`--links relay`: this kernel has no netem; no loss, and TCP's reaction to the "
+           "long path is not reproduced, so WAN figures are a lower bound)")
+    placement = ", ".join(f"node-{i}: {z}" for i, z in enumerate(zones)) or "-"
+    links = "; ".join(f"{a}-{b}: {p}" for a, b, p in pairs) or "none"
+    return [
+        "### Links",
+        f"Nodes by zone: {placement}. Zone pairs with their own profile: {links}; every other pair: "
+        f"`{network.get('default_profile')}`. Delays made by {how}.",
+        table(("profile", "one-way delay ms", "jitter ms", "loss %", "rate Mbit/s", "source"), rows, align="lrrrrl"),
+    ]
+
+
+def _propagation(run: ScenarioRun) -> list[str]:
+    found = run.propagation
+    if not found:
+        return []
+    rows = []
+    for entry in found["profiles"]:
+        profile = entry["profile_facts"]
+        model = model_propagation_s(found["block_bytes"], profile)
+        rows.append((entry["profile"], entry.get("links", "-"), num(profile["delay_ms"], 1),
+                     seconds(entry["median_s"]), seconds(entry["max_s"]), num(entry["samples"]), seconds(model),
+                     times(entry["median_s"] / model, 1)))
+    return [
+        f"### {PROPAGATION_TITLE}",
+        f"A full {found['transactions']:,}-transaction {found['scheme']} block ({num(found['block_bytes'])} bytes) "
+        "from its producer to each other node, every pair of nodes on the profile. The model is the report's: "
+        "one-way delay plus the block's serialisation time at the profile's rate (no storing, no decoding, "
+        "no validation, no relay hops).",
+        table(("profile", "delays by", "one-way delay ms", "measured median", "measured max", "samples", "model",
+               "measured / model"), rows),
+        found.get("note", ""),
+        source_note(display_path(run.source / "propagation.json")),
+    ]
+
+
+def scenario_section(run: ScenarioRun, plot_dir: Path) -> Section:
+    """The section for one run folder (its plot drawn into `plot_dir`)."""
+    verdict, load = run.verdict, run.manifest.get("load", {})
+    if verdict is None:
+        return Section(PROPAGATION_TITLE, "\n\n".join(_propagation(run)[1:]))
+    source = display_path(run.source)
+    parts = [
+        f"{run.manifest.get('description', '')}. Run folder `{source}`; "
+        f"{'every invariant holds' if verdict.passed else '**invariants failed**'}.",
+        f"Load: {num(load.get('tps'))} TPS for {num(load.get('duration_s'))} s "
+        f"({load.get('targeting', '-')} over nodes {load.get('target_nodes', '-')}), "
+        f"{run.manifest.get('network', {}).get('nodes', '-')} nodes.",
+    ]
+    plotted: tuple[str, ...] = ()
+    if run.seconds:
+        name = f"scenario_{run.name}_timeline.png"
+        plot_timeline(plot_dir / name, run, f"qmemo scenario run {run.name} - {source}")
+        parts.append(image(name, f"scenario {run.name}: throughput, latency and finality over time"))
+        plotted = (name,)
+    parts += ["### Perturbations",
+              table(("t (s)", "what"), [(num(e.t_s, 1), e.label) for e in run.events], align="rl") if run.events else "None.",
+              "### Invariants",
+              table(("invariant", "holds", "detail"),
+                    [(r.name, "yes" if r.passed else "**no**", r.detail) for r in verdict.results], align="lll"),
+              source_note(f"{source}/invariants.json", f"{source}/timeline.jsonl", f"{source}/gen/transactions.csv",
+                          f"{source}/metrics/")]
+    parts += _links(run)
+    parts += _propagation(run)
+    return Section(f"Scenario {run.name}", "\n\n".join(parts), plotted)

@@ -1,0 +1,51 @@
+"""The qmemo command lines a scenario runs - genesis, node, gen - from its manifest.
+
+One place for them, so that the runner on this machine (namespaces), `qmemo scenario
+compose` (containers) and the 3-machine walk-through in docs/scenarios.md start the very
+same programs with the very same settings; only paths and addresses differ, and they
+come in as arguments. Pure: no process is started here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from qmemo.scenario.manifest import Load, Manifest
+
+NODE_PORT = 8000
+
+
+def genesis_arguments(manifest: Manifest, out: str) -> list[str]:
+    """`qmemo genesis`: the manifest's validators, and the generator's and attacker's accounts together."""
+    chain = manifest.chain
+    return ["genesis", "--out", out, "--validators", str(manifest.network.nodes),
+            "--accounts", str(chain.accounts + chain.attacker_accounts), "--scheme", chain.scheme,
+            "--block-interval-ms", str(chain.block_interval_ms),
+            "--max-block-transactions", str(chain.max_block_transactions)]
+
+
+def node_arguments(i: int, devnet: str, data: str, host: str, peers: Sequence[str], *,
+                   advertise: str | None = None, verify_threads: int | None = None) -> list[str]:
+    """`qmemo node` for validator i, listening on `host`:NODE_PORT and peering with `peers` (URLs)."""
+    command = ["node", "--genesis", f"{devnet}/genesis.json", "--key", f"{devnet}/validator-{i}.keys.json",
+               "--data", data, "--host", host, "--port", str(NODE_PORT), "--peers", ",".join(peers),
+               "--name", f"node-{i}"]
+    if advertise:
+        command += ["--advertise", advertise]
+    if verify_threads is not None:
+        command += ["--verify-threads", str(verify_threads)]
+    return command
+
+
+def gen_arguments(load: Load, devnet: str, accounts: str, nodes: Sequence[str], out: str) -> list[str]:
+    """`qmemo gen` with the manifest's load against `nodes` (URLs), signing with `accounts`' keys."""
+    command = ["gen", "--devnet", devnet, "--genesis", f"{devnet}/genesis.json", "--accounts", accounts,
+               "--nodes", ",".join(nodes), "--duration", f"{load.duration_s:g}", "--batch", str(load.batch),
+               "--target", load.targeting, "--out", out, "--quiet"]
+    if load.resend_for_s:
+        command += ["--resend-for", f"{load.resend_for_s:g}"]
+    if load.schedule:
+        command += ["--schedule", load.schedule] + (["--ramp"] if load.ramp else [])
+    else:
+        command += ["--tps", f"{load.tps:g}"] + (["--poisson"] if load.poisson else [])
+    return command

@@ -1,0 +1,51 @@
+"""The generator's resend (`qmemo gen --resend-for`): a batch no node answered is tried
+again, every node in turn, until the window closes - so a client whose nodes all died
+for a moment loses nothing, as docs/api.md asks of it; without the window it fails at once."""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+from aiohttp import web
+
+from qmemo.load.latency import ACCEPTED, FAILED, Timings
+from qmemo.load.sender import Batch, SendConfig, SendProgress, send_batches
+
+
+def _node_down_for(first_requests: int) -> tuple[web.Application, list[int]]:
+    """A node that answers 503 (not ready: try another) to its first requests, then accepts."""
+    seen: list[int] = []
+
+    async def txs(request: web.Request) -> web.Response:
+        seen.append(1)
+        if len(seen) <= first_requests:
+            return web.json_response({"error": "not_ready", "detail": "starting"}, status=503)
+        return web.json_response({"results": [{"status": "accepted"}, {"status": "accepted"}]})
+
+    app = web.Application()
+    app.router.add_post("/txs", txs)
+    return app, seen
+
+
+async def _send(aiohttp_server, resend_for_s: float, down_requests: int) -> tuple[Timings, list[int]]:
+    app, seen = _node_down_for(down_requests)
+    server = await aiohttp_server(app)
+    url = str(server.make_url("")).rstrip("/")
+    timings = Timings([0.0, 0.0])
+    config = SendConfig(resend_for_s=resend_for_s, attempt_timeout_s=1.0)
+    await send_batches([Batch(0, 2, url, b"")], timings, config, start=0.0, progress=SendProgress(),
+                       stop=asyncio.Event(), nodes=[url])
+    return timings, seen
+
+
+async def test_a_batch_no_node_answered_is_sent_again_within_the_window(aiohttp_server):
+    timings, seen = await _send(aiohttp_server, resend_for_s=5.0, down_requests=2)
+    assert len(seen) == 3                                    # two refusals, then the resend that landed
+    assert list(timings.status) == [ACCEPTED, ACCEPTED]
+
+
+async def test_without_a_window_the_batch_fails_at_the_first_round(aiohttp_server):
+    timings, seen = await _send(aiohttp_server, resend_for_s=0.0, down_requests=2)
+    assert len(seen) == 1
+    assert list(timings.status) == [FAILED, FAILED] and timings.reasons[0] == "http_503"
