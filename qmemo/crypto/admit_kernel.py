@@ -46,6 +46,12 @@ LIBRARY = REPO_ROOT / ".deps" / "native" / "libqmemo_admit.so"
 # qmemo_admit_record (native/qmemo_admit.h), field for field.
 RECORD = struct.Struct("<IIBBBBIQQQQIHHIHH64s64s32s")
 VERIFY_FLAG = 1               # QMEMO_ADMIT_VERIFY
+# Byte offsets in a record of the fields read after a later `verify` (no full unpack):
+# record_offset, record_length, status, verdict ...; verify_ns after chain_id and three u64s.
+_VERDICT_AT = struct.calcsize("<IIB")
+_VERIFY_NS_AT = struct.calcsize("<IIBBBBIQQQ")
+_U64 = struct.Struct("<Q")
+_FRAME_SPAN = struct.Struct("<II")          # record_offset, record_length: the record's place in the body
 
 # Per record, `status`: index -> the DecodeError code Transaction.decode raises (0: decoded).
 STATUS_CODES: tuple[str | None, ...] = (None, "truncated", "unsupported_version", "oversized", "trailing_bytes")
@@ -160,6 +166,28 @@ class AdmitResults:
 
     def records(self) -> list[KernelRecord]:
         return [KernelRecord._make(row) for row in self.rows()]
+
+    def valid(self, positions: Sequence[int]) -> list[bool]:
+        """Whether each record at `positions` was found VALID (read straight from the buffer)."""
+        buffer, size = self.buffer, RECORD.size
+        return [buffer[p * size + _VERDICT_AT] == Verdict.VALID for p in positions]
+
+    def verify_ns(self, positions: Sequence[int]) -> list[int]:
+        """The verify call's duration (ns) of each record at `positions` (0 if none ran)."""
+        unpack, buffer, size = _U64.unpack_from, self.buffer, RECORD.size
+        return [unpack(buffer, p * size + _VERIFY_NS_AT)[0] for p in positions]
+
+    def frames(self, positions: Sequence[int]) -> bytes:
+        """The records at `positions` as a framed batch (`[u32 length][record]` each), cut
+        from the body: the body itself when every record is asked for, in order."""
+        if len(positions) == self.count and (not positions or positions[-1] == self.count - 1):
+            return self.body
+        unpack, buffer, size, body = _FRAME_SPAN.unpack_from, self.buffer, RECORD.size, self.body
+        parts = []
+        for p in positions:
+            offset, length = unpack(buffer, p * size)
+            parts.append(body[offset - 4:offset + length])      # the frame: its length prefix, then the record
+        return b"".join(parts)
 
     def encoding(self, index: int) -> bytes:
         """Record `index`'s bytes: the transaction's canonical encoding if it decoded."""
@@ -277,17 +305,24 @@ class AdmitKernel:
             raise ValueError(f"qmemo_admit_batch refused its arguments (rc {rc})")
         return AdmitResults(body, buffer, count.value)
 
-    def verify(self, results: AdmitResults, select: Sequence[bool] | None = None) -> int:
+    def verify(self, results: AdmitResults, select: Sequence[bool] | bytes | bytearray | None = None) -> int:
         """Verify the NOT_CHECKED records of `results` (those `select` marks), in place.
 
         For a caller that drops duplicates and cheap rule failures first (admit with
-        verify=False, then this). Returns how many were found valid.
+        verify=False, then this). `select` may be a bytes/bytearray mask (non-zero:
+        verify), taken as it is. Several threads may verify disjoint selections of one
+        `results` at once. Returns how many were found valid.
         """
         if not results.count:
             return 0
         if select is not None and len(select) != results.count:
             raise ValueError(f"select has {len(select)} entries for {results.count} records")
-        mask = None if select is None else bytes(bool(flag) for flag in select)
+        if select is None or isinstance(select, bytes):
+            mask = select
+        elif isinstance(select, bytearray):
+            mask = bytes(select)
+        else:
+            mask = bytes(bool(flag) for flag in select)
         records = (ctypes.c_char * len(results.buffer)).from_buffer(results.buffer)
         return self._lib.qmemo_admit_verify(self._handle, results.body, len(results.body), records,
                                             results.count, mask)

@@ -81,9 +81,12 @@ class Handlers:
     async def post_txs(self, request: web.Request) -> web.Response:
         """POST /txs: a binary batch or {"transactions": [...]}; per-transaction results."""
         body = await read_body(request, self.config.max_body_bytes)
-        items = wire.decode_tx_items(body, binary=request.content_type == BINARY_TYPE,
-                                     max_count=self.config.max_batch_txs)
-        return self.respond(wire.encode_tx_results(await self.node.submit(items)))
+        if request.content_type == BINARY_TYPE:     # the node frames, decodes and hashes it in one native call
+            outcomes = await self.node.submit_body(body)
+        else:
+            outcomes = await self.node.submit(wire.decode_tx_items(body, binary=False,
+                                                                   max_count=self.config.max_batch_txs))
+        return self.respond(wire.encode_tx_results(outcomes))
 
     async def post_tx(self, request: web.Request) -> web.Response:
         """POST /tx: one JSON transaction; 200 accepted/duplicate, else the rejection's own
@@ -174,8 +177,7 @@ class Handlers:
         """POST /peer/txs: a relayed binary batch, admitted like any other (never trusted), so
         under the client's caps too: a peer is no more trusted with a 100 MiB body."""
         body = await read_body(request, self.config.max_body_bytes)
-        encodings = wire.decode_tx_batch(body, self.config.max_batch_txs)
-        return self.json(wire.tx_counts(await self.node.submit(encodings, from_peer=True)))
+        return self.json(wire.tx_counts(await self.node.submit_body(body, from_peer=True)))
 
     async def peer_block(self, request: web.Request) -> web.Response:
         """POST /peer/block: one block encoding; validated in full before it is applied."""
