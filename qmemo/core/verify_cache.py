@@ -105,6 +105,11 @@ class VerifyCache:
                 results[position] = ok is True
         return results
 
+    def unknown(self, transactions: Sequence[Transaction]) -> list[int]:
+        """The positions of the transactions whose ids are not cached (no lock: a lookup)."""
+        verified = self._verified
+        return [position for position, tx in enumerate(transactions) if tx.id not in verified]
+
     def count(self, hits: int, misses: int) -> None:
         """Count lookups answered elsewhere (the node's admission kernel checks `in` itself)."""
         with self._lock:

@@ -143,7 +143,7 @@ class VerifyPool:
         """Is the signature of each record at `positions` of `results` (whose transaction is
         the same index of `transactions`) valid? Ids the cache knows are not verified again."""
         cache = self.cache
-        todo = [i for i, tx in enumerate(transactions) if tx.id not in cache]
+        todo = cache.unknown(transactions)
         cache.count(len(transactions) - len(todo), len(todo))
         if len(todo) == len(transactions):
             valid = None

@@ -152,6 +152,18 @@ def test_verification_can_wait_for_a_second_call_on_chosen_records(kernel):
     assert results[2].verify_ns > 0 and results[3].verify_ns == 0
 
 
+def test_verdicts_durations_and_frames_are_read_for_chosen_records(kernel):
+    body = every_scheme_body()
+    results = kernel.admit(body, 10, verify=False)
+    kernel.verify(results, bytes([1, 0, 1, 1]))                # a mask as bytes, taken as it is
+    records = results.records()
+    assert results.valid([0, 1, 2, 3]) == [r.verdict == Verdict.VALID for r in records] == [True, False, True, False]
+    assert results.verify_ns([2, 1]) == [records[2].verify_ns, 0] and records[2].verify_ns > 0
+    assert results.frames([0, 1, 2, 3]) is body                # all of them: the body itself
+    assert results.frames([1, 3]) == encode_frames([results.encoding(1), results.encoding(3)])
+    assert results.frames([]) == b""
+
+
 def test_a_tampered_record_is_invalid_never_a_read_outside_the_body(kernel):
     results = kernel.admit(every_scheme_body(), 10, verify=False)
     base = 0 * RECORD.size   # the first record
