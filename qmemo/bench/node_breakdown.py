@@ -1,6 +1,6 @@
 """`qmemo bench node`, where admission time goes: each admission step timed in this
 process on the same transactions, one step at a time with nothing else running (no HTTP,
-no threads), in microseconds per transaction.
+no threads), in microseconds of this thread's CPU time per transaction.
 
 The steps are the node's binary-batch path (qmemo.node.admission): the admission
 kernel's one native call (framing, decoding, ids, digests, senders), the Transaction
@@ -39,9 +39,9 @@ def admission_breakdown(devnet: BenchDevnet, transactions: list[Transaction], ve
     steps: dict[str, float] = {}
 
     def timed(name: str, fn) -> Any:
-        started = time.perf_counter()
+        started = time.thread_time()
         value = fn()
-        steps[name] = (time.perf_counter() - started) / n * 1e6
+        steps[name] = (time.thread_time() - started) / n * 1e6
         return value
 
     kernel, missing = native_kernel(genesis, verifier)
