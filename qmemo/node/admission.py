@@ -166,13 +166,14 @@ class Admission:
             return decode_frames(body, max_count, "transaction")
         return self.kernel.admit(body, max_count, verify=False)
 
-    async def admit_framed(self, batch: AdmitResults | list[bytes], *, relay: bool) -> tuple[list[TxOutcome], bytes]:
+    async def admit_framed(self, batch: AdmitResults | list[bytes], *,
+                           relay: bool) -> tuple[list[TxOutcome], bytes, int]:
         """Admit what `unframe` gave; the outcomes, and the accepted transactions as one
-        framed buffer (for the journal)."""
+        framed buffer and their count (for the journal)."""
         if isinstance(batch, list):
             outcomes = await self.admit(batch, relay=relay)
-            return outcomes, encode_frames([item for item, outcome in zip(batch, outcomes)
-                                            if outcome.status == ACCEPTED])
+            accepted = [item for item, outcome in zip(batch, outcomes) if outcome.status == ACCEPTED]
+            return outcomes, encode_frames(accepted), len(accepted)
         metrics = self.metrics
         metrics.tx_received += len(batch)
         outcomes: list[TxOutcome | None] = [None] * len(batch)
@@ -187,8 +188,8 @@ class Admission:
             self._inflight.difference_update(tx.id for tx in candidates)
         if accepted:
             self._relay(accepted)
-        return outcomes, batch.frames([i for i, outcome in enumerate(outcomes)   # type: ignore[union-attr]
-                                       if outcome.status == ACCEPTED])
+        positions = [i for i, outcome in enumerate(outcomes) if outcome.status == ACCEPTED]  # type: ignore[union-attr]
+        return outcomes, batch.frames(positions), len(positions)   # type: ignore[return-value]
 
     def _records(self, results: AdmitResults, outcomes: list[TxOutcome | None]) -> list[Item | None]:
         """The kernel's records as `_precheck`'s items: a duplicate is answered here from its

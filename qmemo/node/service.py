@@ -244,9 +244,9 @@ class Node:
         _, admission, _ = self._require_ready()
         batch = admission.unframe(body, self.config.max_batch_txs)
         self._admission_with_room(len(batch))
-        outcomes, accepted = await admission.admit_framed(batch, relay=not from_peer)
+        outcomes, accepted, count = await admission.admit_framed(batch, relay=not from_peer)
         if not from_peer:
-            await self.journal.append_frames(accepted, sum(outcome.status == ACCEPTED for outcome in outcomes))
+            await self.journal.append_frames(accepted, count)
         return outcomes
 
     def _admission_with_room(self, count: int) -> Admission:
