@@ -43,6 +43,7 @@ JOURNAL_FILE = "accepted.journal"
 _HEADER = struct.Struct("<II")
 _BATCH_FLAG = 0x8000_0000      # an entry's length's top bit: the entry is a framed batch
 MAX_BATCH_BYTES = 1 << 30      # an entry is one write's requests (a body is at most 16 MiB)
+COMPACT_ENTRY_RECORDS = 10_000  # a compaction's entries: ~19 MB of Falcon-512 transactions each
 # Compaction rewrites the unsettled transactions: only worth it once the file holds at
 # least this much (a few hundred transactions) and twice what the last compaction left.
 MIN_COMPACT_BYTES = 1 << 20
@@ -150,8 +151,8 @@ class Journal:
     def _rewrite(self, unsettled: list[bytes]) -> None:
         tmp = self.path.with_suffix(".tmp")
         with tmp.open("wb") as out:
-            if unsettled:
-                out.write(_entry([encode_frames(unsettled)]))
+            for start in range(0, len(unsettled), COMPACT_ENTRY_RECORDS):     # entries far below MAX_BATCH_BYTES
+                out.write(_entry([encode_frames(unsettled[start:start + COMPACT_ENTRY_RECORDS])]))
             out.flush()
             os.fsync(out.fileno())
             size = out.tell()

@@ -111,3 +111,19 @@ def test_a_journal_of_single_transaction_entries_still_reads(tmp_path: Path):
     old = b"".join(struct.pack("<II", len(body), zlib.crc32(body)) + body for body in (b"old-1", b"old-2"))
     (tmp_path / JOURNAL_FILE).write_bytes(old)
     assert _reopened(tmp_path) == [b"old-1", b"old-2"]
+
+
+async def test_a_large_compaction_is_written_as_several_entries(tmp_path: Path, monkeypatch):
+    import qmemo.node.journal as journal_module
+
+    monkeypatch.setattr(journal_module, "COMPACT_ENTRY_RECORDS", 2)
+    journal = Journal(tmp_path, "test")
+    journal.read_back()
+    records = [bytes([i]) * 3 for i in range(5)]
+    await journal.compact(records)
+    journal.close()
+    data = (tmp_path / JOURNAL_FILE).read_bytes()
+    assert _reopened(tmp_path) == records
+    path = tmp_path / JOURNAL_FILE
+    path.write_bytes(data[:-1])                  # a tear in the last entry keeps the earlier ones
+    assert _reopened(tmp_path) == records[:4]
