@@ -51,6 +51,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+REFERENCES = ("kernel_verify", "native_loop_verify", "registry_verify", "ctypes_verify")
+
+
 def _print(document: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -76,14 +79,13 @@ def _print(document: dict[str, Any]) -> None:
     source = baseline.get("source", baseline.get("missing", baseline.get("error")))
     c_rate = f"{baseline['ops_per_s']:,.0f}/s" if "ops_per_s" in baseline else "none"
     console.print(f"C single-core verify: {c_rate} ({source}); same run, one Python thread: "
-                  + ", ".join(f"{k} {refs[k]['ops_per_s']:,.0f}/s" for k in ("registry_verify", "ctypes_verify")
-                              if k in refs))
+                  + ", ".join(f"{k} {refs[k]['ops_per_s']:,.0f}/s" for k in REFERENCES if k in refs))
     console.print(f"two Python threads verifying at once: {refs['two_threads_verify']['speedup']:.2f}x one "
                   "(the cores this machine really gave us; ~2x when idle)")
     head = document["headline"]
     console.print(f"headline ({head['verifier']} verifier, {head['threads']} verify thread): "
                   f"{head['admitted_per_cpu_s']:,.0f} tx per node CPU-s / {head['same_run_verify_per_s']:,.0f} "
-                  f"verify/s native loop, same run = {head['ratio']:.2f}")
+                  f"verify/s native loop ({head.get('reference', 'native_loop_verify')}), same run = {head['ratio']:.2f}")
     if document["speedup_2_vs_1_threads"]:
         console.print(f"2 vs 1 verify threads: {document['speedup_2_vs_1_threads']:.2f}x")
     console.print("admission steps in-process (us/tx): "

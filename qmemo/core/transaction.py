@@ -130,33 +130,16 @@ class Transaction:
     @classmethod
     def decode(cls, data: bytes) -> Transaction:
         """Parse the canonical encoding; DecodeError for anything else."""
-        if type(data) is not bytes:
-            data = bytes(data)
-        size = len(data)
-        if size < FIXED_BYTES:
-            raise DecodeError(f"transaction truncated: {size} bytes, the fixed part is {FIXED_BYTES}",
-                              code="truncated")
-        version, chain_id, scheme_id, nonce, recipient, amount, fee, pk_length, payload_length = \
-            _FIXED.unpack_from(data)
-        if version != TX_VERSION:
-            raise DecodeError(f"transaction version {version} is not {TX_VERSION}", code="unsupported_version")
-        if payload_length > MAX_PAYLOAD_BYTES:
-            raise DecodeError(f"payload of {payload_length} bytes, more than {MAX_PAYLOAD_BYTES}",
-                              code="oversized")
-        payload_start = FIXED_BYTES + pk_length
-        unsigned_end = payload_start + payload_length
-        if size < unsigned_end + 2:
-            raise DecodeError(f"transaction truncated: {size} bytes, fields need {unsigned_end + 2}",
-                              code="truncated")
-        signature_start = unsigned_end + 2
-        end = signature_start + _SIG_LENGTH.unpack_from(data, unsigned_end)[0]
-        if size != end:
-            raise DecodeError(f"transaction is {size} bytes, its fields say {end}",
-                              code="truncated" if size < end else "trailing_bytes")
-        tx = _new(cls)
-        _fill(tx, chain_id, scheme_id, data[FIXED_BYTES:payload_start], nonce, recipient, amount, fee,
-              data[payload_start:unsigned_end], data[signature_start:], data, unsigned_end)
-        return tx
+        return _decode(cls, data, None)
+
+    @classmethod
+    def decode_with_digests(cls, data: bytes, signing_digest: bytes, tx_id: bytes, sender: bytes) -> Transaction:
+        """`decode`, with the signing digest, id and sender address already computed by
+        the caller under this module's rules (the node's native admission kernel, proven
+        equal by tests/vectors/admit_kernel.json): the structure is checked as in
+        `decode`, nothing is hashed again. A caller handing in other digests gets a
+        transaction that lies about itself: only code that computed them may call this."""
+        return _decode(cls, data, (signing_digest, tx_id, sender))
 
     def to_json(self) -> dict[str, Any]:
         """The JSON wire form: integers as numbers, byte strings as lowercase hex."""
@@ -207,6 +190,43 @@ _new = object.__new__
     Transaction.__dict__[name].__set__ for name in Transaction.__slots__)
 
 
+def _decode(cls: type[Transaction], data: bytes, digests: tuple[bytes, bytes, bytes] | None) -> Transaction:
+    """Transaction.decode's structural parse; the digests computed here unless given."""
+    if type(data) is not bytes:
+        data = bytes(data)
+    size = len(data)
+    if size < FIXED_BYTES:
+        raise DecodeError(f"transaction truncated: {size} bytes, the fixed part is {FIXED_BYTES}",
+                          code="truncated")
+    version, chain_id, scheme_id, nonce, recipient, amount, fee, pk_length, payload_length = \
+        _FIXED.unpack_from(data)
+    if version != TX_VERSION:
+        raise DecodeError(f"transaction version {version} is not {TX_VERSION}", code="unsupported_version")
+    if payload_length > MAX_PAYLOAD_BYTES:
+        raise DecodeError(f"payload of {payload_length} bytes, more than {MAX_PAYLOAD_BYTES}",
+                          code="oversized")
+    payload_start = FIXED_BYTES + pk_length
+    unsigned_end = payload_start + payload_length
+    if size < unsigned_end + 2:
+        raise DecodeError(f"transaction truncated: {size} bytes, fields need {unsigned_end + 2}",
+                          code="truncated")
+    signature_start = unsigned_end + 2
+    end = signature_start + _SIG_LENGTH.unpack_from(data, unsigned_end)[0]
+    if size != end:
+        raise DecodeError(f"transaction is {size} bytes, its fields say {end}",
+                          code="truncated" if size < end else "trailing_bytes")
+    tx = _new(cls)
+    public_key, payload, signature = data[FIXED_BYTES:payload_start], data[payload_start:unsigned_end], \
+        data[signature_start:]
+    if digests is None:
+        _fill(tx, chain_id, scheme_id, public_key, nonce, recipient, amount, fee, payload, signature, data,
+              unsigned_end)
+    else:
+        _set_slots(tx, chain_id, scheme_id, public_key, nonce, recipient, amount, fee, payload, signature, data,
+                   *digests)
+    return tx
+
+
 def _fill(tx: Transaction, chain_id: int, scheme_id: int, public_key: bytes, nonce: int, recipient: bytes,
           amount: int, fee: int, payload: bytes, signature: bytes, encoded: bytes, unsigned_end: int) -> None:
     """Set every slot of a new transaction, computing the digests once."""
@@ -217,6 +237,13 @@ def _fill(tx: Transaction, chain_id: int, scheme_id: int, public_key: bytes, non
     hasher = _new_id_hasher()
     hasher.update(signing_digest)
     hasher.update(view[unsigned_end:])
+    _set_slots(tx, chain_id, scheme_id, public_key, nonce, recipient, amount, fee, payload, signature, encoded,
+               signing_digest, hasher.digest(DIGEST_BYTES), derive_address(scheme_id, public_key))
+
+
+def _set_slots(tx: Transaction, chain_id: int, scheme_id: int, public_key: bytes, nonce: int, recipient: bytes,
+               amount: int, fee: int, payload: bytes, signature: bytes, encoded: bytes, signing_digest: bytes,
+               tx_id: bytes, sender: bytes) -> None:
     _set_chain_id(tx, chain_id)
     _set_scheme_id(tx, scheme_id)
     _set_public_key(tx, public_key)
@@ -228,6 +255,6 @@ def _fill(tx: Transaction, chain_id: int, scheme_id: int, public_key: bytes, non
     _set_signature(tx, signature)
     _set_encoded(tx, encoded)
     _set_signing_digest(tx, signing_digest)
-    _set_id(tx, hasher.digest(DIGEST_BYTES))
-    _set_sender(tx, derive_address(scheme_id, public_key))
+    _set_id(tx, tx_id)
+    _set_sender(tx, sender)
 

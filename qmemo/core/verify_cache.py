@@ -105,6 +105,23 @@ class VerifyCache:
                 results[position] = ok is True
         return results
 
+    def unknown(self, transactions: Sequence[Transaction]) -> list[int]:
+        """The positions of the transactions whose ids are not cached (no lock: a lookup)."""
+        verified = self._verified
+        return [position for position, tx in enumerate(transactions) if tx.id not in verified]
+
+    def count(self, hits: int, misses: int) -> None:
+        """Count lookups answered elsewhere (the node's admission kernel checks `in` itself)."""
+        with self._lock:
+            self.hits += hits
+            self.misses += misses
+
+    def remember(self, tx_ids: list[bytes]) -> None:
+        """Ids whose signatures a caller verified itself (the admission kernel, through the
+        same registry verifiers): their block's validation is then a hit, as if they had
+        been verified here. Only for ids that verified: a failure is never remembered."""
+        self._remember(tx_ids)
+
     def forget(self, tx_ids: Iterable[bytes]) -> None:
         """Drop ids that will not be checked again (e.g. once their block is committed)."""
         with self._lock:

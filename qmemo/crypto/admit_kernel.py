@@ -6,7 +6,10 @@ through the blake3 package, object construction) in Python before the signature 
 to `qmemo_admit_batch` (native/qmemo_admit.c, built by scripts/setup.sh with BLAKE3's
 official C code), which splits the frames, decodes each record with the rules of
 `Transaction.decode`, computes the signing digest, id and sender, and verifies through
-a per-scheme verifier table - the GIL released once for the whole batch. What comes
+a per-scheme verifier table - the GIL released once for the whole batch. The table's
+verifiers are the registry's: the fast Falcon verifier (`qfv_verify_cached`, with the
+registry's own key cache) or liboqs, each under the scheme's length rule handed down
+as data (`SchemeRules`, as qmemo/crypto/batch.py does), so the rule lives in one place. What comes
 back is one buffer of fixed-size records (`RECORD`), read with one `struct.iter_unpack`.
 
 Sameness with the Python core is checked, not assumed: tests/vectors/admit_kernel.json
@@ -16,7 +19,9 @@ raises decode_frames's DecodeError/TooLarge, and `AdmitResults.decode_error(i)`
 re-decodes a rejected record with `Transaction.decode` to give its exact error (a rare
 path, so the messages live in one place).
 
-Not wired into the node: this module never touches node state.
+The node's admission (qmemo.node.admission) calls `admit(body, max, verify=False)` on
+its event loop, drops duplicates and rule failures from the compact records, then
+`verify(results, select=...)` on a verify thread. This module never touches node state.
 """
 
 from __future__ import annotations
@@ -31,8 +36,9 @@ from functools import cache
 from typing import NamedTuple
 
 from qmemo.core.transaction import Transaction
+from qmemo.crypto.batch import LengthRule, native_length_rule
 from qmemo.crypto.liboqs import REPO_ROOT, SETUP_COMMAND, native
-from qmemo.crypto.schemes import OqsScheme, get_scheme
+from qmemo.crypto.schemes import FastFalconScheme, OqsScheme, get_scheme
 from qmemo.errors import DecodeError, SetupError, TooLarge, UnknownScheme
 
 LIBRARY = REPO_ROOT / ".deps" / "native" / "libqmemo_admit.so"
@@ -40,6 +46,12 @@ LIBRARY = REPO_ROOT / ".deps" / "native" / "libqmemo_admit.so"
 # qmemo_admit_record (native/qmemo_admit.h), field for field.
 RECORD = struct.Struct("<IIBBBBIQQQQIHHIHH64s64s32s")
 VERIFY_FLAG = 1               # QMEMO_ADMIT_VERIFY
+# Byte offsets in a record of the fields read after a later `verify` (no full unpack):
+# record_offset, record_length, status, verdict ...; verify_ns after chain_id and three u64s.
+_VERDICT_AT = struct.calcsize("<IIB")
+_VERIFY_NS_AT = struct.calcsize("<IIBBBBIQQQ")
+_U64 = struct.Struct("<Q")
+_FRAME_SPAN = struct.Struct("<II")          # record_offset, record_length: the record's place in the body
 
 # Per record, `status`: index -> the DecodeError code Transaction.decode raises (0: decoded).
 STATUS_CODES: tuple[str | None, ...] = (None, "truncated", "unsupported_version", "oversized", "trailing_bytes")
@@ -102,7 +114,13 @@ def _library() -> ctypes.CDLL:
         ("qmemo_admit_table_free", None, [ctypes.c_void_p]),
         ("qmemo_admit_table_set", ctypes.c_int,
          [ctypes.c_void_p, ctypes.c_uint8, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]),
-        ("qmemo_admit_table_set_oqs", ctypes.c_int, [ctypes.c_void_p, ctypes.c_uint8, ctypes.c_char_p, ctypes.c_int]),
+        ("qmemo_admit_table_set_with_rule", ctypes.c_int,
+         [ctypes.c_void_p, ctypes.c_uint8, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+          ctypes.POINTER(LengthRule)]),
+        ("qmemo_admit_table_set_oqs", ctypes.c_int,
+         [ctypes.c_void_p, ctypes.c_uint8, ctypes.c_char_p, ctypes.POINTER(LengthRule)]),
+        ("qmemo_admit_table_set_qfv", ctypes.c_int,
+         [ctypes.c_void_p, ctypes.c_uint8, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(LengthRule)]),
         ("qmemo_admit_batch", ctypes.c_int,
          [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_uint32, ctypes.c_size_t, ctypes.c_uint,
           ctypes.c_void_p, ctypes.c_size_t, size_p, u64_p]),
@@ -149,6 +167,28 @@ class AdmitResults:
     def records(self) -> list[KernelRecord]:
         return [KernelRecord._make(row) for row in self.rows()]
 
+    def valid(self, positions: Sequence[int]) -> list[bool]:
+        """Whether each record at `positions` was found VALID (read straight from the buffer)."""
+        buffer, size = self.buffer, RECORD.size
+        return [buffer[p * size + _VERDICT_AT] == Verdict.VALID for p in positions]
+
+    def verify_ns(self, positions: Sequence[int]) -> list[int]:
+        """The verify call's duration (ns) of each record at `positions` (0 if none ran)."""
+        unpack, buffer, size = _U64.unpack_from, self.buffer, RECORD.size
+        return [unpack(buffer, p * size + _VERIFY_NS_AT)[0] for p in positions]
+
+    def frames(self, positions: Sequence[int]) -> bytes:
+        """The records at `positions` as a framed batch (`[u32 length][record]` each), cut
+        from the body: the body itself when every record is asked for, in order."""
+        if len(positions) == self.count and (not positions or positions[-1] == self.count - 1):
+            return self.body
+        unpack, buffer, size, body = _FRAME_SPAN.unpack_from, self.buffer, RECORD.size, self.body
+        parts = []
+        for p in positions:
+            offset, length = unpack(buffer, p * size)
+            parts.append(body[offset - 4:offset + length])      # the frame: its length prefix, then the record
+        return b"".join(parts)
+
     def encoding(self, index: int) -> bytes:
         """Record `index`'s bytes: the transaction's canonical encoding if it decoded."""
         record = self[index]
@@ -180,7 +220,7 @@ class AdmitKernel:
     the native sender-address cache, which a mutex guards).
     """
 
-    def __init__(self, chain_id: int, schemes: Iterable[str] = ("Falcon-512",)) -> None:
+    def __init__(self, chain_id: int, schemes: Iterable[str] = ("Falcon-512",), *, verifier: str = "liboqs") -> None:
         self.chain_id = chain_id
         self._lib = lib = _library()
         self._table = lib.qmemo_admit_table_new()
@@ -188,8 +228,9 @@ class AdmitKernel:
             raise MemoryError("qmemo_admit_table_new")
         self._finalizer = weakref.finalize(self, lib.qmemo_admit_table_free, self._table)
         self.verifiers: dict[int, str] = {}
+        self._keep: list[object] = []     # what the table's slots point into (key caches)
         for name in schemes:
-            self.set_liboqs_verifier(name)
+            self.set_verifier(name, verifier)
 
     @property
     def _handle(self) -> int:
@@ -198,15 +239,32 @@ class AdmitKernel:
             raise ValueError("this AdmitKernel is closed")
         return self._table
 
+    def set_verifier(self, name: str, verifier: str) -> None:
+        """Verify scheme `name` natively with the registry's `verifier` ("fast": the fast
+        Falcon verifier and its key cache where the scheme has one, else liboqs), under
+        the registry's length rule. UnknownScheme for a scheme with no native verifier."""
+        scheme = get_scheme(name, verifier)
+        if isinstance(scheme, FastFalconScheme):
+            address, key_cache, variant = scheme.fast.native_slot()
+            if self._lib.qmemo_admit_table_set_qfv(self._handle, scheme.info.scheme_id, address, key_cache, variant,
+                                                   native_length_rule(scheme.rules)) != 0:
+                raise UnknownScheme(f"the admission kernel refused the fast verifier for {scheme.name}")
+            self._keep.append(scheme.fast)
+            self.verifiers[scheme.info.scheme_id] = f"fast {scheme.name}"
+        else:
+            self.set_liboqs_verifier(name)
+
     def set_liboqs_verifier(self, name: str) -> None:
-        """Verify scheme `name` natively with liboqs, under the registry's length rules."""
-        scheme = get_scheme(name)
+        """Verify scheme `name` natively with liboqs, under the registry's length rule."""
+        scheme = get_scheme(name, "liboqs")
         if not isinstance(scheme, OqsScheme):
             raise UnknownScheme(f"the admission kernel has no native verifier for {scheme.name}")
         info = scheme.info
-        if self._lib.qmemo_admit_table_set_oqs(self._handle, info.scheme_id, info.name.encode(),
-                                               int(info.fixed_signature_length)) != 0:
-            raise UnknownScheme(f"liboqs could not create {info.name}")
+        rc = self._lib.qmemo_admit_table_set_oqs(self._handle, info.scheme_id, info.name.encode(),
+                                                 native_length_rule(scheme.rules))
+        if rc != 0:
+            raise UnknownScheme(f"liboqs could not create {info.name}" if rc == -1 else
+                                f"the length rule of {info.name} does not fit liboqs's sizes for it")
         self.verifiers[info.scheme_id] = f"liboqs {info.name}"
 
     def set_native_verifier(self, scheme_id: int, verify_function: int, context: int | None, label: str) -> None:
@@ -247,17 +305,24 @@ class AdmitKernel:
             raise ValueError(f"qmemo_admit_batch refused its arguments (rc {rc})")
         return AdmitResults(body, buffer, count.value)
 
-    def verify(self, results: AdmitResults, select: Sequence[bool] | None = None) -> int:
+    def verify(self, results: AdmitResults, select: Sequence[bool] | bytes | bytearray | None = None) -> int:
         """Verify the NOT_CHECKED records of `results` (those `select` marks), in place.
 
         For a caller that drops duplicates and cheap rule failures first (admit with
-        verify=False, then this). Returns how many were found valid.
+        verify=False, then this). `select` may be a bytes/bytearray mask (non-zero:
+        verify), taken as it is. Several threads may verify disjoint selections of one
+        `results` at once. Returns how many were found valid.
         """
         if not results.count:
             return 0
         if select is not None and len(select) != results.count:
             raise ValueError(f"select has {len(select)} entries for {results.count} records")
-        mask = None if select is None else bytes(bool(flag) for flag in select)
+        if select is None or isinstance(select, bytes):
+            mask = select
+        elif isinstance(select, bytearray):
+            mask = bytes(select)
+        else:
+            mask = bytes(bool(flag) for flag in select)
         records = (ctypes.c_char * len(results.buffer)).from_buffer(results.buffer)
         return self._lib.qmemo_admit_verify(self._handle, results.body, len(results.body), records,
                                             results.count, mask)

@@ -37,8 +37,9 @@ class Verdict(IntEnum):
     BAD_SIGNATURE = 3   # the lengths fit; liboqs rejected it
 
 
-class _LengthRule(ctypes.Structure):
-    """qmemo_length_rule in qmemo_batch.c: the length rule as data."""
+class LengthRule(ctypes.Structure):
+    """The length rule as data: qmemo_length_rule in qmemo_batch.c, and the admission
+    kernel's qmemo_admit_length_rule (qmemo_admit.h), field for field."""
 
     _fields_ = [("public_key_bytes", ctypes.c_uint64), ("min_signature_bytes", ctypes.c_uint64),
                 ("max_signature_bytes", ctypes.c_uint64)]
@@ -49,8 +50,9 @@ _RULE_MISMATCH = ctypes.c_size_t(-1).value
 
 
 @cache
-def _native_rule(rules: SchemeRules) -> _LengthRule:
-    return _LengthRule(rules.public_key_bytes, rules.min_signature_bytes, rules.max_signature_bytes)
+def native_length_rule(rules: SchemeRules) -> LengthRule:
+    """`rules` as the native libraries take them (one instance per rule, kept alive here)."""
+    return LengthRule(rules.public_key_bytes, rules.min_signature_bytes, rules.max_signature_bytes)
 
 
 @cache
@@ -60,7 +62,7 @@ def _library() -> ctypes.CDLL:
         raise SetupError(f"the native batch verifier is missing ({LIBRARY}); run `{SETUP_COMMAND}`")
     lib = ctypes.CDLL(str(LIBRARY))
     lib.qmemo_verify_batch.restype = ctypes.c_size_t
-    lib.qmemo_verify_batch.argtypes = [ctypes.c_void_p, ctypes.POINTER(_LengthRule), ctypes.c_size_t,
+    lib.qmemo_verify_batch.argtypes = [ctypes.c_void_p, ctypes.POINTER(LengthRule), ctypes.c_size_t,
                                        ctypes.c_char_p, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_void_p,
                                        ctypes.c_void_p]
     return lib
@@ -108,7 +110,7 @@ def _run(oqs_sig: int, rules: SchemeRules, items: Sequence[tuple[bytes, bytes, b
     verdicts_pointer = (ctypes.c_char * count).from_buffer(verdicts)
     lengths_address, _ = lengths.buffer_info()
     elapsed_address, _ = elapsed.buffer_info()
-    valid = _library().qmemo_verify_batch(oqs_sig, _native_rule(rules), count, blob, len(blob), lengths_address,
+    valid = _library().qmemo_verify_batch(oqs_sig, native_length_rule(rules), count, blob, len(blob), lengths_address,
                                           ctypes.addressof(verdicts_pointer), elapsed_address)
     if valid == _RULE_MISMATCH:
         raise CryptoError(f"the length rule of {rules.name} does not fit liboqs's sizes for it", code="rule_mismatch")

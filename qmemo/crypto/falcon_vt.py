@@ -183,6 +183,13 @@ class FalconVtVerifier:
                                    elapsed.buffer_info()[0])
         return [bool(b) for b in ok], elapsed.tolist()
 
+    def native_slot(self) -> tuple[int, int | None, int]:
+        """(address of qfv_verify_cached, this verifier's qfv_cache, its variant id): what a
+        native caller (the admission kernel's verifier slot) needs to verify through this
+        verifier and its key cache. The cache lives as long as this object."""
+        address = ctypes.cast(self._lib.qfv_verify_cached, ctypes.c_void_p).value
+        return address, self._cache, self._variant
+
     def cache_stats(self) -> KeyCacheStats:
         hits, misses = ctypes.c_uint64(), ctypes.c_uint64()
         size, capacity = ctypes.c_size_t(), ctypes.c_size_t()

@@ -38,7 +38,7 @@ from qmemo.core.scheme_rules import SchemeRules
 from qmemo.errors import CryptoError, MalformedKey, UnknownScheme
 
 if TYPE_CHECKING:
-    from qmemo.crypto.falcon_vt import KeyCacheStats
+    from qmemo.crypto.falcon_vt import FalconVtVerifier, KeyCacheStats
 
 # The Falcon verifiers a caller may choose (module docstring); every other scheme has one.
 VERIFIERS = ("fast", "liboqs")
@@ -219,6 +219,11 @@ class FastFalconScheme(OqsScheme):
 
     def cache_stats(self) -> KeyCacheStats:
         return self._fast.cache_stats()
+
+    @property
+    def fast(self) -> FalconVtVerifier:
+        """The fast verifier itself (its key cache is this scheme's), for native callers."""
+        return self._fast
 
 
 # --- classical baselines ----------------------------------------------------------------

@@ -25,9 +25,25 @@ together with its pending ones (amount + fee summed over pending + held <= balan
 `held_max_txs` in all (`held_full`), both 429. With the genesis's minimum fee above zero,
 a key nobody funded can hold nothing.
 
-Costs per transaction on the event loop are kept to a few microseconds besides the
-decode (the core hashes the id and signing digest there): no per-transaction tasks,
-futures or log lines.
+A binary batch (POST /txs, /peer/txs) takes the native path when the admission kernel
+(qmemo.crypto.admit_kernel) has a verifier for every transaction scheme of the chain,
+in clear phases that per-stage timing can wrap:
+  decode+hash  `unframe`: one native call frames, decodes and hashes the whole body
+               (ids, signing digests, senders; no signature yet);
+  checks       duplicates from the compact records (no object for a duplicate), then a
+               `Transaction` built from the kernel's digests (nothing hashed again) for
+               the rest, and steps 3-4 as above;
+  verify       the survivors' records verified in one native call per verify thread
+               (`VerifyPool.verify_records`: the node's verifier, its key cache, the
+               shared signature cache);
+  mempool      step 6, unchanged;
+  journal      the accepted transactions' frames, cut from the body in one piece (the
+               body itself when all were accepted): the caller appends them.
+Every outcome, error code and counter is the Python path's (the kernel's decode is
+vector-tested against `Transaction.decode`; its rejections carry that very error).
+
+Costs per transaction on the event loop are kept to a few microseconds: no
+per-transaction tasks, futures or log lines.
 
 Never imports aiohttp or knows about HTTP.
 """
@@ -43,10 +59,13 @@ from qmemo.core.genesis import Genesis
 from qmemo.core.mempool import Mempool
 from qmemo.core.state import EMPTY_ACCOUNT, Account, charge, check_transaction_form
 from qmemo.core.transaction import Transaction
-from qmemo.errors import DecodeError, InvalidTransaction, MempoolFull, QmemoError
+from qmemo.crypto.admit_kernel import AdmitKernel, AdmitResults
+from qmemo.errors import DecodeError, InvalidTransaction, MempoolFull, QmemoError, SetupError, UnknownScheme
+from qmemo.frames import decode_frames, encode_frames
 from qmemo.node.answers import ACCEPTED, DUPLICATE, REJECTED, Item, TxOutcome
 from qmemo.node.block_decode import DecodedCache
 from qmemo.node.chain import Chain
+from qmemo.node.held import FutureQueue
 from qmemo.node.metrics import NodeMetrics
 from qmemo.node.stages import DECODE_HASH, MEMPOOL, thread_cpu_ns
 from qmemo.node.verify_pool import VerifyPool
@@ -65,107 +84,15 @@ class AdmissionLimits:
     future_ttl_s: float = 30.0
 
 
-@dataclass(slots=True)
-class Held:
-    tx: Transaction
-    held_at: float
-    relay: bool
-
-
-class FutureQueue:
-    """Verified transactions waiting for an earlier nonce of their sender, and what each
-    sender's held transactions cost together."""
-
-    def __init__(self, max_txs: int, max_per_sender: int) -> None:
-        self.max_txs = max_txs
-        self.max_per_sender = max_per_sender
-        self._by_sender: dict[bytes, dict[int, Held]] = {}
-        self._ids: dict[bytes, Held] = {}
-        self._cost: dict[bytes, int] = {}
-
-    def __len__(self) -> int:
-        return len(self._ids)
-
-    def __contains__(self, tx_id: bytes) -> bool:
-        return tx_id in self._ids
-
-    def cost(self, sender: bytes) -> int:
-        """amount + fee summed over the sender's held transactions."""
-        return self._cost.get(sender, 0)
-
-    def transactions(self) -> list[Transaction]:
-        """Every held transaction, each sender's in nonce order."""
-        return [held.tx for slots in self._by_sender.values() for _, held in sorted(slots.items())]
-
-    def check_room(self, sender: bytes, extra: int = 0) -> None:
-        """MempoolFull unless one more of the sender's transactions (after `extra` already
-        on their way) fits the per-sender and global caps."""
-        slots = self._by_sender.get(sender)
-        if (len(slots) if slots else 0) + extra >= self.max_per_sender:
-            raise MempoolFull(f"this sender already has {self.max_per_sender} transactions held for a nonce gap",
-                              code="held_sender_limit")
-        if len(self._ids) >= self.max_txs:
-            raise MempoolFull(f"the held queue is full ({len(self._ids)} transactions waiting for a nonce gap)",
-                              code="held_full")
-
-    def hold(self, tx: Transaction, now: float, relay: bool, available: int) -> None:
-        """Hold `tx`, whose sender has `available` of its balance left after its pending
-        transactions; raises the rule it breaks (caps, payability, a nonce already held)."""
-        slots = self._by_sender.get(tx.sender)
-        if slots and tx.nonce in slots:
-            raise InvalidTransaction(f"another transaction with nonce {tx.nonce} is held", code="nonce_conflict")
-        self.check_room(tx.sender)
-        cost = self.cost(tx.sender)
-        charge(available - cost, tx.nonce, tx)    # payable together with everything before it
-        if slots is None:
-            slots = self._by_sender[tx.sender] = {}
-        slots[tx.nonce] = self._ids[tx.id] = Held(tx, now, relay)
-        self._cost[tx.sender] = cost + tx.amount + tx.fee
-
-    def take_ready(self, sender: bytes, next_nonce: int) -> list[Held]:
-        """Remove and return the sender's held transactions from `next_nonce` on, while consecutive."""
-        slots = self._by_sender.get(sender)
-        ready: list[Held] = []
-        while slots and next_nonce in slots:
-            held = slots.pop(next_nonce)
-            self._forget(held)
-            ready.append(held)
-            next_nonce += 1
-        if slots is not None and not slots:
-            del self._by_sender[sender]
-        return ready
-
-    def remove_below(self, sender: bytes, nonce: int) -> list[Held]:
-        """Remove the sender's held transactions with a nonce below `nonce` (now used)."""
-        slots = self._by_sender.get(sender)
-        if not slots:
-            return []
-        gone = [slots.pop(n) for n in [n for n in slots if n < nonce]]
-        for held in gone:
-            self._forget(held)
-        if not slots:
-            del self._by_sender[sender]
-        return gone
-
-    def expire(self, older_than: float) -> list[Held]:
-        expired = [held for held in self._ids.values() if held.held_at < older_than]
-        for held in expired:
-            slots = self._by_sender[held.tx.sender]
-            del slots[held.tx.nonce]
-            if not slots:
-                del self._by_sender[held.tx.sender]
-            self._forget(held)
-        return expired
-
-    def _forget(self, held: Held) -> None:
-        """Drop a held transaction (already out of its sender's slots) from the ids and costs."""
-        tx = held.tx
-        del self._ids[tx.id]
-        left = self._cost[tx.sender] - tx.amount - tx.fee
-        if left:
-            self._cost[tx.sender] = left
-        else:       # `cost` answers 0 for a sender not listed: keep no entry for one
-            del self._cost[tx.sender]
+def native_kernel(genesis: Genesis, verifier: str) -> tuple[AdmitKernel | None, str | None]:
+    """The admission kernel for this chain with the node's verifier, or None and why not
+    (a transaction scheme with no native verifier, e.g. Ed25519; the kernel not built):
+    binary batches then take the Python path, which gives the same answers."""
+    try:
+        return AdmitKernel(genesis.chain_id, [genesis.scheme_name(i) for i in genesis.tx_scheme_ids],
+                           verifier=verifier), None
+    except (UnknownScheme, SetupError) as exc:
+        return None, str(exc)
 
 
 class Admission:
@@ -187,6 +114,7 @@ class Admission:
         # slots (O(n) per pop); OrderedDict's linked list makes it O(1).
         self.committed: OrderedDict[bytes, None] = OrderedDict()
         self.decoded = decoded      # shared with block intake: a transaction is decoded once
+        self.kernel, self.kernel_missing = native_kernel(genesis, pool.verifier.verifier)
 
     # --- queries ------------------------------------------------------------------------------
 
@@ -238,9 +166,74 @@ class Admission:
             self._relay(accepted)
         return outcomes  # type: ignore[return-value]
 
-    def _precheck(self, items: Sequence[Item], outcomes: list[TxOutcome | None], candidates: list[Transaction],
-                  positions: list[int]) -> None:
-        """Steps 1-4: fill `outcomes` for what fails, collect the rest for verification."""
+    def unframe(self, body: bytes, max_count: int) -> AdmitResults | list[bytes]:
+        """Phase decode+hash of a binary batch: the kernel's compact records (ids, digests,
+        senders; not verified), or the frames' encodings where there is no kernel.
+        DecodeError / TooLarge for a broken framing, as `decode_frames`."""
+        started = thread_cpu_ns()
+        if self.kernel is None:   # decoded later, in `admit`, under the same stage
+            return decode_frames(body, max_count, "transaction")
+        results = self.kernel.admit(body, max_count, verify=False)
+        self.metrics.stages.lap(DECODE_HASH, started, len(results))
+        return results
+
+    async def admit_framed(self, batch: AdmitResults | list[bytes], *,
+                           relay: bool) -> tuple[list[TxOutcome], bytes, int]:
+        """Admit what `unframe` gave; the outcomes, and the accepted transactions as one
+        framed buffer and their count (for the journal)."""
+        if isinstance(batch, list):
+            outcomes = await self.admit(batch, relay=relay)
+            accepted = [item for item, outcome in zip(batch, outcomes) if outcome.status == ACCEPTED]
+            return outcomes, encode_frames(accepted), len(accepted)
+        metrics = self.metrics
+        metrics.tx_received += len(batch)
+        outcomes: list[TxOutcome | None] = [None] * len(batch)
+        candidates: list[Transaction] = []
+        positions: list[int] = []
+        stages = metrics.stages     # CPU per phase (qmemo.node.stages); never across an await
+        try:
+            started = thread_cpu_ns()
+            items = self._records(batch, outcomes)
+            started = stages.lap(DECODE_HASH, started)   # counted once, by `unframe`
+            self._precheck(items, outcomes, candidates, positions)
+            stages.lap(MEMPOOL, started, len(batch))
+            valid = await self.pool.verify_records(self.kernel, batch, positions, candidates, "admission") \
+                if candidates else []
+            started = thread_cpu_ns()
+            accepted = self._add(candidates, positions, valid, outcomes, relay)
+            stages.lap(MEMPOOL, started)
+        finally:
+            self._inflight.difference_update(tx.id for tx in candidates)
+        if accepted:
+            self._relay(accepted)
+        positions = [i for i, outcome in enumerate(outcomes) if outcome.status == ACCEPTED]  # type: ignore[union-attr]
+        return outcomes, batch.frames(positions), len(positions)   # type: ignore[return-value]
+
+    def _records(self, results: AdmitResults, outcomes: list[TxOutcome | None]) -> list[Item | None]:
+        """The kernel's records as `_precheck`'s items: a duplicate is answered here from its
+        id alone (None: decided, no object built), a record that did not decode is
+        `Transaction.decode`'s own error, the rest transactions built from the kernel's
+        digests."""
+        inflight, mempool, future, committed = self._inflight, self.mempool, self.future, self.committed
+        build, body = Transaction.decode_with_digests, results.body
+        items: list[Item | None] = []
+        append = items.append
+        for position, row in enumerate(results.rows()):
+            offset, length, status = row[0], row[1], row[2]
+            tx_id = row[17]
+            if status:
+                append(results.decode_error(position).detached())    # type: ignore[union-attr]
+            elif tx_id in inflight or tx_id in mempool or tx_id in future or tx_id in committed:
+                outcomes[position] = TxOutcome(tx_id, DUPLICATE)
+                append(None)
+            else:
+                append(build(body[offset:offset + length], row[18], tx_id, row[19]))
+        return items
+
+    def _precheck(self, items: Sequence[Item | None], outcomes: list[TxOutcome | None],
+                  candidates: list[Transaction], positions: list[int]) -> None:
+        """Steps 1-4: fill `outcomes` for what fails, collect the rest for verification
+        (an item None was decided before)."""
         genesis, mempool, future, inflight = self.genesis, self.mempool, self.future, self._inflight
         committed = self.committed
         accounts = self.chain.state.accounts
@@ -249,6 +242,8 @@ class Admission:
         batch_cost: dict[bytes, int] = {}      # what a sender's earlier candidates cost
         decode = self.decoded.decode
         for position, item in enumerate(items):
+            if item is None:
+                continue
             tx = None
             try:
                 if type(item) is bytes:

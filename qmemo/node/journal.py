@@ -12,9 +12,15 @@ stale or duplicate and are dropped. The file is compacted - rewritten with only 
 transactions still unsettled, then renamed over - once it has grown to twice its size
 after the last compaction, so it stays about the size of the mempool.
 
-Record: u32 length, u32 CRC-32 of the encoding, the transaction encoding (all
-little-endian). A torn last record (a crash mid-write) fails its length or CRC check
-and ends the read: it was never answered "accepted".
+Entry: u32 length, u32 CRC-32 of what follows, then either one transaction encoding,
+or - with the length's top bit set - a framed batch (`[u32 length][encoding]` each,
+qmemo.frames) of many (all little-endian). Every write is one batch entry: the
+accepted transactions of the requests it carries, framed once by admission (the
+request body itself when all its transactions were accepted), so a write costs one
+CRC over the whole buffer (zlib releases the GIL for it) and no Python work per
+transaction. Single-transaction entries are what earlier versions wrote; they are
+still read. A torn last entry (a crash mid-write) fails its length or CRC check and
+ends the read: it was never answered "accepted".
 
 Runs its writes on its own thread (never the store's: a block write must not delay a
 client's answer). Never imports aiohttp or knows about HTTP.
@@ -30,10 +36,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import BinaryIO
 
-from qmemo.errors import StoreError
+from qmemo.errors import DecodeError, StoreError
+from qmemo.frames import decode_frames, encode_frames
 
 JOURNAL_FILE = "accepted.journal"
 _HEADER = struct.Struct("<II")
+_BATCH_FLAG = 0x8000_0000      # an entry's length's top bit: the entry is a framed batch
+MAX_BATCH_BYTES = 1 << 30      # an entry is one write's requests (a body is at most 16 MiB)
+COMPACT_ENTRY_RECORDS = 10_000  # a compaction's entries: ~19 MB of Falcon-512 transactions each
 # Compaction rewrites the unsettled transactions: only worth it once the file holds at
 # least this much (a few hundred transactions) and twice what the last compaction left.
 MIN_COMPACT_BYTES = 1 << 20
@@ -47,7 +57,8 @@ class Journal:
         self.path = Path(data) / JOURNAL_FILE
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{name}-journal")
         self._file: BinaryIO | None = None
-        self._batch: list[bytes] = []
+        self._batch: list[bytes] = []       # framed buffers waiting for the next write
+        self._batch_records = 0
         self._batch_done: asyncio.Future | None = None
         self._writer: asyncio.Task | None = None
         self.size_bytes = 0
@@ -63,13 +74,22 @@ class Journal:
             data = self.path.read_bytes()
         except FileNotFoundError:
             data = b""
-        records, offset = [], 0
+        records: list[bytes] = []
+        offset = 0
         while offset + _HEADER.size <= len(data):
             length, crc = _HEADER.unpack_from(data, offset)
+            batch, length = length & _BATCH_FLAG, length & ~_BATCH_FLAG
             body = data[offset + _HEADER.size:offset + _HEADER.size + length]
-            if length > MAX_RECORD_BYTES or len(body) != length or zlib.crc32(body) != crc:
+            if length > (MAX_BATCH_BYTES if batch else MAX_RECORD_BYTES) or len(body) != length \
+                    or zlib.crc32(body) != crc:
                 break
-            records.append(body)
+            if batch:
+                try:
+                    records.extend(decode_frames(body, len(body), "journaled transaction"))
+                except DecodeError:     # a CRC-correct entry that does not frame: damage, read no further
+                    break
+            else:
+                records.append(body)
             offset += _HEADER.size + length
         self._file = self.path.open("ab")
         if offset != len(data):        # drop the torn tail so later appends follow whole records
@@ -82,9 +102,14 @@ class Journal:
     async def append(self, encodings: list[bytes]) -> None:
         """Return once `encodings` are on disk (fsync'd), together with whatever else
         arrived meanwhile. StoreError (500) if the disk refused."""
-        if not encodings:
+        await self.append_frames(encode_frames(encodings), len(encodings))
+
+    async def append_frames(self, frames: bytes, count: int) -> None:
+        """`append` for `count` encodings already framed (`[u32 length][encoding]` each)."""
+        if not count:
             return
-        self._batch.extend(encodings)
+        self._batch.append(frames)
+        self._batch_records += count
         if self._batch_done is None:
             self._batch_done = asyncio.get_running_loop().create_future()
         done = self._batch_done
@@ -95,24 +120,24 @@ class Journal:
     async def _write_batches(self) -> None:
         loop = asyncio.get_running_loop()
         while self._batch:
-            batch, done = self._batch, self._batch_done
-            self._batch, self._batch_done = [], None
+            batch, count, done = self._batch, self._batch_records, self._batch_done
+            self._batch, self._batch_records, self._batch_done = [], 0, None
             try:
-                await loop.run_in_executor(self._executor, self._write, batch)
+                await loop.run_in_executor(self._executor, self._write, batch, count)
             except OSError as exc:
                 done.set_exception(StoreError(f"cannot journal accepted transactions in {self.path}: {exc}",
                                               code="journal_failed"))
             else:
                 done.set_result(None)
 
-    def _write(self, batch: list[bytes]) -> None:
-        data = _encode(batch)
+    def _write(self, batch: list[bytes], count: int) -> None:
+        data = _entry(batch)
         self._file.write(data)
         self._file.flush()
         os.fsync(self._file.fileno())
         self.size_bytes += len(data)
         self.fsyncs += 1
-        self.records += len(batch)
+        self.records += count
 
     def wants_compaction(self) -> bool:
         return self.size_bytes >= max(MIN_COMPACT_BYTES, 2 * self.compacted_bytes)
@@ -126,7 +151,8 @@ class Journal:
     def _rewrite(self, unsettled: list[bytes]) -> None:
         tmp = self.path.with_suffix(".tmp")
         with tmp.open("wb") as out:
-            out.write(_encode(unsettled))
+            for start in range(0, len(unsettled), COMPACT_ENTRY_RECORDS):     # entries far below MAX_BATCH_BYTES
+                out.write(_entry([encode_frames(unsettled[start:start + COMPACT_ENTRY_RECORDS])]))
             out.flush()
             os.fsync(out.fileno())
             size = out.tell()
@@ -143,8 +169,10 @@ class Journal:
             self._file.close()
 
 
-def _encode(records: list[bytes]) -> bytes:
-    return b"".join(_HEADER.pack(len(body), zlib.crc32(body)) + body for body in records)
+def _entry(framed: list[bytes]) -> bytes:
+    """One batch entry holding the framed buffers (concatenated frames are one framing)."""
+    body = b"".join(framed)
+    return _HEADER.pack(len(body) | _BATCH_FLAG, zlib.crc32(body)) + body
 
 
 def _fsync_dir(path: Path) -> None:

@@ -231,16 +231,34 @@ class Node:
     async def submit(self, items: Sequence[Item], *, from_peer: bool = False) -> list[TxOutcome]:
         """Admit a batch (client or peer). MempoolFull (429) if the pool has no room at all.
         A client's accepted transactions are journaled (fsync'd) before this returns."""
-        _, admission, _ = self._require_ready()
-        if admission.is_full():
-            self.metrics.tx_received += len(items)
-            self.metrics.tx_rejected["mempool_full"] += len(items)
-            raise MempoolFull(f"the mempool is full ({len(self.mempool)} transactions); retry later")
+        admission = self._admission_with_room(len(items))
         outcomes = await admission.admit(items, relay=not from_peer)
         if not from_peer:
             await self.journal.append([item if isinstance(item, bytes) else item.encoded
                                        for item, outcome in zip(items, outcomes) if outcome.status == ACCEPTED])
         return outcomes
+
+    async def submit_body(self, body: bytes, *, from_peer: bool = False) -> list[TxOutcome]:
+        """`submit` for a binary batch body (POST /txs, /peer/txs): framed, decoded and hashed
+        in one native call where the admission kernel serves this chain. DecodeError /
+        TooLarge for a broken framing, before anything is counted."""
+        _, admission, _ = self._require_ready()
+        batch = admission.unframe(body, self.config.max_batch_txs)
+        self._admission_with_room(len(batch))
+        outcomes, accepted, count = await admission.admit_framed(batch, relay=not from_peer)
+        if not from_peer:
+            await self.journal.append_frames(accepted, count)
+        return outcomes
+
+    def _admission_with_room(self, count: int) -> Admission:
+        """Admission, or MempoolFull (429, the `count` transactions counted as such) if the
+        pool has no room at all."""
+        _, admission, _ = self._require_ready()
+        if admission.is_full():
+            self.metrics.tx_received += count
+            self.metrics.tx_rejected["mempool_full"] += count
+            raise MempoolFull(f"the mempool is full ({len(self.mempool)} transactions); retry later")
+        return admission
 
     async def transaction_status(self, tx_id: bytes) -> TxStatus:
         """pending / queued / committed (with inclusion proof) / evicted / unknown."""

@@ -278,6 +278,46 @@ async def test_a_rejected_request_is_freed_without_the_cycle_collector(devnet, t
             gc.enable()
 
 
+async def test_the_admission_kernel_answers_a_binary_batch_exactly_as_the_python_path(devnet, tmp_path):
+    """The same mixed batch through `submit` (Python decode) on one fresh node and
+    `submit_body` (the native kernel) on another: the same outcomes, errors, counters,
+    journal; the kernel's verdicts are in the signature cache (a block with them would
+    be a hit); a rejection's error dies with its outcome, without the cycle collector."""
+    from qmemo.frames import encode_frames
+
+    wallet = Wallet(devnet)
+    good = wallet.transfer(0, 1)
+    items = [good.encoded, b"\x01garbage", _bad_signature(wallet.transfer(1, 2)).encoded,
+             wallet.transfer(2, 1, nonce=500).encoded, wallet.transfer(0, 1).encoded, good.encoded,
+             wallet.transfer(3, 1, chain_id=devnet.chain_id + 1).encoded,
+             _resigned(wallet, wallet.transfer(4, 1), scheme_id=99).encoded,
+             wallet.transfer(5, 1, nonce=1).encoded, wallet.transfer(5, 1, nonce=0).encoded]
+    answers = []
+    for path in ("python", "kernel"):
+        async with running_node(devnet, tmp_path / path, devnet.observer_key()) as node:
+            assert node.admission.kernel is not None, node.admission.kernel_missing
+            gc.disable()
+            try:
+                outcomes = await (node.submit(items) if path == "python" else node.submit_body(encode_frames(items)))
+                answers.append([(o.tx_id, o.status, o.error and (o.error.code, o.error.detail, o.error.http_status))
+                                for o in outcomes])
+                errors = [weakref.ref(o.error) for o in outcomes if o.error is not None]
+                accepted = [o.tx_id for o in outcomes if o.status == "accepted"]
+                del outcomes
+                assert all(error() is None for error in errors)
+            finally:
+                gc.enable()
+            metrics = node.metrics
+            answers.append((metrics.tx_received, metrics.tx_accepted, metrics.tx_duplicate,
+                            dict(metrics.tx_rejected), metrics.verify.count["admission"], node.journal.records))
+            if path == "kernel":
+                assert all(tx_id in node.pool.cache for tx_id in accepted)
+    assert answers[0] == answers[2] and answers[1] == answers[3]
+    assert [status for _, status, _ in answers[0]] == [
+        "accepted", "rejected", "rejected", "rejected", "accepted", "duplicate", "rejected", "rejected", "accepted",
+        "accepted"]
+
+
 async def test_bytes_in_counts_bytes_read_not_the_content_length_claimed(devnet, tmp_path, aiohttp_client):
     async with running_node(devnet, tmp_path / "data", devnet.observer_key()) as node:
         client = await aiohttp_client(make_app(node))

@@ -31,9 +31,11 @@ NATIVE_SCHEMES = ("Falcon-512", "Falcon-padded-512", "ML-DSA-44")
 VERDICTS = {"valid": Verdict.VALID, "invalid": Verdict.INVALID, "wrong_chain_id": Verdict.WRONG_CHAIN_ID}
 
 
-@pytest.fixture(scope="module")
-def kernel() -> AdmitKernel:
-    return AdmitKernel(CHAIN_ID, NATIVE_SCHEMES)
+@pytest.fixture(scope="module", params=["liboqs", "fast"])
+def kernel(request) -> AdmitKernel:
+    """Every kernel test runs with each of the node's verifiers in the table: the fast
+    Falcon verifier's slot must give liboqs's verdict on every vector."""
+    return AdmitKernel(CHAIN_ID, NATIVE_SCHEMES, verifier=request.param)
 
 
 def batch_id(vector: dict) -> str:
@@ -150,6 +152,18 @@ def test_verification_can_wait_for_a_second_call_on_chosen_records(kernel):
     assert results[2].verify_ns > 0 and results[3].verify_ns == 0
 
 
+def test_verdicts_durations_and_frames_are_read_for_chosen_records(kernel):
+    body = every_scheme_body()
+    results = kernel.admit(body, 10, verify=False)
+    kernel.verify(results, bytes([1, 0, 1, 1]))                # a mask as bytes, taken as it is
+    records = results.records()
+    assert results.valid([0, 1, 2, 3]) == [r.verdict == Verdict.VALID for r in records] == [True, False, True, False]
+    assert results.verify_ns([2, 1]) == [records[2].verify_ns, 0] and records[2].verify_ns > 0
+    assert results.frames([0, 1, 2, 3]) is body                # all of them: the body itself
+    assert results.frames([1, 3]) == encode_frames([results.encoding(1), results.encoding(3)])
+    assert results.frames([]) == b""
+
+
 def test_a_tampered_record_is_invalid_never_a_read_outside_the_body(kernel):
     results = kernel.admit(every_scheme_body(), 10, verify=False)
     base = 0 * RECORD.size   # the first record
@@ -222,6 +236,56 @@ def test_a_plugged_in_verifier_gets_key_signing_digest_and_signature():
     assert seen == [(1234, tx.public_key, tx.signing_digest, tx.signature)] * 3
     assert [r.verdict for r in results.records()] == [Verdict.VALID, Verdict.INVALID, Verdict.VALID]
     assert kernel.verifiers == {1: "test callback"}
+    kernel.close()
+
+
+def test_the_fast_verifier_fills_the_falcon_slots_and_liboqs_the_others():
+    kernel = AdmitKernel(CHAIN_ID, NATIVE_SCHEMES, verifier="fast")
+    assert kernel.verifiers == {1: "fast Falcon-512", 2: "fast Falcon-padded-512", 10: "liboqs ML-DSA-44"}
+    kernel.close()
+
+
+def test_the_length_rule_comes_from_the_registry_and_is_applied_before_the_verifier():
+    # A verifier that says "valid" to anything, behind Falcon-512's rule: lengths the rule
+    # refuses are INVALID without a call, the rest reach the verifier.
+    from qmemo.crypto.batch import native_length_rule
+    from qmemo.crypto.schemes import get_scheme
+
+    calls: list[int] = []
+
+    @VERIFY_FN
+    def verify(ctx, public_key, public_key_length, message, message_length, signature, signature_length):
+        calls.append(signature_length)
+        return 1
+
+    scheme = get_scheme("Falcon-512", "liboqs")
+    kernel = AdmitKernel(CHAIN_ID, ())
+    lib = kernel._lib
+    assert lib.qmemo_admit_table_set_with_rule(
+        kernel._handle, 1, ctypes.cast(verify, ctypes.c_void_p).value, None, None,
+        ctypes.byref(native_length_rule(scheme.rules))) == 0
+    tx = Transaction.decode(bytes.fromhex(CORE["transactions"][0]["encoded"]))
+    too_long = bytes(scheme.rules.max_signature_bytes + 1)
+    encodings = [tx.encoded, Transaction(CHAIN_ID, 1, tx.public_key, 0, bytes(32), 1, 1, b"", too_long).encoded,
+                 Transaction(CHAIN_ID, 1, tx.public_key[:-1], 0, bytes(32), 1, 1, b"", tx.signature).encoded]
+    results = kernel.admit(encode_frames(encodings), 10)
+    assert [r.verdict for r in results.records()] == [Verdict.VALID, Verdict.INVALID, Verdict.INVALID]
+    assert calls == [len(tx.signature)]
+    kernel.close()
+
+
+def test_a_rule_that_does_not_fit_liboqs_is_refused():
+    from qmemo.core.scheme_rules import SchemeRules
+    from qmemo.crypto.batch import LengthRule
+    from qmemo.crypto.schemes import get_scheme
+
+    rules: SchemeRules = get_scheme("Falcon-512", "liboqs").rules
+    kernel = AdmitKernel(CHAIN_ID, ())
+    for bad in (LengthRule(rules.public_key_bytes + 1, 1, rules.max_signature_bytes),      # liboqs would over-read
+                LengthRule(rules.public_key_bytes, 0, rules.max_signature_bytes),          # empty signature
+                LengthRule(rules.public_key_bytes, 1, rules.max_signature_bytes + 1)):     # longer than liboqs's
+        assert kernel._lib.qmemo_admit_table_set_oqs(kernel._handle, 1, b"Falcon-512", ctypes.byref(bad)) != 0
+    assert kernel.verifiers == {}
     kernel.close()
 
 

@@ -11,10 +11,11 @@ from qmemo.node.journal import JOURNAL_FILE, Journal
 
 
 async def _written(data: Path, records: list[bytes]) -> Path:
-    """A journal file holding `records`, closed."""
+    """A journal file holding `records`, each from its own write (one entry each), closed."""
     journal = Journal(data, "test")
     journal.read_back()
-    await journal.append(records)
+    for record in records:
+        await journal.append([record])
     journal.close()
     return data / JOURNAL_FILE
 
@@ -74,3 +75,55 @@ async def test_compaction_keeps_what_it_is_given_and_later_appends(tmp_path: Pat
     journal.close()
     assert _reopened(tmp_path) == [b"unsettled-b", b"later-d"]
     assert not list(tmp_path.glob("*.tmp"))
+
+
+async def test_one_write_is_one_entry_whole_or_gone(tmp_path: Path):
+    # Appends that share a write share an entry: a tear loses that write, never half of it
+    # (none of its requests was answered before its fsync).
+    journal = Journal(tmp_path, "test")
+    journal.read_back()
+    await journal.append([b"before"])
+    await journal.append([b"one", b"write"])
+    journal.close()
+    path = tmp_path / JOURNAL_FILE
+    assert _reopened(tmp_path) == [b"before", b"one", b"write"]
+    path.write_bytes(path.read_bytes()[:-1])
+    assert _reopened(tmp_path) == [b"before"]
+
+
+async def test_framed_appends_come_back_as_their_records(tmp_path: Path):
+    from qmemo.frames import encode_frames
+
+    journal = Journal(tmp_path, "test")
+    journal.read_back()
+    await journal.append_frames(encode_frames([b"a", b"bb"]), 2)
+    await journal.append_frames(b"", 0)                       # nothing accepted: nothing written
+    assert journal.records == 2 and journal.fsyncs == 1
+    journal.close()
+    assert _reopened(tmp_path) == [b"a", b"bb"]
+
+
+def test_a_journal_of_single_transaction_entries_still_reads(tmp_path: Path):
+    # What earlier versions wrote: one entry per transaction, no batch flag.
+    import struct
+    import zlib
+
+    old = b"".join(struct.pack("<II", len(body), zlib.crc32(body)) + body for body in (b"old-1", b"old-2"))
+    (tmp_path / JOURNAL_FILE).write_bytes(old)
+    assert _reopened(tmp_path) == [b"old-1", b"old-2"]
+
+
+async def test_a_large_compaction_is_written_as_several_entries(tmp_path: Path, monkeypatch):
+    import qmemo.node.journal as journal_module
+
+    monkeypatch.setattr(journal_module, "COMPACT_ENTRY_RECORDS", 2)
+    journal = Journal(tmp_path, "test")
+    journal.read_back()
+    records = [bytes([i]) * 3 for i in range(5)]
+    await journal.compact(records)
+    journal.close()
+    data = (tmp_path / JOURNAL_FILE).read_bytes()
+    assert _reopened(tmp_path) == records
+    path = tmp_path / JOURNAL_FILE
+    path.write_bytes(data[:-1])                  # a tear in the last entry keeps the earlier ones
+    assert _reopened(tmp_path) == records[:4]

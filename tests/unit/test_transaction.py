@@ -201,3 +201,24 @@ def test_json_that_is_not_an_object_is_rejected():
 def test_repr_names_the_transaction_without_dumping_its_keys():
     text = repr(sample())
     assert "nonce=5" in text and len(text) < 150
+
+
+@given(transactions)
+def test_decode_with_digests_keeps_the_given_digests_and_hashes_nothing(tx):
+    # The admission kernel hands in what it computed in C; the object must equal what
+    # decode builds, field for field, with the given digests taken as they are.
+    again = Transaction.decode_with_digests(tx.encoded, tx.signing_digest, tx.id, tx.sender)
+    assert again == tx
+    assert (again.encoded, again.signing_digest, again.id, again.sender) == \
+        (tx.encoded, tx.signing_digest, tx.id, tx.sender)
+    marked = Transaction.decode_with_digests(tx.encoded, b"s" * 64, b"i" * 64, b"a" * 32)
+    assert (marked.signing_digest, marked.id, marked.sender) == (b"s" * 64, b"i" * 64, b"a" * 32)
+
+
+def test_decode_with_digests_checks_the_structure_as_decode_does():
+    tx = sample()
+    for broken, code in ((tx.encoded[:-1], "truncated"), (tx.encoded + b"\0", "trailing_bytes"),
+                         (b"\x02" + tx.encoded[1:], "unsupported_version")):
+        with pytest.raises(DecodeError) as caught:
+            Transaction.decode_with_digests(broken, tx.signing_digest, tx.id, tx.sender)
+        assert caught.value.code == code

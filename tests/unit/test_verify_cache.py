@@ -177,3 +177,17 @@ def test_a_batch_verifier_that_answers_short_fails_closed():
     cache = VerifyCache(Short({b"good"}))
     assert cache.verify_transactions(txs) == [False, False, False]
     assert len(cache) == 0
+
+
+def test_verdicts_reached_elsewhere_are_remembered_and_counted():
+    # The node's admission kernel verifies through the same registry verifiers and hands
+    # its successes here, so the block that carries them is a hit.
+    inner = CountingVerifier()
+    cache = VerifyCache(inner)
+    txs = [tx(0), tx(1), tx(2)]
+    assert cache.unknown(txs) == [0, 1, 2]
+    cache.remember([txs[0].id, txs[2].id])
+    cache.count(hits=0, misses=3)
+    assert cache.unknown(txs) == [1] and txs[2].id in cache
+    assert cache.verify_transactions(txs) == [True, True, True] and inner.calls == 1
+    assert (cache.hits, cache.misses) == (2, 4)

@@ -70,6 +70,8 @@ typedef struct {
 	qmemo_admit_verify_fn verify;
 	void *ctx;
 	void (*free_ctx)(void *);
+	int has_rule;
+	qmemo_admit_length_rule rule;
 } verifier_slot;
 
 /*
@@ -130,14 +132,53 @@ void qmemo_admit_table_free(qmemo_admit_table *table) {
 	free(table);
 }
 
-int qmemo_admit_table_set(qmemo_admit_table *table, uint8_t scheme_id, qmemo_admit_verify_fn verify, void *ctx,
-                          void (*free_ctx)(void *)) {
-	if (!table || !verify) {
+int qmemo_admit_table_set_with_rule(qmemo_admit_table *table, uint8_t scheme_id, qmemo_admit_verify_fn verify,
+                                    void *ctx, void (*free_ctx)(void *), const qmemo_admit_length_rule *rule) {
+	if (!table || !verify ||
+	        (rule && (rule->min_signature_bytes < 1 || rule->min_signature_bytes > rule->max_signature_bytes))) {
 		return -1;
 	}
 	clear_slot(&table->slots[scheme_id]);
-	table->slots[scheme_id] = (verifier_slot){verify, ctx, free_ctx};
+	table->slots[scheme_id] = (verifier_slot){verify, ctx, free_ctx, rule != NULL,
+	                                          rule ? *rule : (qmemo_admit_length_rule){0, 0, 0}};
 	return 0;
+}
+
+int qmemo_admit_table_set(qmemo_admit_table *table, uint8_t scheme_id, qmemo_admit_verify_fn verify, void *ctx,
+                          void (*free_ctx)(void *)) {
+	return qmemo_admit_table_set_with_rule(table, scheme_id, verify, ctx, free_ctx, NULL);
+}
+
+/* --- the fast Falcon verifier's slot ------------------------------------------------------ */
+
+typedef struct {
+	qmemo_admit_qfv_fn verify;
+	void *cache; /* the caller's qfv_cache: never freed here */
+	int variant;
+} qfv_slot;
+
+static int qfv_verify(void *ctx, const uint8_t *public_key, size_t public_key_length, const uint8_t *message,
+                      size_t message_length, const uint8_t *signature, size_t signature_length) {
+	const qfv_slot *slot = ctx;
+	return slot->verify(slot->cache, slot->variant, public_key, public_key_length, message, message_length,
+	                    signature, signature_length) == 1;
+}
+
+int qmemo_admit_table_set_qfv(qmemo_admit_table *table, uint8_t scheme_id, qmemo_admit_qfv_fn verify, void *cache,
+                              int variant, const qmemo_admit_length_rule *rule) {
+	if (!table || !verify || !rule) {
+		return -1;
+	}
+	qfv_slot *slot = malloc(sizeof *slot);
+	if (!slot) {
+		return -1;
+	}
+	*slot = (qfv_slot){verify, cache, variant};
+	int rc = qmemo_admit_table_set_with_rule(table, scheme_id, qfv_verify, slot, free, rule);
+	if (rc != 0) {
+		free(slot);
+	}
+	return rc;
 }
 
 /* --- sender addresses ------------------------------------------------------------------ */
@@ -269,7 +310,12 @@ static int verify_record(const qmemo_admit_table *table, const uint8_t *body, qm
 		return 0;
 	}
 	uint64_t started = now_ns();
-	int good = slot->verify(slot->ctx, body + record->public_key_offset, record->public_key_length,
+	const qmemo_admit_length_rule *rule = &slot->rule;
+	/* The scheme's length rule first (as qmemo_batch.c): the verifier is never called on lengths it refuses. */
+	int good = !(slot->has_rule && (record->public_key_length != rule->public_key_bytes ||
+	                                record->signature_length < rule->min_signature_bytes ||
+	                                record->signature_length > rule->max_signature_bytes)) &&
+	           slot->verify(slot->ctx, body + record->public_key_offset, record->public_key_length,
 	                        record->signing_digest, QMEMO_DIGEST_BYTES, body + record->signature_offset,
 	                        record->signature_length) == 1;
 	record->verify_ns = now_ns() - started;

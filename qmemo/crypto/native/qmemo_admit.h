@@ -106,35 +106,59 @@ typedef int (*qmemo_admit_verify_fn)(void *ctx, const uint8_t *public_key, size_
 
 typedef struct qmemo_admit_table qmemo_admit_table;
 
+/*
+ * A scheme's length rule, as data: a key of exactly public_key_bytes, a signature of
+ * min_signature_bytes..max_signature_bytes (min == max for a fixed-length scheme). It is
+ * decided in one place, qmemo.core.scheme_rules.SchemeRules, and handed down by the
+ * binding (as qmemo_batch.c's qmemo_length_rule is), never written again in C. A slot
+ * with a rule answers INVALID without calling its verifier for lengths the rule refuses.
+ */
+typedef struct {
+	uint64_t public_key_bytes;
+	uint64_t min_signature_bytes;
+	uint64_t max_signature_bytes;
+} qmemo_admit_length_rule;
+
 qmemo_admit_table *qmemo_admit_table_new(void);   /* every scheme id without a verifier; NULL if out of memory */
 void qmemo_admit_table_free(qmemo_admit_table *table); /* frees each ctx with its free_ctx; NULL is fine */
 
 /*
  * Set the verifier of one scheme id (replacing, and freeing, an earlier one). The table
  * owns `ctx` from here on: free_ctx(ctx) runs when it is replaced or the table freed
- * (free_ctx may be NULL). Returns 0, or -1 for a NULL table or verify function.
- *
- * The slot for the fast Falcon verifier (libqmemo_falcon.so, qfv_*): register an adapter
- * whose ctx holds the qfv_cache and the variant, e.g.
- *     static int falcon_fast(void *ctx, pk, pk_len, msg, msg_len, sig, sig_len) {
- *         struct falcon_slot *s = ctx;   // { qfv_cache *cache; int variant; int fixed; size_t max_sig; }
- *         if (s->fixed && sig_len != s->max_sig) return 0;   // qMEMO's one-encoding rule
- *         return qfv_verify_cached(s->cache, s->variant, pk, pk_len, msg, msg_len, sig, sig_len);
- *     }
- *     qmemo_admit_table_set(table, 1, falcon_fast, slot, free_falcon_slot);
- * Nothing else changes: results, timing and the Python side stay as they are.
+ * (free_ctx may be NULL). `rule` (copied; NULL: none, the verifier applies its own) is
+ * checked before every call. Returns 0, or -1 for a NULL table or verify function or a
+ * rule that allows an empty signature or has min > max.
  */
+int qmemo_admit_table_set_with_rule(qmemo_admit_table *table, uint8_t scheme_id, qmemo_admit_verify_fn verify,
+                                    void *ctx, void (*free_ctx)(void *), const qmemo_admit_length_rule *rule);
+
+/* qmemo_admit_table_set_with_rule without a rule. */
 int qmemo_admit_table_set(qmemo_admit_table *table, uint8_t scheme_id, qmemo_admit_verify_fn verify, void *ctx,
                           void (*free_ctx)(void *));
 
 /*
  * The liboqs adapter (qmemo_admit_oqs.c): verify `scheme_id` with the liboqs method
- * `method_name` ("Falcon-512", ...) under the registry's length rules (the same as
- * OqsScheme.verify and qmemo_batch.c: key exactly its length, signature 1..max bytes,
- * exactly max when fixed_signature_length). 0, or -1 if liboqs lacks the method.
+ * `method_name` ("Falcon-512", ...) under `rule` (required: liboqs trusts the caller for
+ * the public key's length). 0; -1 if liboqs lacks the method (or NULL arguments); -2 if
+ * the rule does not fit liboqs's sizes (a key length other than liboqs's, a signature
+ * longer than its maximum, an empty one allowed).
  */
 int qmemo_admit_table_set_oqs(qmemo_admit_table *table, uint8_t scheme_id, const char *method_name,
-                              int fixed_signature_length);
+                              const qmemo_admit_length_rule *rule);
+
+/*
+ * The fast Falcon verifier's slot: `verify` is the address of libqmemo_falcon.so's
+ * qfv_verify_cached (falcon_vt.h; taken as a pointer so this library never links the
+ * verifier), called as verify(cache, variant, pk, pk_len, msg, msg_len, sig, sig_len)
+ * under `rule` (required; qMEMO's exact length for padded Falcon is in it). `cache`
+ * (a qfv_cache *, may be NULL) stays the caller's: it must outlive the slot, and the
+ * node shares it with its registry verifier, so one key cache serves both.
+ */
+typedef int (*qmemo_admit_qfv_fn)(void *cache, int variant, const uint8_t *pk, size_t pk_len, const uint8_t *msg,
+                                  size_t msg_len, const uint8_t *sig, size_t sig_len);
+
+int qmemo_admit_table_set_qfv(qmemo_admit_table *table, uint8_t scheme_id, qmemo_admit_qfv_fn verify, void *cache,
+                              int variant, const qmemo_admit_length_rule *rule);
 
 /* Flags of qmemo_admit_batch. */
 #define QMEMO_ADMIT_VERIFY 1u   /* verify every decoded record of the right chain */

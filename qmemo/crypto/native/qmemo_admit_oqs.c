@@ -2,54 +2,42 @@
  * qmemo_admit_oqs.c - the admission kernel's liboqs verifier adapter.
  *
  * Kept apart from qmemo_admit.c so the parser and hasher build (and fuzz) without
- * liboqs. The length rules are the registry's (OqsScheme.verify, qmemo_batch.c): liboqs
- * trusts the caller for the public key's length, so the key must be exactly its length;
- * a signature is 1..max bytes, and exactly max for a fixed-length scheme (padded
- * Falcon's liboqs verify accepts a padded signature with its zero tail cut off: one
- * signature, several encodings, which qMEMO refuses).
+ * liboqs. The length rule is not decided here: it comes in as data (the registry's
+ * SchemeRules, as qmemo_batch.c gets it) and the table applies it before every call.
+ * Here it is only checked to fit liboqs's sizes, once, when the slot is set: liboqs
+ * trusts the caller for the public key's length, so the rule must pin it to liboqs's.
  */
 #include <stdlib.h>
 #include <oqs/oqs.h>
 
 #include "qmemo_admit.h"
 
-typedef struct {
-	OQS_SIG *sig; /* constants and function pointers only: safe to share between threads */
-	int fixed_signature_length;
-} oqs_slot;
-
+/* ctx is the OQS_SIG itself: constants and function pointers only, safe to share between threads. */
 static int oqs_verify(void *ctx, const uint8_t *public_key, size_t public_key_length, const uint8_t *message,
                       size_t message_length, const uint8_t *signature, size_t signature_length) {
-	const oqs_slot *slot = ctx;
-	const OQS_SIG *sig = slot->sig;
-	if (public_key_length != sig->length_public_key || signature_length == 0 ||
-	        signature_length > sig->length_signature ||
-	        (slot->fixed_signature_length && signature_length != sig->length_signature)) {
-		return 0;
-	}
-	return OQS_SIG_verify(sig, message, message_length, signature, signature_length, public_key) == OQS_SUCCESS;
+	(void) public_key_length; /* the table's rule pinned it to sig->length_public_key */
+	return OQS_SIG_verify(ctx, message, message_length, signature, signature_length, public_key) == OQS_SUCCESS;
 }
 
-static void free_oqs_slot(void *ctx) {
-	oqs_slot *slot = ctx;
-	OQS_SIG_free(slot->sig);
-	free(slot);
-}
+static void free_oqs(void *ctx) { OQS_SIG_free(ctx); }
 
 int qmemo_admit_table_set_oqs(qmemo_admit_table *table, uint8_t scheme_id, const char *method_name,
-                              int fixed_signature_length) {
-	if (!table || !method_name) {
+                              const qmemo_admit_length_rule *rule) {
+	if (!table || !method_name || !rule) {
 		return -1;
 	}
-	oqs_slot *slot = malloc(sizeof *slot);
-	if (!slot) {
+	OQS_SIG *sig = OQS_SIG_new(method_name);
+	if (!sig) {
 		return -1;
 	}
-	slot->sig = OQS_SIG_new(method_name);
-	slot->fixed_signature_length = fixed_signature_length != 0;
-	if (!slot->sig) {
-		free(slot);
+	if (rule->public_key_bytes != sig->length_public_key || rule->min_signature_bytes < 1 ||
+	        rule->min_signature_bytes > rule->max_signature_bytes || rule->max_signature_bytes > sig->length_signature) {
+		OQS_SIG_free(sig);
+		return -2;
+	}
+	if (qmemo_admit_table_set_with_rule(table, scheme_id, oqs_verify, sig, free_oqs, rule) != 0) {
+		OQS_SIG_free(sig);
 		return -1;
 	}
-	return qmemo_admit_table_set(table, scheme_id, oqs_verify, slot, free_oqs_slot);
+	return 0;
 }
