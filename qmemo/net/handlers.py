@@ -89,11 +89,11 @@ class Handlers:
         else:                                       # a JSON body's decode is in the `http` stage
             started = thread_cpu_ns()
             items = wire.decode_tx_items(body, binary=False, max_count=self.config.max_batch_txs)
-            stages.lap(HTTP, started, len(items))
+            stages.lap(HTTP, started)
             outcomes = await self.node.submit(items)
         started = thread_cpu_ns()
         response = self.respond(wire.encode_tx_results(outcomes))
-        stages.lap(HTTP, started)
+        stages.lap(HTTP, started, len(outcomes))     # the request's transactions, counted once
         return response
 
     async def post_tx(self, request: web.Request) -> web.Response:
@@ -188,7 +188,7 @@ class Handlers:
         outcomes = await self.node.submit_body(body, from_peer=True)
         started = thread_cpu_ns()
         response = self.json(wire.tx_counts(outcomes))
-        self.stages.lap(HTTP, started)
+        self.stages.lap(HTTP, started, len(outcomes))
         return response
 
     async def peer_block(self, request: web.Request) -> web.Response:
