@@ -6,6 +6,12 @@ append is fsync'd (docs/api.md, "Durability"). Group commit: appends that arrive
 one write+fsync is under way are written together by the next one, so a busy node pays
 one fsync per few milliseconds, not one per request.
 
+Relayed transactions (`POST /peer/txs`) are appended too, in the same group commits, but
+the relay's answer does not wait for the fsync (`append_soon`): the sending node already
+has them in its own journal, so waiting would only slow the relay pipeline down; what a
+receiver gains is that a relayed transaction survives its SIGKILL a few milliseconds
+after it arrived, not only its clean stop.
+
 At start the journal is read back and its transactions admitted again through normal
 admission (signature, nonce and balance checks): the ones committed meanwhile answer as
 stale or duplicate and are dropped. The file is compacted - rewritten with only the
@@ -23,6 +29,7 @@ client's answer). Never imports aiohttp or knows about HTTP.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import struct
 import zlib
@@ -43,8 +50,9 @@ MAX_RECORD_BYTES = 1 << 20     # a transaction is at most a few KB; a longer len
 class Journal:
     """One node's journal. `read_back` once at start, then `append` / `compact`; `close`."""
 
-    def __init__(self, data: Path, name: str) -> None:
+    def __init__(self, data: Path, name: str, log: logging.LoggerAdapter | None = None) -> None:
         self.path = Path(data) / JOURNAL_FILE
+        self._log = log
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{name}-journal")
         self._file: BinaryIO | None = None
         self._batch: list[bytes] = []
@@ -82,15 +90,23 @@ class Journal:
     async def append(self, encodings: list[bytes]) -> None:
         """Return once `encodings` are on disk (fsync'd), together with whatever else
         arrived meanwhile. StoreError (500) if the disk refused."""
-        if not encodings:
-            return
+        if encodings:
+            await asyncio.shield(self._enqueue(encodings))
+
+    def append_soon(self, encodings: list[bytes]) -> None:
+        """Queue `encodings` for the next group commit without waiting for it (relayed
+        transactions). A failed write is logged by the writer; nobody else hears of it."""
+        if encodings:
+            self._enqueue(encodings).add_done_callback(_retrieved)
+
+    def _enqueue(self, encodings: list[bytes]) -> asyncio.Future:
+        """Add to the batch the writer takes next; the future of that batch's fsync."""
         self._batch.extend(encodings)
         if self._batch_done is None:
             self._batch_done = asyncio.get_running_loop().create_future()
-        done = self._batch_done
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write_batches())
-        await asyncio.shield(done)
+        return self._batch_done
 
     async def _write_batches(self) -> None:
         loop = asyncio.get_running_loop()
@@ -100,8 +116,11 @@ class Journal:
             try:
                 await loop.run_in_executor(self._executor, self._write, batch)
             except OSError as exc:
-                done.set_exception(StoreError(f"cannot journal accepted transactions in {self.path}: {exc}",
-                                              code="journal_failed"))
+                error = StoreError(f"cannot journal {len(batch)} accepted transaction(s) in {self.path}: {exc}",
+                                   code="journal_failed")
+                if self._log is not None:       # once per batch; a client waiting also gets a 500
+                    self._log.error("%s", error)
+                done.set_exception(error)
             else:
                 done.set_result(None)
 
@@ -141,6 +160,12 @@ class Journal:
         self._executor.shutdown(wait=True)
         if self._file is not None:
             self._file.close()
+
+
+def _retrieved(done: asyncio.Future) -> None:
+    """Mark a failed batch's exception as seen (the writer logged it), so asyncio does not."""
+    if not done.cancelled():
+        done.exception()
 
 
 def _encode(records: list[bytes]) -> bytes:

@@ -12,7 +12,8 @@ has its own room, and `Node` wires them together at `start` and takes them down 
 - sync (qmemo.node.sync): fetch what the peers have and we lack;
 - relay (qmemo.node.peers): accepted client transactions to the peers, in batches;
 - persistence (qmemo.node.persistence): final blocks to SQLite, the restore at start;
-- journal (qmemo.node.journal): accepted client transactions on disk before the answer;
+- journal (qmemo.node.journal): accepted client transactions on disk before the answer,
+  relayed ones soon after;
 - reporting (qmemo.node.reporting): `/status` and `/metrics` as frozen values;
 - queries (qmemo.node.queries): where a transaction is, blocks by height (memory, then
   the store on a reader thread), up to the stored height.
@@ -128,7 +129,7 @@ class Node:
             self.decoded, self.relay.enqueue if self.relay else (lambda encodings: None))
         self.intake = BlockIntake(self.genesis, self.chain, self.admission, self.pool, self.decoded,
                                   self.metrics, self.log, self.clock, self._store_writer)
-        self.journal = journal = Journal(config.data, self.name)
+        self.journal = journal = Journal(config.data, self.name, self.log)
         journaled = await loop.run_in_executor(self._store_reader, journal.read_back)
         self.persistence = Persistence(config.data, store, self.intake, self.admission, journal,
                                        self._store_writer, self.metrics, self.log)
@@ -229,16 +230,20 @@ class Node:
 
     async def submit(self, items: Sequence[Item], *, from_peer: bool = False) -> list[TxOutcome]:
         """Admit a batch (client or peer). MempoolFull (429) if the pool has no room at all.
-        A client's accepted transactions are journaled (fsync'd) before this returns."""
+        A client's accepted transactions are journaled (fsync'd) before this returns; a
+        peer's are queued for the journal's next group commit."""
         _, admission, _ = self._require_ready()
         if admission.is_full():
             self.metrics.tx_received += len(items)
             self.metrics.tx_rejected["mempool_full"] += len(items)
             raise MempoolFull(f"the mempool is full ({len(self.mempool)} transactions); retry later")
         outcomes = await admission.admit(items, relay=not from_peer)
-        if not from_peer:
-            await self.journal.append([item if isinstance(item, bytes) else item.encoded
-                                       for item, outcome in zip(items, outcomes) if outcome.status == ACCEPTED])
+        accepted = [item if isinstance(item, bytes) else item.encoded
+                    for item, outcome in zip(items, outcomes) if outcome.status == ACCEPTED]
+        if from_peer:       # the sender journaled them already: the relay need not wait (docs/api.md)
+            self.journal.append_soon(accepted)
+        else:
+            await self.journal.append(accepted)
         return outcomes
 
     async def transaction_status(self, tx_id: bytes) -> TxStatus:

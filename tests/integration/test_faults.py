@@ -1,5 +1,5 @@
 """Faults under load, with real `qmemo node` processes: what "accepted", "served" and
-"final" promise (docs/api.md, "Durability") must survive SIGKILL.
+"final" promise (docs/api.md, "Durability") must survive SIGKILL and SIGSTOP.
 
 Load is a few hundred transactions per second, posted in small batches; every node is
 stopped by PID (`NodeProcess.kill`, SIGKILL) and every wait is a predicate with a
@@ -9,6 +9,8 @@ answered "accepted", blocks served by `/blocks`) and checks it all after the res
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -17,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from qmemo.core.transaction import Transaction
+from qmemo.node.journal import JOURNAL_FILE
 from tests.integration.nodes import Devnet, Network, NodeProcess, Wallet, make_devnet
 
 pytestmark = pytest.mark.slow
@@ -48,10 +51,11 @@ class Observed:
                 self.final[block["height"]] = block["hash"]
 
 
-def run_load(targets: list[NodeProcess], transactions: list[Transaction], observed: Observed) -> None:
-    """Post `transactions` in batches, round-robin over `targets`, for LOAD_S; remember what
-    was accepted and which blocks were served meanwhile."""
-    deadline = time.monotonic() + LOAD_S
+def run_load(targets: list[NodeProcess], transactions: list[Transaction], observed: Observed,
+             load_s: float = LOAD_S) -> list[Transaction]:
+    """Post `transactions` in batches, round-robin over `targets`, for `load_s`; remember what
+    was accepted and which blocks were served meanwhile. The transactions not sent."""
+    deadline = time.monotonic() + load_s
     position, request = 0, 0
     while time.monotonic() < deadline and position < len(transactions):
         batch = transactions[position:position + BATCH_TXS]
@@ -66,6 +70,7 @@ def run_load(targets: list[NodeProcess], transactions: list[Transaction], observ
         if request % 4 == 0:
             observed.look_at_blocks(node)
         time.sleep(BATCH_PAUSE_S)
+    return transactions[position:]
 
 
 def committed_once(net: Network, node: NodeProcess, ids: set[str]) -> bool:
@@ -132,3 +137,65 @@ def test_killing_every_node_loses_nothing_served_final_or_accepted(devnet, trans
         check_after_restart(net, observed, "every node killed")
         chain = chain_hashes(net.nodes[1])
         assert observed.final and all(chain.get(height) == hash_ for height, hash_ in observed.final.items())
+
+
+PAUSE_S = 10.0          # SIGSTOP: long enough for each of the paused node's slots to pass several times
+
+
+def test_a_paused_node_lets_the_chain_go_on_and_catches_up_after(devnet, tmp_path):
+    """SIGSTOP one validator for PAUSE_S under load: the other two produce (the paused one's
+    slots fall to the next validator after producer_timeout_ms), then SIGCONT: it reaches the
+    same tip within a bounded time and every accepted transaction is final exactly once."""
+    observed = Observed()
+    transactions = Wallet(devnet).transfers(int((LOAD_S + PAUSE_S + 2) / BATCH_PAUSE_S) * BATCH_TXS)
+    with Network(devnet, tmp_path) as net:
+        net.start()
+        paused, running = net.nodes[2], net.nodes[:2]
+        rest = run_load(net.nodes, transactions, observed, LOAD_S / 2)
+        before = running[0].height()
+        os.kill(paused.process.pid, signal.SIGSTOP)
+        try:
+            rest = run_load(running, rest, observed, PAUSE_S)
+            during = running[0].height() - before
+        finally:
+            os.kill(paused.process.pid, signal.SIGCONT)
+        resumed = time.monotonic()
+        run_load(net.nodes, rest, observed, 2.0)
+        # Blocks every 0.5 s, 1 s when the paused node's slot passes: ~13 in PAUSE_S.
+        assert during >= PAUSE_S / 2 / 1.0, f"the chain stalled: {during} blocks in {PAUSE_S} s\n{net.logs()}"
+        net.wait_until(lambda: len(set(net.tips())) == 1 and all(net.tips()), "the paused node at the same tip",
+                       timeout=20)
+        caught_up_s = time.monotonic() - resumed
+        net.wait_until(lambda: all_final_once(net, running[0], observed.accepted), "every accepted transaction final",
+                       timeout=30)
+        assert committed_once(net, paused, observed.accepted)
+        chain = chain_hashes(paused)
+        assert all(chain.get(height) == hash_ for height, hash_ in observed.final.items())
+        replaced = sum(chain.get(height) != hash_ for height, hash_ in observed.served.items())
+        print(f"node paused {PAUSE_S:.0f} s: {during} blocks meanwhile, caught up {caught_up_s:.1f} s after "
+              f"SIGCONT; {len(observed.accepted)} accepted, all final once; {len(observed.served)} served blocks "
+              f"({len(observed.final)} final, all kept; {replaced} not yet final replaced)")
+
+
+def all_final_once(net: Network, node: NodeProcess, ids: set[str]) -> bool:
+    return committed_once(net, node, ids) and all(node.get(f"/tx/{tx_id}").get("final") for tx_id in ids)
+
+
+def test_a_relayed_transaction_survives_the_receivers_sigkill(devnet, tmp_path):
+    """Two observers (the chain stands still): node-1 hears node-0's client transactions by
+    relay, journals them on receipt, and is SIGKILLed: at restart it holds them again."""
+    transactions = Wallet(devnet).transfers(40)
+    with Network(devnet, tmp_path, count=2, key=devnet.observer_key()) as net:
+        net.start()
+        sender, receiver = net.nodes
+        assert sender.post_txs(transactions).json()["accepted"] == len(transactions)
+        journal = receiver.data / JOURNAL_FILE
+        journaled_bytes = sum(8 + len(tx.encoded) for tx in transactions)    # u32 length, u32 CRC, encoding
+        net.wait_until(lambda: journal.exists() and journal.stat().st_size >= journaled_bytes,
+                       "node-1 journaled the relayed transactions")
+        sender.kill()
+        receiver.kill()
+        net.start([receiver])
+        statuses = Counter(receiver.get(f"/tx/{tx.id.hex()}")["status"] for tx in transactions)
+        assert statuses == {"pending": len(transactions)}, f"{statuses}\n{net.logs([receiver])}"
+        print(f"relayed then receiver killed: {len(transactions)} relayed, {statuses['pending']} pending again")
