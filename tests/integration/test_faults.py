@@ -9,6 +9,7 @@ answered "accepted", blocks served by `/blocks`) and checks it all after the res
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
@@ -16,11 +17,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import orjson
 import pytest
 
 from qmemo.core.transaction import Transaction
 from qmemo.node.journal import JOURNAL_FILE
-from tests.integration.nodes import Devnet, Network, NodeProcess, Wallet, make_devnet
+from tests.integration.nodes import Devnet, ManualClock, Network, NodeProcess, Wallet, make_devnet, running_node
 
 pytestmark = pytest.mark.slow
 
@@ -199,3 +201,44 @@ def test_a_relayed_transaction_survives_the_receivers_sigkill(devnet, tmp_path):
         statuses = Counter(receiver.get(f"/tx/{tx.id.hex()}")["status"] for tx in transactions)
         assert statuses == {"pending": len(transactions)}, f"{statuses}\n{net.logs([receiver])}"
         print(f"relayed then receiver killed: {len(transactions)} relayed, {statuses['pending']} pending again")
+
+
+class WatchedEvent(asyncio.Event):
+    """An asyncio.Event that remembers someone waited on it."""
+
+    waited = False
+
+    async def wait(self) -> bool:
+        self.waited = True
+        return await super().wait()
+
+
+async def test_a_fallback_producer_skips_its_turn_while_the_late_primarys_block_is_validated(devnet, tmp_path):
+    """Validator 0's block 1 arrives but verifies slowly (held here by a gate); validator 1's
+    fallback turn comes meanwhile: it must not produce a competing block 1."""
+    genesis_ms = orjson.loads(devnet.genesis.read_bytes())["genesis_time_ms"]
+    clock = ManualClock(genesis_ms + 600)              # validator 0's turn for block 1 (slot at +500)
+    async with running_node(devnet, tmp_path / "data", devnet.validator_key(1), clock=clock) as node:
+        intake, gate = node.intake, asyncio.Event()
+        intake.validated = watched = WatchedEvent()
+        verify = intake.preverify
+
+        async def slow_preverify(block):
+            await gate.wait()
+            await verify(block)
+
+        intake.preverify = slow_preverify
+        block = devnet.block(height=1, previous_hash=node.genesis.hash, timestamp_ms=genesis_ms + 500, producer=0)
+        push = asyncio.create_task(node.receive_block(block.encode()))
+        deadline = asyncio.get_running_loop().time() + 10
+        while not intake.validating_to:                # its header passed the gate; its body is verifying
+            assert asyncio.get_running_loop().time() < deadline and not push.done(), push
+            await asyncio.sleep(0.01)
+        clock.advance(500)                             # validator 1's fallback window for block 1 opens
+        while not watched.waited and node.metrics.blocks_produced == 0:
+            assert asyncio.get_running_loop().time() < deadline, "the producer neither waited nor produced"
+            await asyncio.sleep(0.05)
+        assert node.metrics.blocks_produced == 0 and node.chain.height == 0, "a competing block 1 was produced"
+        gate.set()
+        assert (await push).status == "accepted"
+        assert node.chain.hash_at(1) == block.hash
