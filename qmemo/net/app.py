@@ -8,8 +8,9 @@ other exception is a bug - logged with its traceback, answered 500, never a cras
 
 Client faults aiohttp's parser catches before the app (qmemo.net.client_faults) are
 answered in JSON by `NodeRunner`'s connections and logged as one rate-limited WARNING
-line, never a traceback; a body that breaks while a handler reads it is answered here; the parser's line limit sits above the
-app's URL limit, so a long URL is answered here, in JSON (414 `url_too_long`).
+line, never a traceback; a body that breaks while a handler reads it is answered here.
+The parser's line limit sits above the app's URL limit, so a URL up to that limit is
+answered here (414 `url_too_long`).
 """
 
 from __future__ import annotations
