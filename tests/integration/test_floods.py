@@ -123,6 +123,8 @@ async def test_held_queue_flood_from_never_funded_keys_is_refused_and_a_funded_g
     first = wallet.transfer(1, 2, nonce=0)              # fills the gap: both pending
     assert (await post_tx(client, first))[1]["status"] == "accepted"
     assert (await (await client.get(f"/tx/{gap_one.id.hex()}")).json())["status"] == "pending"
+    print(f"held flood: {len(flood):,} sent from {FLOOD_KEYS} never-funded keys, {accepted} accepted "
+          f"({codes}); the funded account's gap-1 transaction held, then pending")   # the figures, with -s
 
 
 async def test_never_funded_keys_paying_the_minimum_fee_cannot_hold_anything(devnet, client):
@@ -298,3 +300,5 @@ async def test_parser_faults_are_answered_in_json_with_their_status_and_logged_a
     faults = [r for r in caplog.records if "client fault" in r.getMessage()]
     assert faults and all(r.levelno == logging.WARNING and r.node == node.name for r in faults)
     assert len(faults) < len(PARSER_FAULTS)     # rate-limited: not one line per bad request
+    print(f"parser faults: {len(PARSER_FAULTS)} bad requests (long URL, long header, body past its length, ...), "
+          f"all JSON 4xx; {len(faults)} WARNING line(s), 0 tracebacks")                  # the figures, with -s
