@@ -11,6 +11,7 @@ from aiohttp import web
 
 from qmemo.load.follower import FollowState, follow_blocks, lost_reasons
 from qmemo.load.latency import ACCEPTED, Timings, summarize
+from tests.unit.scripted_http import serve
 
 A, B, C = b"\xaa" * 64, b"\xbb" * 64, b"\xcc" * 64
 
@@ -84,12 +85,9 @@ async def test_every_lost_transaction_gets_the_reason_the_first_node_knowing_it_
             return web.json_response({"id": request.match_info["tx_id"], **document})
         app = web.Application()
         app.router.add_get("/tx/{tx_id}", tx)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
+        runner, url = await serve(app)
         runners.append(runner)
-        urls.append(f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}")
+        urls.append(url)
     try:
         reasons = await lost_reasons(urls, [A, B, C])
         assert reasons == {"evicted: nonce_gap_timeout": 1, f"final on {urls[1]}": 1, "unknown to every node": 1}

@@ -11,6 +11,7 @@ from aiohttp import web
 
 from qmemo.load.latency import ACCEPTED, FAILED, Timings
 from qmemo.load.sender import Batch, SendProgress, _NodeHealth, _post
+from tests.unit.scripted_http import serve
 
 
 async def slow_node(delay_s: float) -> tuple[web.AppRunner, str]:
@@ -22,11 +23,7 @@ async def slow_node(delay_s: float) -> tuple[web.AppRunner, str]:
 
     app = web.Application()
     app.router.add_post("/txs", txs)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    return runner, f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
+    return await serve(app)
 
 
 async def post_once(urls: list[str], attempt_s: float, request_s: float) -> tuple[Timings, SendProgress]:
