@@ -147,14 +147,15 @@ async def _settle(session: aiohttp.ClientSession, url: str, state: FollowState, 
     return True
 
 
-async def lost_reasons(urls: list[str], ids: list[bytes], *, budget_s: float = 60.0,
+async def lost_reasons(urls: list[str], ids: list[bytes], *, budget_s: float = 120.0,
                        concurrency: int = 16) -> dict[str, int]:
     """Why each of `ids` (answered accepted, never seen final) is not final: what the first
     node that knows it says (`GET /tx/<id>`): "evicted: <reason>", "pending", "queued",
     "committed, not final", or "final on <node>" (a block the followed chain does not
     hold: a fork the follower did not see); "unknown to every node" if none does. So
     "lost" is a residual with reasons, not a mystery. Ids left when `budget_s` runs out
-    are counted "not asked (time budget)"."""
+    are counted "not asked (time budget)" (past saturation the nodes answer slowly for a
+    while after the load: 60 s classified 4,467 of 39,293 at 6,750 TPS offered)."""
     reasons: dict[str, int] = {}
     queue = deque(ids)
     deadline = time.monotonic() + budget_s
