@@ -11,10 +11,13 @@ an error or Ctrl-C.
 
 The verdict's rule (`FLAT_RULE`, also written into soak.json): the first
 `WARMUP_SHARE` of the samples are left out (caches, the mempool and the first blocks
-fill up there); over the rest, a node is flat when its RSS slope is below
-`MAX_RSS_GROWTH_PER_HOUR` of its mean RSS per hour and its open-fd slope below
-`MAX_FD_GROWTH_PER_HOUR` per hour. A leak of one socket a minute, or of 2% of the
-process's memory in ten minutes, fails it.
+fill up there); over the rest, a node's RSS (and its open fds) grows when the
+least-squares slope is above `MAX_RSS_GROWTH_PER_HOUR` of its mean RSS per hour (fds:
+`MAX_FD_GROWTH_PER_HOUR`) *and* the rise that slope makes over the window stands out of
+the samples' noise (above `NOISE_SIGMAS` standard deviations of the residuals): a
+mempool that fills and drains with every block moves RSS by a hundred MiB, and in ten
+minutes that swing alone fits a slope of hundreds of MiB per hour. A steady leak of one
+socket a minute, or of 2% of the process's memory in ten minutes, fails it.
 
 Pure helpers (`slope_per_hour`, `node_summary`, `saturation_tps`) are apart from the
 process handling, so the rule is tested without starting anything.
@@ -42,9 +45,11 @@ SOAK_SCHEMA = "qmemo-soak/1"
 WARMUP_SHARE = 0.2
 MAX_RSS_GROWTH_PER_HOUR = 0.10      # of the mean RSS
 MAX_FD_GROWTH_PER_HOUR = 10.0
-FLAT_RULE = (f"after the first {WARMUP_SHARE:.0%} of the samples, least-squares slope of RSS below "
-             f"{MAX_RSS_GROWTH_PER_HOUR:.0%} of the mean RSS per hour and of open fds below "
-             f"{MAX_FD_GROWTH_PER_HOUR:g} per hour, on every node")
+NOISE_SIGMAS = 2.0
+FLAT_RULE = (f"after the first {WARMUP_SHARE:.0%} of the samples, on every node: no least-squares slope of RSS "
+             f"above {MAX_RSS_GROWTH_PER_HOUR:.0%} of the mean RSS per hour, nor of open fds above "
+             f"{MAX_FD_GROWTH_PER_HOUR:g} per hour, whose rise over the window exceeds {NOISE_SIGMAS:g} standard "
+             f"deviations of the samples around that line")
 SATURATION_SHARE = 0.8              # the soak rate: 80% of the saturation rate
 STOP_TIMEOUT_S = 20.0
 
@@ -86,12 +91,25 @@ def node_summary(samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
     mean_rss = sum(rss) / len(rss)
     rss_slope = slope_per_hour(times, rss)
     fd_slope = slope_per_hour(times, fds)
-    flat = rss_slope < MAX_RSS_GROWTH_PER_HOUR * mean_rss and fd_slope < MAX_FD_GROWTH_PER_HOUR
+    rss_grows = rss_slope >= MAX_RSS_GROWTH_PER_HOUR * mean_rss and _stands_out(times, rss, rss_slope)
+    fds_grow = fd_slope >= MAX_FD_GROWTH_PER_HOUR and _stands_out(times, fds, fd_slope)
+    flat = not rss_grows and not fds_grow
     return {"samples": len(samples), "rss_first_bytes": samples[0]["rss_bytes"], "rss_last_bytes": rss[-1],
             "rss_max_bytes": max(s["rss_bytes"] for s in samples), "rss_mean_bytes": round(mean_rss),
             "rss_slope_bytes_per_hour": round(rss_slope), "rss_slope_share_per_hour": rss_slope / mean_rss,
             "fds_first": samples[0]["fds"], "fds_last": fds[-1], "fds_max": max(s["fds"] for s in samples),
             "fds_slope_per_hour": fd_slope, "verdict": "flat" if flat else "growing"}
+
+
+def _stands_out(times_s: Sequence[float], values: Sequence[float], slope_per_h: float) -> bool:
+    """Whether the rise the fitted line makes over the window exceeds NOISE_SIGMAS standard
+    deviations of the values around that line (a trend, not a swing)."""
+    n = len(times_s)
+    mean_t, mean_v = sum(times_s) / n, sum(values) / n
+    slope_s = slope_per_h / 3600
+    residuals = [v - (mean_v + slope_s * (t - mean_t)) for t, v in zip(times_s, values)]
+    sigma = (sum(r * r for r in residuals) / n) ** 0.5
+    return slope_s * (times_s[-1] - times_s[0]) > NOISE_SIGMAS * sigma
 
 
 def saturation_tps(sweep: dict[str, Any]) -> float:

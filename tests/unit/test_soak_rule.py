@@ -52,3 +52,11 @@ def test_saturation_is_the_most_a_sweep_committed_and_an_empty_sweep_is_refused(
                                     {"committed_tps": 1200.0}]}) == 1400.0
     with pytest.raises(ConfigError):
         saturation_tps({"rows": [{"committed_tps": 0.0}]})
+
+
+def test_a_mempool_swinging_around_a_level_is_flat_and_a_leak_under_the_same_swing_is_not():
+    swing = [(-1) ** i * 60 * MIB for i in range(121)]          # +-60 MiB with every sample
+    level = [dict(s, rss_bytes=s["rss_bytes"] + d) for s, d in zip(samples(0.0), swing)]
+    assert node_summary(level)["verdict"] == "flat"
+    leak = [dict(s, rss_bytes=s["rss_bytes"] + d) for s, d in zip(samples(400 * MIB / 600), swing)]
+    assert node_summary(leak)["verdict"] == "growing"          # +400 MiB in 10 min stands out of +-60
