@@ -168,8 +168,13 @@ def test_a_paused_node_lets_the_chain_go_on_and_catches_up_after(devnet, tmp_pat
         net.wait_until(lambda: len(set(net.tips())) == 1 and all(net.tips()), "the paused node at the same tip",
                        timeout=20)
         caught_up_s = time.monotonic() - resumed
-        net.wait_until(lambda: all_final_once(net, running[0], observed.accepted), "every accepted transaction final",
-                       timeout=30)
+        try:
+            net.wait_until(lambda: all_final_once(net, running[0], observed.accepted),
+                           "every accepted transaction final", timeout=30)
+        except AssertionError as failure:       # say what became of the ones that are not
+            answers = [running[0].get(f"/tx/{tx_id}") for tx_id in sorted(observed.accepted)]
+            statuses = Counter((a["status"], a.get("reason"), a.get("final")) for a in answers)
+            raise AssertionError(f"{len(observed.accepted)} accepted: {statuses}") from failure
         assert committed_once(net, paused, observed.accepted)
         chain = chain_hashes(paused)
         assert all(chain.get(height) == hash_ for height, hash_ in observed.final.items())
