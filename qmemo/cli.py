@@ -32,6 +32,7 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("gen", "qmemo.commands.gen", "fire signed transactions at the nodes on a schedule (alias: tx_generator)"),
     ("headroom", "qmemo.commands.headroom", "headroom of a verify rate against one sharded-chain scenario"),
     ("report", "qmemo.commands.report", "write REPORT.md and plots from bench_c results (and devnet runs)"),
+    ("soak", "qmemo.commands.soak", "a devnet under steady load for minutes: nodes' RSS and open fds sampled"),
     ("scenario", "qmemo.commands.scenario", "run a scenario: nodes in network namespaces, link profiles, faults, invariants"),
 ]
 

@@ -37,7 +37,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     send.add_argument("--connections", type=int, default=32, help="HTTP connection pool size (default 32)")
     send.add_argument("--resend-for", type=float, default=0.0, metavar="SECONDS",
                       help="a batch no node answered is tried again, every node in turn, for this long "
-                           "(default 0: it fails at once)")
+                           "when that is longer than the 30 s request timeout (default 0: the timeout)")
     out = parser.add_argument_group("measurement and output")
     out.add_argument("--warmup", type=float, default=2.0, help="seconds left out of latency percentiles (default 2)")
     out.add_argument("--commit-timeout", type=float,

@@ -145,3 +145,43 @@ async def _settle(session: aiohttp.ClientSession, url: str, state: FollowState, 
         state.unfinal.popleft()
         _commit(ours, state, pending, timings, seen_at)
     return True
+
+
+async def lost_reasons(urls: list[str], ids: list[bytes], *, budget_s: float = 120.0,
+                       concurrency: int = 16) -> dict[str, int]:
+    """Why each of `ids` (answered accepted, never seen final) is not final: what the first
+    node that knows it says (`GET /tx/<id>`): "evicted: <reason>", "pending", "queued",
+    "committed, not final", or "final on <node>" (a block the followed chain does not
+    hold: a fork the follower did not see); "unknown to every node" if none does. So
+    "lost" is a residual with reasons, not a mystery. Ids left when `budget_s` runs out
+    are counted "not asked (time budget)" (past saturation the nodes answer slowly for a
+    while after the load: 60 s classified 4,467 of 39,293 at 6,750 TPS offered)."""
+    reasons: dict[str, int] = {}
+    queue = deque(ids)
+    deadline = time.monotonic() + budget_s
+
+    async def ask(session: aiohttp.ClientSession, tx_id: bytes) -> str:
+        for url in urls:
+            try:
+                async with session.get(f"{url}/tx/{tx_id.hex()}") as response:
+                    document = orjson.loads(await response.read()) if response.status == 200 else {}
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError):
+                continue
+            status = document.get("status")
+            if status == "evicted":
+                return f"evicted: {document.get('reason')}"
+            if status == "committed":
+                return f"final on {url}" if document.get("final") else "committed, not final"
+            if status in ("pending", "queued"):
+                return status
+        return "unknown to every node"
+
+    async def worker(session: aiohttp.ClientSession) -> None:
+        while queue:
+            tx_id = queue.popleft()
+            reason = await ask(session, tx_id) if time.monotonic() < deadline else "not asked (time budget)"
+            reasons[reason] = reasons.get(reason, 0) + 1
+
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
+        await asyncio.gather(*(worker(session) for _ in range(concurrency)))
+    return reasons

@@ -28,7 +28,7 @@ import orjson
 from qmemo.errors import ConfigError
 from qmemo.records import to_json
 from qmemo.load import schedule as sched
-from qmemo.load.follower import FollowState, current_height, follow_blocks
+from qmemo.load.follower import FollowState, current_height, follow_blocks, lost_reasons
 from qmemo.load.hdr_files import write_latency_histograms
 from qmemo.load.latency import ACCEPTED, DUPLICATE, STATUS_NAMES, RunSummary, Timings, summarize
 from qmemo.load.node_stages import NODE_STAGES_FILE, NodeStagesFile, costs_file, read_metrics, write_node_stages
@@ -221,10 +221,14 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
         verifiers = {url: await node_verifier(session, url) for url in config.nodes}
         node_stages = costs_file(config.nodes, metrics_before, await read_metrics(session, config.nodes))
-    return interrupted_at, node_stages, {"max_in_flight_seen": progress.max_in_flight_seen,
-                            "blocks_seen": state.blocks_seen, "follower_node_switches": state.node_switches,
-                            "node_failures": dict(progress.node_failures), "failovers": progress.failovers,
-                            "failover_txs": progress.failover_txs}, verifiers
+    lost = [tx_id for tx_id, i in pending.items() if timings.status[i] in (ACCEPTED, DUPLICATE)]
+    return interrupted_at, node_stages, {"lost_reasons": await lost_reasons(config.nodes, lost),
+                                         "max_in_flight_seen": progress.max_in_flight_seen,
+                                         "blocks_seen": state.blocks_seen,
+                                         "follower_node_switches": state.node_switches,
+                                         "node_failures": dict(progress.node_failures),
+                                         "failovers": progress.failovers,
+                                         "failover_txs": progress.failover_txs}, verifiers
 
 
 async def node_verifier(session: aiohttp.ClientSession, url: str) -> dict[str, Any] | None:
@@ -292,6 +296,7 @@ def run_load(config: GenConfig, *, quiet: bool = False, genesis: Genesis | None 
                                 block_interval_s=genesis.block_interval_ms / 1e3,
                                 failover=Failover(sender["failovers"], sender["failover_txs"],
                                                   sender["node_failures"]))
+    file_summary = replace(file_summary, counts=replace(file_summary.counts, lost_reasons=sender["lost_reasons"]))
     config.out.mkdir(parents=True, exist_ok=True)
     write(config.out / "summary.json", file_summary)
     write_node_stages(config.out / NODE_STAGES_FILE, node_stages)

@@ -68,6 +68,9 @@ class Counts:
     rejected_total: int
     accounted: int                              # committed + rejected + lost + failed + unsent
     included: int | None = field(default=None, metadata=OMIT_NONE)  # in a block, final or not (not an outcome)
+    # Why the lost ones are not final, as the nodes said at the end (qmemo.load.follower,
+    # `lost_reasons`): the counts add up to `lost`. Absent from files written before.
+    lost_reasons: dict[str, int] | None = field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True, slots=True)

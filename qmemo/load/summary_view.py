@@ -36,6 +36,9 @@ def render_summary(summary: LoadSummary, where: str | None = None) -> Group:
     head.add_row("committed TPS (after warm-up)", f"{summary.committed_tps:,.0f}")
     for key in ("planned", "sent", "accepted", "committed", "lost", "failed", "unsent"):
         head.add_row(key, f"{getattr(counts, key):,}")
+    if counts.lost_reasons:
+        head.add_row("lost, why (the nodes at the end)",
+                     ", ".join(f"{k}: {v:,}" for k, v in sorted(counts.lost_reasons.items(), key=lambda kv: -kv[1])))
     head.add_row("rejected", f"{counts.rejected_total:,}" + (
         " (" + ", ".join(f"{k}: {v:,}" for k, v in sorted(counts.rejected.items())) + ")"
         if counts.rejected else ""))

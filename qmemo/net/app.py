@@ -6,9 +6,11 @@ with the error's own status (`Handlers.respond` adds Retry-After to a 429); aioh
 route, wrong method, a body over the server's hard cap) get the same JSON shape; any
 other exception is a bug - logged with its traceback, answered 500, never a crash.
 
-Client faults aiohttp's parser catches before the app (qmemo.net.client_faults) are one
-rate-limited WARNING line, never a traceback; the parser's line limit sits above the
-app's URL limit, so a long URL is answered here, in JSON (414 `url_too_long`).
+Client faults aiohttp's parser catches before the app (qmemo.net.client_faults) are
+answered in JSON by `NodeRunner`'s connections and logged as one rate-limited WARNING
+line, never a traceback; a body that breaks while a handler reads it is answered here.
+The parser's line limit sits above the app's URL limit, so a URL up to that limit is
+answered here (414 `url_too_long`).
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from qmemo.errors import Misuse, QmemoError
 from qmemo.net import wire
-from qmemo.net.client_faults import PARSER_MAX_LINE_BYTES, ClientFaultLog
+from qmemo.net.client_faults import PARSER_MAX_LINE_BYTES, ClientFaultLog, fault_body, parser_fault
 from qmemo.net.handlers import BODY_BYTES_KEY, Handlers
 from qmemo.node.service import Node
 
@@ -35,6 +38,7 @@ MAX_URL_BYTES = 8 * 1024
 def make_app(node: Node) -> web.Application:
     metrics = node.metrics
     handlers = Handlers(node)
+    fault_log = ClientFaultLog(node.log)
 
     @web.middleware
     async def boundary(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -48,6 +52,14 @@ def make_app(node: Node) -> web.Application:
             if isinstance(exc, Misuse):     # our bug, named: answer 500 and keep its traceback in the log
                 node.log.error("internal misuse in %s %s: %s", request.method, request.path, exc, exc_info=exc)
             response = handlers.respond(wire.dumps(exc.to_json()), exc.http_status)
+        except (HttpProcessingError, web.RequestPayloadError) as exc:
+            fault = parser_fault(exc)       # the body broke while a handler read it
+            if fault is None:
+                raise
+            fault_log.client_fault(f"{request.method} {request.path}", fault)
+            status, body = fault_body(fault)
+            response = handlers.respond(body, status)
+            response.force_close()          # the parser has lost its place in the connection
         except web.HTTPException as exc:
             code = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}.get(exc.status, "http")
             response = handlers.json(wire.error_json(code, exc.reason), status=exc.status)
@@ -62,7 +74,7 @@ def make_app(node: Node) -> web.Application:
 
     # aiohttp's own cap sits above every limit we enforce, so ours answer first.
     app = web.Application(middlewares=[boundary], client_max_size=node.config.max_peer_body_bytes + 1,
-                          handler_args={"logger": ClientFaultLog(node.log), "max_line_size": PARSER_MAX_LINE_BYTES,
+                          handler_args={"logger": fault_log, "max_line_size": PARSER_MAX_LINE_BYTES,
                                         "max_field_size": PARSER_MAX_LINE_BYTES})
     app[NODE_KEY] = node
     app.add_routes([

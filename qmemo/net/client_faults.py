@@ -1,30 +1,45 @@
-"""Requests aiohttp's HTTP parser refuses before our app sees them: log them as client faults.
+"""Requests aiohttp's HTTP parser refuses before our app sees them: JSON answers, one log line.
 
 A request line past aiohttp's limit, a body running past its Content-Length (its tail
-parses as a broken next request), bytes that are not HTTP: aiohttp answers these itself
-(400 text/plain, connection closed) and, by default, writes an ERROR with a traceback
-for every one (issue 12: a 12 KB URL per request filled the log). They are the client's
-fault, not ours, so `ClientFaultLog` - the `logger` aiohttp's request handler takes -
-turns them into one WARNING line naming the node, at most one per `interval_s` with a
-count of those not shown. Anything else aiohttp logs keeps its traceback.
+parses as a broken next request), a malformed header, bytes that are not HTTP: aiohttp
+answers these itself, before any app code or middleware runs, with a text/plain 400
+(`RequestHandler.handle_error`, aiohttp/web_protocol.py), and by default writes an ERROR
+with a traceback for every one (issue 12: a 12 KB URL per request filled the log).
 
-What aiohttp lets us change is the log and the parser's limits (`handler_args`), not the
-body of the answer it writes itself: that stays text/plain. So the app's own limits sit
-below the parser's, and the common client faults (a long URL, a long header) are answered
-by the app with the JSON error body instead (app.py).
+- The answer: `NodeRunner` serves connections with `JsonFaultHandler`, whose
+  `handle_error` answers a parser fault with the JSON error body and the status that
+  names it (`fault_answer`: 414 for a request line too long, 431 for a header, 400
+  otherwise); the connection is still closed, since the parser has lost its place in the
+  stream. Errors that are not parser faults (500s) keep aiohttp's own answer.
+- The log: `ClientFaultLog` - the `logger` aiohttp's request handler takes - turns them
+  into one WARNING line naming the node, at most one per `interval_s` with a count of
+  those not shown. Anything else aiohttp logs keeps its traceback.
+
+What aiohttp does not let us change (aiohttp 3.14, _http_parser.pyx `feed_data` and
+web_protocol.py `data_received`; docs/api.md section 2 has the details): a valid request
+in the same socket read as a later parser fault is dropped with it; a bad chunk size met
+after a handler began reading the body leaves that handler waiting until the client
+closes the connection.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from typing import Any
 
-from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp import web
+from aiohttp.http_exceptions import (BadStatusLine, HttpProcessingError, InvalidHeader, LineTooLong,
+                                     PayloadEncodingError)
+from aiohttp.web_protocol import RequestHandler
+
+from qmemo.net import wire
 
 # The request line and header sizes aiohttp's parser accepts (its default is 8,190 bytes).
 # Above the app's own URL limit (MAX_URL_BYTES in app.py), so that limit answers in JSON.
 PARSER_MAX_LINE_BYTES = 64 * 1024
+_REQUEST_TARGET = re.compile(r"reading: (?:bytearray\()?b['\"]/")
 
 
 class ClientFaultLog:
@@ -37,8 +52,9 @@ class ClientFaultLog:
         self._suppressed = 0
 
     def exception(self, message: str, *args: Any, exc_info: Any = None, **kwargs: Any) -> None:
-        if isinstance(exc_info, HttpProcessingError):
-            self.client_fault(message % args if args else message, exc_info)
+        fault = parser_fault(exc_info) if isinstance(exc_info, BaseException) else None
+        if fault is not None:
+            self.client_fault(message % args if args else message, fault)
         else:           # not a client's fault: a bug, keep the traceback
             self._log.exception(message, *args, exc_info=exc_info or True, **kwargs)
 
@@ -59,3 +75,62 @@ class ClientFaultLog:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._log, name)     # warning, info, error: as the node's log has them
+
+
+def parser_fault(exc: BaseException) -> HttpProcessingError | None:
+    """The parser's error behind `exc`: itself, or - for a body that broke while a handler
+    read it (a Content-Encoding that does not decode) - the cause of aiohttp's
+    `RequestPayloadError`. None if `exc` is no client fault."""
+    if isinstance(exc, web.RequestPayloadError):
+        exc = exc.__cause__
+    return exc if isinstance(exc, HttpProcessingError) else None
+
+
+def fault_answer(exc: HttpProcessingError) -> tuple[int, str]:
+    """(HTTP status, error code) for a request aiohttp's parser refused."""
+    if isinstance(exc, LineTooLong):
+        # aiohttp quotes the start of the line it was reading: a request target starts with "/"
+        return (414, "url_too_long") if _REQUEST_TARGET.search(exc.message) else (431, "header_too_large")
+    if isinstance(exc, BadStatusLine):
+        return 400, "bad_request_line"
+    if isinstance(exc, InvalidHeader):
+        return 400, "bad_header"
+    if isinstance(exc, PayloadEncodingError):      # chunking, Content-Length, Content-Encoding
+        return 400, "bad_body"
+    return 400, "bad_http"
+
+
+def fault_body(exc: HttpProcessingError) -> tuple[int, bytes]:
+    """(HTTP status, JSON error body) answering a parser fault."""
+    status, code = fault_answer(exc)
+    detail = " ".join(str(exc.message or exc).split())[:200]      # aiohttp's carets span lines
+    return status, wire.dumps(wire.error_json(code, f"the request is not valid HTTP: {detail}"))
+
+
+class JsonFaultHandler(RequestHandler):
+    """aiohttp's per-connection protocol, answering parser faults in JSON."""
+
+    def handle_error(self, request: web.BaseRequest, status: int = 500, exc: BaseException | None = None,
+                     message: str | None = None) -> web.StreamResponse:
+        answer = super().handle_error(request, status, exc, message)    # logs (ClientFaultLog), checks nothing was sent
+        if not isinstance(exc, HttpProcessingError) or status >= 500:
+            return answer
+        status, body = fault_body(exc)
+        response = web.Response(body=body, status=status, content_type="application/json")
+        response.force_close()          # the parser has lost its place in this connection's bytes
+        return response
+
+
+class JsonFaultServer(web.Server):
+    def __call__(self) -> RequestHandler:
+        return JsonFaultHandler(self, loop=self._loop, **self._kwargs)
+
+
+class NodeRunner(web.AppRunner):
+    """`web.AppRunner` whose connections answer parser faults in JSON (`JsonFaultHandler`)."""
+
+    async def _make_server(self) -> web.Server:
+        server = await super()._make_server()
+        return JsonFaultServer(server.request_handler, request_factory=server.request_factory,
+                               handler_cancellation=server.handler_cancellation, loop=server._loop,
+                               **server._kwargs)

@@ -19,6 +19,7 @@ from aiohttp import web
 from qmemo.crypto.keys import load_keys
 from qmemo.errors import ConfigError, KeyFileError
 from qmemo.net.app import make_app
+from qmemo.net.client_faults import NodeRunner
 from qmemo.net.peer_client import HttpPeer
 from qmemo.node.config import NodeConfig
 from qmemo.node.service import Node
@@ -47,7 +48,7 @@ async def serve(config: NodeConfig, *, stop: asyncio.Event | None = None) -> Non
     session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64))
     node.attach_peers([HttpPeer(url, session, node.metrics, config.url, config.peer_timeout_s)
                        for url in config.peers])
-    runner = web.AppRunner(make_app(node), access_log=None, handle_signals=False, shutdown_timeout=5.0)
+    runner = NodeRunner(make_app(node), access_log=None, handle_signals=False, shutdown_timeout=5.0)
     await runner.setup()
     site = web.TCPSite(runner, config.host, config.port, reuse_address=True)
     try:

@@ -61,6 +61,8 @@ class BlockIntake:
         self.tip_changed = asyncio.Event()      # the producer plans again
         self.applied = asyncio.Event()          # the flusher looks for blocks that became final
         self.sync_wanted = asyncio.Event()      # a pushed block did not connect: ask the peers now
+        self.validating_to: dict[int, int] = {}  # top height of each branch being validated -> how many
+        self.validated = asyncio.Event()        # one finished (applied, kept out or refused)
 
     # --- decoding -----------------------------------------------------------------------------
 
@@ -112,7 +114,19 @@ class BlockIntake:
 
     async def validate_and_apply(self, branch: list[Block]) -> str:
         """Validate and apply a branch of consecutive blocks whose first block's parent is on
-        our chain; switch to it if the fork-choice rule says so. Returns the outcome."""
+        our chain; switch to it if the fork-choice rule says so. Returns the outcome.
+        Meanwhile `validating_to` holds its top height (the producer waits: qmemo.node.producer)."""
+        top = branch[-1].height
+        self.validating_to[top] = self.validating_to.get(top, 0) + 1
+        try:
+            return await self._validate_and_apply(branch)
+        finally:
+            self.validating_to[top] -= 1
+            if not self.validating_to[top]:
+                del self.validating_to[top]
+            self.validated.set()
+
+    async def _validate_and_apply(self, branch: list[Block]) -> str:
         for block in branch:
             await self.preverify(block)
         async with self.lock:

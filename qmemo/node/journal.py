@@ -6,6 +6,12 @@ append is fsync'd (docs/api.md, "Durability"). Group commit: appends that arrive
 one write+fsync is under way are written together by the next one, so a busy node pays
 one fsync per few milliseconds, not one per request.
 
+Relayed transactions (`POST /peer/txs`) are appended too, in the same group commits, but
+the relay's answer does not wait for the fsync (`append_soon`): the sending node already
+has them in its own journal, so waiting would only slow the relay pipeline down; what a
+receiver gains is that a relayed transaction survives its SIGKILL a few milliseconds
+after it arrived, not only its clean stop.
+
 At start the journal is read back and its transactions admitted again through normal
 admission (signature, nonce and balance checks): the ones committed meanwhile answer as
 stale or duplicate and are dropped. The file is compacted - rewritten with only the
@@ -29,6 +35,7 @@ client's answer). Never imports aiohttp or knows about HTTP.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import struct
 import zlib
@@ -53,8 +60,9 @@ MAX_RECORD_BYTES = 1 << 20     # a transaction is at most a few KB; a longer len
 class Journal:
     """One node's journal. `read_back` once at start, then `append` / `compact`; `close`."""
 
-    def __init__(self, data: Path, name: str) -> None:
+    def __init__(self, data: Path, name: str, log: logging.LoggerAdapter | None = None) -> None:
         self.path = Path(data) / JOURNAL_FILE
+        self._log = log
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{name}-journal")
         self._file: BinaryIO | None = None
         self._batch: list[bytes] = []       # framed buffers waiting for the next write
@@ -106,16 +114,24 @@ class Journal:
 
     async def append_frames(self, frames: bytes, count: int) -> None:
         """`append` for `count` encodings already framed (`[u32 length][encoding]` each)."""
-        if not count:
-            return
+        if count:
+            await asyncio.shield(self._enqueue(frames, count))
+
+    def append_soon(self, frames: bytes, count: int) -> None:
+        """Queue `count` framed encodings for the next group commit without waiting for it
+        (relayed transactions). A failed write is logged by the writer; nobody else hears of it."""
+        if count:
+            self._enqueue(frames, count).add_done_callback(_retrieved)
+
+    def _enqueue(self, frames: bytes, count: int) -> asyncio.Future:
+        """Add to the batch the writer takes next; the future of that batch's fsync."""
         self._batch.append(frames)
         self._batch_records += count
         if self._batch_done is None:
             self._batch_done = asyncio.get_running_loop().create_future()
-        done = self._batch_done
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write_batches())
-        await asyncio.shield(done)
+        return self._batch_done
 
     async def _write_batches(self) -> None:
         loop = asyncio.get_running_loop()
@@ -125,8 +141,11 @@ class Journal:
             try:
                 await loop.run_in_executor(self._executor, self._write, batch, count)
             except OSError as exc:
-                done.set_exception(StoreError(f"cannot journal accepted transactions in {self.path}: {exc}",
-                                              code="journal_failed"))
+                error = StoreError(f"cannot journal {count} accepted transaction(s) in {self.path}: {exc}",
+                                   code="journal_failed")
+                if self._log is not None:       # once per batch; a client waiting also gets a 500
+                    self._log.error("%s", error)
+                done.set_exception(error)
             else:
                 done.set_result(None)
 
@@ -173,6 +192,12 @@ def _entry(framed: list[bytes]) -> bytes:
     """One batch entry holding the framed buffers (concatenated frames are one framing)."""
     body = b"".join(framed)
     return _HEADER.pack(len(body) | _BATCH_FLAG, zlib.crc32(body)) + body
+
+
+def _retrieved(done: asyncio.Future) -> None:
+    """Mark a failed batch's exception as seen (the writer logged it), so asyncio does not."""
+    if not done.cancelled():
+        done.exception()
 
 
 def _fsync_dir(path: Path) -> None:

@@ -4,6 +4,14 @@ It sleeps until its next turn (`next_turn_ms`: its primary slot, or a fallback w
 when the primary is late), waking early whenever the tip changes, since a block that
 arrived first changes the plan. Time is the node's injected clock (`NodeConfig.clock`).
 
+Slot skipping: a validator whose primary is paused or dead takes its fallback turn
+(docs/protocol.md section 8), so the chain goes on without it. But when the node is
+itself validating a block (or a synced branch) that reaches the height it would produce
+- a late primary's block whose header already passed the gate, slow to verify under
+load - it lets its turn pass until that validation ends: producing then would fork off a
+block it is about to apply (issue 12: under overload, every node finalized its own
+fallback branch and the chain split for good).
+
 A push to a peer is a short task of its own (tracked, so `stop` can cancel it): one
 slow peer never delays the next turn or the other peers.
 
@@ -62,6 +70,13 @@ class Producer:
                     continue          # a block arrived first: plan again on the new tip
                 except asyncio.TimeoutError:
                     pass
+            if max(intake.validating_to, default=0) >= height:
+                # A block (or branch) reaching this height is being validated - a pushed block's
+                # header already passed the gate - so a block of ours would only fork off it.
+                # Skip the turn until it is applied or refused, then plan again.
+                intake.validated.clear()
+                await intake.validated.wait()
+                continue
             async with intake.lock:
                 if chain.tip_hash != parent_hash:
                     continue

@@ -12,7 +12,8 @@ has its own room, and `Node` wires them together at `start` and takes them down 
 - sync (qmemo.node.sync): fetch what the peers have and we lack;
 - relay (qmemo.node.peers): accepted client transactions to the peers, in batches;
 - persistence (qmemo.node.persistence): final blocks to SQLite, the restore at start;
-- journal (qmemo.node.journal): accepted client transactions on disk before the answer;
+- journal (qmemo.node.journal): accepted client transactions on disk before the answer,
+  relayed ones soon after;
 - reporting (qmemo.node.reporting): `/status` and `/metrics` as frozen values;
 - queries (qmemo.node.queries): where a transaction is, blocks by height (memory, then
   the store on a reader thread), up to the stored height.
@@ -40,6 +41,7 @@ from qmemo.core.state import Account
 from qmemo.crypto.keys import NamedKey
 from qmemo.crypto.verifier import signer
 from qmemo.errors import MempoolFull, NodeNotReady
+from qmemo.frames import encode_frames
 from qmemo.node import reporting
 from qmemo.node.admission import Admission, AdmissionLimits
 from qmemo.node.answers import ACCEPTED, BlockAnswer, Item, TxOutcome, TxStatus
@@ -129,7 +131,7 @@ class Node:
             self.decoded, self.relay.enqueue if self.relay else (lambda encodings: None))
         self.intake = BlockIntake(self.genesis, self.chain, self.admission, self.pool, self.decoded,
                                   self.metrics, self.log, self.clock, self._store_writer)
-        self.journal = journal = Journal(config.data, self.name)
+        self.journal = journal = Journal(config.data, self.name, self.log)
         journaled = await loop.run_in_executor(self._store_reader, journal.read_back)
         self.persistence = Persistence(config.data, store, self.intake, self.admission, journal,
                                        self._store_writer, self.metrics, self.log)
@@ -230,12 +232,13 @@ class Node:
 
     async def submit(self, items: Sequence[Item], *, from_peer: bool = False) -> list[TxOutcome]:
         """Admit a batch (client or peer). MempoolFull (429) if the pool has no room at all.
-        A client's accepted transactions are journaled (fsync'd) before this returns."""
+        A client's accepted transactions are journaled (fsync'd) before this returns; a
+        peer's are queued for the journal's next group commit."""
         admission = self._admission_with_room(len(items))
         outcomes = await admission.admit(items, relay=not from_peer)
-        if not from_peer:
-            await self.journal.append([item if isinstance(item, bytes) else item.encoded
-                                       for item, outcome in zip(items, outcomes) if outcome.status == ACCEPTED])
+        accepted = [item if isinstance(item, bytes) else item.encoded
+                    for item, outcome in zip(items, outcomes) if outcome.status == ACCEPTED]
+        await self._journal(encode_frames(accepted), len(accepted), from_peer)
         return outcomes
 
     async def submit_body(self, body: bytes, *, from_peer: bool = False) -> list[TxOutcome]:
@@ -246,9 +249,16 @@ class Node:
         batch = admission.unframe(body, self.config.max_batch_txs)
         self._admission_with_room(len(batch))
         outcomes, accepted, count = await admission.admit_framed(batch, relay=not from_peer)
-        if not from_peer:
-            await self.journal.append_frames(accepted, count)
+        await self._journal(accepted, count, from_peer)
         return outcomes
+
+    async def _journal(self, frames: bytes, count: int, from_peer: bool) -> None:
+        """A client's accepted transactions are on disk before it hears "accepted"; a peer's
+        go with the next group commit (its sender journaled them already: docs/api.md)."""
+        if from_peer:
+            self.journal.append_soon(frames, count)
+        else:
+            await self.journal.append_frames(frames, count)
 
     def _admission_with_room(self, count: int) -> Admission:
         """Admission, or MempoolFull (429, the `count` transactions counted as such) if the

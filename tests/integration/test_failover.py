@@ -77,3 +77,6 @@ def test_generator_fails_over_when_a_node_is_stopped_and_nothing_is_lost(devnet,
         assert len(committed) == len(set(committed))
         ids = [line.split(",")[1] for line in (out / "transactions.csv").read_text().splitlines()[1:]]
         assert set(ids) <= set(committed)
+        print(f"generator failover, {frozen.name} stopped {STOPPED_S} s: {planned} planned, {counts['accepted']} "
+              f"accepted, {counts['committed']} committed, {counts['lost']} lost, {counts['failed']} failed, "
+              f"{failover['failovers']} batches ({failover['failover_txs']} txs) failed over")    # with -s

@@ -22,16 +22,19 @@ from __future__ import annotations
 import asyncio
 import logging
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import orjson
 import pytest
+from aiohttp import web
 
 from qmemo.core.block import BlockHeader
 from qmemo.core.transaction import Transaction
 from qmemo.crypto.keys import load_keys
 from qmemo.crypto.schemes import get_scheme
 from qmemo.net.app import make_app
+from qmemo.net.client_faults import NodeRunner
 from qmemo.net.wire import encode_tx_batch
 from tests.integration.nodes import Devnet, ManualClock, Wallet, make_devnet, running_node
 
@@ -120,6 +123,8 @@ async def test_held_queue_flood_from_never_funded_keys_is_refused_and_a_funded_g
     first = wallet.transfer(1, 2, nonce=0)              # fills the gap: both pending
     assert (await post_tx(client, first))[1]["status"] == "accepted"
     assert (await (await client.get(f"/tx/{gap_one.id.hex()}")).json())["status"] == "pending"
+    print(f"held flood: {len(flood):,} sent from {FLOOD_KEYS} never-funded keys, {accepted} accepted "
+          f"({codes}); the funded account's gap-1 transaction held, then pending")   # the figures, with -s
 
 
 async def test_never_funded_keys_paying_the_minimum_fee_cannot_hold_anything(devnet, client):
@@ -247,3 +252,53 @@ async def test_a_long_url_is_answered_in_json_and_parser_faults_are_one_warning_
     faults = [r for r in caplog.records if "client fault" in r.getMessage()]
     assert faults and all(r.levelno == logging.WARNING for r in faults)
     assert len(faults) < 4           # rate-limited: not one line per bad request
+
+
+PARSER_FAULTS = [   # (what, raw request, status, code): refused by aiohttp's parser or while the body is read
+    ("URL past the parser's line limit", b"GET /" + b"a" * 100_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+     414, "url_too_long"),
+    ("header past the parser's limit", b"GET /status HTTP/1.1\r\nHost: x\r\nX-A: " + b"a" * 100_000 + b"\r\n\r\n",
+     431, "header_too_large"),
+    ("body running past its Content-Length", b"POST /txs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+     b"Content-Length: 20\r\n\r\n{\"transactions\": []}\x00garbage past the body\r\n\r\n", 400, "bad_request_line"),
+    ("bad chunk size", b"POST /txs HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n",
+     400, "bad_http"),        # llhttp reports it as a generic parse error
+    ("header without a colon", b"GET /status HTTP/1.1\r\nHost: x\r\nNoColonHere\r\n\r\n", 400, "bad_http"),
+    ("Content-Length not a number", b"POST /txs HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n", 400, "bad_http"),
+    ("body that does not decode as its Content-Encoding", b"POST /txs HTTP/1.1\r\nHost: x\r\n"
+     b"Content-Type: application/json\r\nContent-Encoding: gzip\r\nContent-Length: 10\r\n\r\n0123456789",
+     400, "bad_body"),
+    ("TLS on the HTTP port", b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + bytes(40) + b"\r\n\r\n",
+     400, "bad_request_line"),
+]
+
+
+@asynccontextmanager
+async def served(node):
+    """`node` behind the runner `qmemo node` uses (NodeRunner), on an ephemeral port."""
+    runner = NodeRunner(make_app(node), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield site._server.sockets[0].getsockname()[1]
+    finally:
+        await runner.cleanup()
+
+
+async def test_parser_faults_are_answered_in_json_with_their_status_and_logged_as_one_warning(observer, caplog):
+    node, _ = observer
+    caplog.set_level(logging.DEBUG)
+    async with served(node) as port:
+        for what, request, status, code in PARSER_FAULTS:
+            head, _, body = (await raw_exchange(port, request)).partition(b"\r\n\r\n")
+            assert status_of(head) == status and b"content-type: application/json" in head.lower(), (what, head)
+            assert orjson.loads(body)["error"] == code, (what, body)
+        answer = await raw_exchange(port, b"GET /status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert status_of(answer) == 200         # the node serves on
+    assert tracebacks(caplog.records) == []
+    faults = [r for r in caplog.records if "client fault" in r.getMessage()]
+    assert faults and all(r.levelno == logging.WARNING and r.node == node.name for r in faults)
+    assert len(faults) < len(PARSER_FAULTS)     # rate-limited: not one line per bad request
+    print(f"parser faults: {len(PARSER_FAULTS)} bad requests (long URL, long header, body past its length, ...), "
+          f"all JSON 4xx; {len(faults)} WARNING line(s), 0 tracebacks")                  # the figures, with -s

@@ -9,8 +9,9 @@ import math
 
 from aiohttp import web
 
-from qmemo.load.follower import FollowState, follow_blocks
+from qmemo.load.follower import FollowState, follow_blocks, lost_reasons
 from qmemo.load.latency import ACCEPTED, Timings, summarize
+from tests.unit.scripted_http import serve
 
 A, B, C = b"\xaa" * 64, b"\xbb" * 64, b"\xcc" * 64
 
@@ -72,3 +73,25 @@ async def test_a_transaction_is_committed_only_once_final_and_follows_a_fork_swi
     run = summarize(timings, warmup_s=0.0)
     assert run.counts.committed == 3 and run.counts.included == 3 and run.counts.accounted == 3
     assert run.intended_to_included.count == 3 and run.included_to_committed.count == 3
+
+
+async def test_every_lost_transaction_gets_the_reason_the_first_node_knowing_it_gives():
+    answers = [{A.hex(): {"status": "evicted", "reason": "nonce_gap_timeout"}},           # node 1
+               {A.hex(): {"status": "pending"}, B.hex(): {"status": "committed", "final": True}}]  # node 2
+    runners, urls = [], []
+    for known in answers:
+        async def tx(request: web.Request, known=known) -> web.Response:
+            document = known.get(request.match_info["tx_id"], {"status": "unknown"})
+            return web.json_response({"id": request.match_info["tx_id"], **document})
+        app = web.Application()
+        app.router.add_get("/tx/{tx_id}", tx)
+        runner, url = await serve(app)
+        runners.append(runner)
+        urls.append(url)
+    try:
+        reasons = await lost_reasons(urls, [A, B, C])
+        assert reasons == {"evicted: nonce_gap_timeout": 1, f"final on {urls[1]}": 1, "unknown to every node": 1}
+        assert await lost_reasons(urls, [A, B], budget_s=0) == {"not asked (time budget)": 2}
+    finally:
+        for runner in runners:
+            await runner.cleanup()

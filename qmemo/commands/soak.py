@@ -1,0 +1,81 @@
+"""`qmemo soak`: a devnet under steady load for minutes, each node's RSS and open fds sampled.
+
+Not for CI (ten minutes by default): the run behind docs/soak.md's figures. The rate is
+given (`--rate`) or 80% of the saturation rate a sweep measured (`--sweep sweep.json`,
+from `qmemo gen --sweep`). A fresh devnet is made in OUT/devnet unless `--devnet` names
+one. The work is qmemo.devnet.soak; this module is flags and the console.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    rate = parser.add_mutually_exclusive_group(required=True)
+    rate.add_argument("--rate", type=float, help="transactions per second, constant for the whole run")
+    rate.add_argument("--sweep", type=Path, metavar="SWEEP_JSON",
+                      help="run at 80%% of the most this sweep committed per second")
+    parser.add_argument("--duration", type=float, default=600.0, help="seconds of load (default 600)")
+    parser.add_argument("--interval", type=float, default=5.0, help="seconds between samples (default 5)")
+    parser.add_argument("--out", type=Path, default=None, help="run folder (default runs/soak-<time>)")
+    parser.add_argument("--devnet", type=Path, default=None, help="an existing devnet (default: a new one in OUT)")
+    parser.add_argument("--validators", type=int, default=3, help="nodes, one per validator (default 3)")
+    parser.add_argument("--accounts", type=int, default=1000, help="funded accounts of a new devnet (default 1000)")
+    parser.add_argument("--block-interval-ms", type=int, default=2000, help="a new devnet's block interval")
+    parser.add_argument("--block-txs", type=int, default=4000, help="a new devnet's most transactions per block")
+    parser.add_argument("--base-port", type=int, default=None, help="node i listens on P+i (default: free ports)")
+    parser.add_argument("--batch", type=int, default=None, help="the generator's transactions per request")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import time
+
+    import orjson
+
+    from qmemo.devnet.files import DevnetSpec, create_devnet
+    from qmemo.devnet.soak import SATURATION_SHARE, SoakConfig, run_soak, saturation_tps
+    from qmemo.errors import ConfigError
+
+    out = args.out or Path("runs") / time.strftime("soak-%Y%m%d-%H%M%S")
+    if args.sweep is not None:
+        if not args.sweep.exists():
+            raise ConfigError(f"no sweep file {args.sweep}")
+        saturation = saturation_tps(orjson.loads(args.sweep.read_bytes()))
+        rate = SATURATION_SHARE * saturation
+        print(f"saturation {saturation:,.0f} TPS (most committed in {args.sweep}); soaking at {rate:,.0f} TPS")
+    else:
+        rate = args.rate
+    if rate <= 0 or args.duration <= 0 or args.interval <= 0:
+        raise ConfigError("--rate, --duration and --interval must be above 0")
+    devnet = args.devnet
+    if devnet is None:
+        devnet = out / "devnet"
+        print(f"making a devnet in {devnet} ({args.validators} validators, {args.accounts} accounts)")
+        create_devnet(DevnetSpec(out=devnet, validators=args.validators, accounts=args.accounts,
+                                 block_interval_ms=args.block_interval_ms, max_block_transactions=args.block_txs,
+                                 # the clock drift allowed must stay below a producer's turn
+                                 max_clock_drift_ms=min(500, args.block_interval_ms // 2)))
+    config = SoakConfig(devnet=devnet, validators=args.validators, out=out, rate_tps=rate,
+                        duration_s=args.duration, interval_s=args.interval, base_port=args.base_port,
+                        gen_args=("--batch", str(args.batch)) if args.batch else ())
+    document = run_soak(config, progress=lambda line: print(line, flush=True))
+    for name, figures in document["summary"].items():
+        if "rss_slope_bytes_per_hour" in figures:
+            print(f"{name}: RSS {figures['rss_first_bytes'] / 2**20:.0f} -> {figures['rss_last_bytes'] / 2**20:.0f} "
+                  f"MiB (slope {figures['rss_slope_bytes_per_hour'] / 2**20:+.1f} MiB/h, "
+                  f"{figures['rss_slope_share_per_hour']:+.1%}/h), fds {figures['fds_first']} -> "
+                  f"{figures['fds_last']} (slope {figures['fds_slope_per_hour']:+.1f}/h): {figures['verdict']}")
+        else:
+            print(f"{name}: {figures['verdict']}")
+    accounting = document["accounting"]
+    if accounting is not None:
+        counts = accounting["counts"]
+        print(f"generator: {counts['planned']:,} planned, {counts['committed']:,} committed, "
+              f"{counts['rejected_total']:,} rejected, {counts['lost']:,} lost, {counts['failed']:,} failed, "
+              f"{counts['unsent']:,} unsent; identity {'holds' if accounting['holds'] else 'BROKEN'}")
+    print(f"verdict: {document['verdict']} ({document['rule']})")
+    print(f"soak.json: {out / 'soak.json'}")
+    return 0 if document["verdict"] == "flat" and accounting is not None and accounting["holds"] else 1

@@ -1,0 +1,36 @@
+"""`qmemo soak` in short form (the real run is ten minutes, not in CI; docs/soak.md)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+from pathlib import Path
+
+import orjson
+import pytest
+
+from qmemo.cli import main as qmemo_main
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_short_soak_samples_every_node_checks_the_accounting_and_stops_everything(tmp_path: Path):
+    out = tmp_path / "soak"
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        status = qmemo_main(["soak", "--rate", "60", "--duration", "12", "--interval", "1", "--out", str(out),
+                             "--accounts", "30", "--block-interval-ms", "500"])
+    document = orjson.loads((out / "soak.json").read_bytes())
+    assert document["schema"] == "qmemo-soak/1" and set(document["nodes"]) == {"node-0", "node-1", "node-2"}
+    for name in document["nodes"]:
+        node_samples = [s for s in document["timeline"] if s["node"] == name]
+        assert len(node_samples) >= 8 and all(s["rss_bytes"] > 0 and s["fds"] > 0 for s in node_samples)
+        assert document["summary"][name]["verdict"] in ("flat", "growing")
+    accounting = document["accounting"]
+    assert accounting["holds"] and accounting["counts"]["planned"] == 720, printed.getvalue()
+    assert document["verdict"] in ("flat", "not flat") and status == (0 if document["verdict"] == "flat" else 1)
+    assert "verdict:" in printed.getvalue() and "identity holds" in printed.getvalue()
+    for pid in document["nodes"].values():        # every node stopped
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert set(document["exit_codes"].values()) == {0}

@@ -1,0 +1,62 @@
+"""The soak's verdict rule (qmemo.devnet.soak): slopes, warm-up, flat or growing."""
+
+from __future__ import annotations
+
+import pytest
+
+from qmemo.devnet.soak import MAX_FD_GROWTH_PER_HOUR, node_summary, saturation_tps, slope_per_hour
+from qmemo.errors import ConfigError
+
+MIB = 2**20
+
+
+def samples(rss_per_s: float, fds_per_s: float = 0.0, count: int = 121, warmup_rss: int = 0) -> list[dict]:
+    """Every 5 s for 10 minutes from 100 MiB and 30 fds; the first fifth `warmup_rss` higher per sample."""
+    out = []
+    for i in range(count):
+        t = i * 5.0
+        rss = 100 * MIB + rss_per_s * t + (warmup_rss * i if i < count // 5 else 0)
+        out.append({"t_s": t, "rss_bytes": int(rss), "fds": 30 + round(fds_per_s * t)})
+    return out
+
+
+def test_slope_per_hour_of_a_straight_line_is_its_rate_times_3600():
+    assert slope_per_hour([0, 10, 20], [5, 6, 7]) == pytest.approx(360.0)
+    assert slope_per_hour([1], [5]) == 0.0 and slope_per_hour([3, 3], [1, 2]) == 0.0
+
+
+def test_steady_memory_and_files_are_flat():
+    assert node_summary(samples(0.0))["verdict"] == "flat"
+
+
+def test_growth_during_the_warm_up_is_left_out():
+    assert node_summary(samples(0.0, warmup_rss=MIB))["verdict"] == "flat"
+
+
+def test_memory_growing_by_2_percent_in_ten_minutes_is_not_flat():
+    summary = node_summary(samples(2 * MIB / 600))       # 2 MiB of 100 in 10 min: 12%/h
+    assert summary["verdict"] == "growing" and summary["rss_slope_share_per_hour"] == pytest.approx(0.12, rel=0.05)
+
+
+def test_one_file_descriptor_a_minute_is_not_flat():
+    summary = node_summary(samples(0.0, fds_per_s=1 / 60))
+    assert summary["fds_slope_per_hour"] > MAX_FD_GROWTH_PER_HOUR and summary["verdict"] == "growing"
+
+
+def test_too_few_samples_give_no_verdict():
+    assert node_summary(samples(0.0, count=2))["verdict"] == "too few samples"
+
+
+def test_saturation_is_the_most_a_sweep_committed_and_an_empty_sweep_is_refused():
+    assert saturation_tps({"rows": [{"committed_tps": 900.0}, {"committed_tps": 1400.0},
+                                    {"committed_tps": 1200.0}]}) == 1400.0
+    with pytest.raises(ConfigError):
+        saturation_tps({"rows": [{"committed_tps": 0.0}]})
+
+
+def test_a_mempool_swinging_around_a_level_is_flat_and_a_leak_under_the_same_swing_is_not():
+    swing = [(-1) ** i * 60 * MIB for i in range(121)]          # +-60 MiB with every sample
+    level = [dict(s, rss_bytes=s["rss_bytes"] + d) for s, d in zip(samples(0.0), swing)]
+    assert node_summary(level)["verdict"] == "flat"
+    leak = [dict(s, rss_bytes=s["rss_bytes"] + d) for s, d in zip(samples(400 * MIB / 600), swing)]
+    assert node_summary(leak)["verdict"] == "growing"          # +400 MiB in 10 min stands out of +-60
