@@ -28,12 +28,13 @@ def _node_down_for(first_requests: int) -> tuple[web.Application, list[int]]:
     return app, seen
 
 
-async def _send(aiohttp_server, resend_for_s: float, down_requests: int) -> tuple[Timings, list[int]]:
+async def _send(aiohttp_server, resend_for_s: float, down_requests: int,
+                request_timeout_s: float = 30.0) -> tuple[Timings, list[int]]:
     app, seen = _node_down_for(down_requests)
     server = await aiohttp_server(app)
     url = str(server.make_url("")).rstrip("/")
     timings = Timings([0.0, 0.0])
-    config = SendConfig(resend_for_s=resend_for_s, attempt_timeout_s=1.0)
+    config = SendConfig(resend_for_s=resend_for_s, attempt_timeout_s=1.0, request_timeout_s=request_timeout_s)
     await send_batches([Batch(0, 2, url, b"")], timings, config, start=0.0, progress=SendProgress(),
                        stop=asyncio.Event(), nodes=[url])
     return timings, seen
@@ -45,7 +46,13 @@ async def test_a_batch_no_node_answered_is_sent_again_within_the_window(aiohttp_
     assert list(timings.status) == [ACCEPTED, ACCEPTED]
 
 
-async def test_without_a_window_the_batch_fails_at_the_first_round(aiohttp_server):
-    timings, seen = await _send(aiohttp_server, resend_for_s=0.0, down_requests=2)
-    assert len(seen) == 1
+async def test_without_a_window_the_batch_is_tried_until_the_request_timeout_then_fails(aiohttp_server):
+    timings, seen = await _send(aiohttp_server, resend_for_s=0.0, down_requests=10_000, request_timeout_s=0.6)
+    assert 2 <= len(seen) < 10_000                           # rounds within the timeout, then it gives up
     assert list(timings.status) == [FAILED, FAILED] and timings.reasons[0] == "http_503"
+
+
+async def test_a_window_longer_than_the_request_timeout_extends_it(aiohttp_server):
+    timings, seen = await _send(aiohttp_server, resend_for_s=5.0, down_requests=8, request_timeout_s=0.3)
+    assert len(seen) == 9                                    # still tried after the 0.3 s timeout
+    assert list(timings.status) == [ACCEPTED, ACCEPTED]
