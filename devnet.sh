@@ -24,9 +24,11 @@ LOAD=1
 MONITOR=1
 RESET=0
 LOG_FORMAT=text
+BASELINE=1
 VERIFIER=fast
 DEVNET_DIR="$ROOT/devnet"
 RUNS_DIR="$ROOT/runs"
+RESULTS_DIR="$ROOT/results"
 
 usage() {
   cat <<EOF
@@ -47,12 +49,15 @@ target rate, and shows the live dashboard. Ctrl-C stops everything it started.
   --no-load          start the nodes (and dashboard) without the generator
   --no-monitor       no dashboard: headless, for scripts and CI
   --reset            throw away the existing devnet (chain data, keys) and make a new one
+  --no-baseline      do not measure a C baseline when this machine has none (the first run
+                     otherwise measures a quick, verify-only one, ~15 s, for the dashboard)
   --verifier V       the nodes' Falcon verifier: fast (default; variable-time hash-to-point,
                      cached keys, liboqs's verdicts) or liboqs
   --log-format F     text (default) or json: the nodes' and the generator's logs (in the
                      run folder's logs/) as one JSON object per line
   --dir DIR          devnet folder (default ./devnet)
   --runs DIR         where run folders go (default ./runs)
+  --results DIR      where C baselines are found and the first one is measured (default ./results)
   -h, --help         this help
 EOF
 }
@@ -73,10 +78,12 @@ while [ $# -gt 0 ]; do
     --no-load) LOAD=0; shift ;;
     --no-monitor) MONITOR=0; shift ;;
     --reset) RESET=1; shift ;;
+    --no-baseline) BASELINE=0; shift ;;
     --verifier) need_value "$@"; [[ "$2" =~ ^(fast|liboqs)$ ]] || { echo "devnet.sh: --verifier must be fast or liboqs" >&2; exit 2; }; VERIFIER=$2; shift 2 ;;
     --log-format) need_value "$@"; [[ "$2" =~ ^(text|json)$ ]] || { echo "devnet.sh: --log-format must be text or json" >&2; exit 2; }; LOG_FORMAT=$2; shift 2 ;;
     --dir) need_value "$@"; DEVNET_DIR=$(realpath -m "$2"); shift 2 ;;
     --runs) need_value "$@"; RUNS_DIR=$(realpath -m "$2"); shift 2 ;;
+    --results) need_value "$@"; RESULTS_DIR=$(realpath -m "$2"); shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "devnet.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -94,6 +101,15 @@ done
 
 bash "$ROOT/scripts/setup.sh"
 QMEMO="$ROOT/.venv/bin/qmemo"
+
+# --- the C baseline the dashboard sets the nodes against ----------------------------------
+# The first run on a machine (or after liboqs is rebuilt) has none: measure a quick,
+# verify-only one so the first screen already says "% of C". Later runs find it (or a
+# full `qmemo bench c` run) in results/ and skip this in milliseconds.
+if [ "$BASELINE" = 1 ] && [ "$MONITOR" = 1 ]; then
+  "$QMEMO" bench c --verify-only --if-missing "$SCHEME" --brief --results "$RESULTS_DIR" ||
+    echo "devnet.sh: the C baseline could not be measured (see above); the dashboard runs without it" >&2
+fi
 
 # --- the devnet: genesis, validator keys, funded accounts --------------------------------
 PARAMS="nodes=$NODES scheme=$SCHEME accounts=$ACCOUNTS block_txs=$BLOCK_TXS"
@@ -206,7 +222,7 @@ fi
 
 # --- dashboard ----------------------------------------------------------------------------
 if [ "$MONITOR" = 1 ]; then
-  MON_ARGS=(--nodes "$URLS_CSV" --scheme "$SCHEME" --record "$RUN/monitor.jsonl")
+  MON_ARGS=(--nodes "$URLS_CSV" --scheme "$SCHEME" --record "$RUN/monitor.jsonl" --results "$RESULTS_DIR")
   [ "$LOAD" = 1 ] && MON_ARGS+=(--target-tps "$TPS" --generator-status "$RUN/gen/live.json")
   "$QMEMO" monitor "${MON_ARGS[@]}" &
   MON_PID=$!

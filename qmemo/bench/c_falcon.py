@@ -63,12 +63,21 @@ _FALCON_MODES = {
 }
 
 
-def run_verify_implementations(folder: Path, profile: str, log: IO[str]) -> tuple[bool, str | None]:
-    """Measure, write FILE into `folder`; (ok, why not). A missing cargo is a note, not a failure."""
+def run_verify_implementations(folder: Path, profile: str, log: IO[str], *,
+                               falcon_only: bool = False) -> tuple[bool, str | None]:
+    """Measure, write FILE into `folder`; (ok, why not). A missing cargo is a note, not a failure.
+
+    `falcon_only` (the verify-only first-screen baseline): the three liboqs-compatible
+    Falcon verifiers timed, nothing else - no callgrind counts and no fn-dsa build, which
+    would take longer than everything else in that run together.
+    """
     notes: list[str] = []
     seconds = SECONDS[profile]
-    falcon = _falcon_rows(seconds, COUNTED[profile], log, notes)
-    fndsa = _fndsa_rows(seconds, COUNTED[profile], log, notes)
+    counted = 0 if falcon_only else COUNTED[profile]
+    falcon = _falcon_rows(seconds, counted, log, notes)
+    fndsa = [] if falcon_only else _fndsa_rows(seconds, counted, log, notes)
+    if falcon_only:
+        notes.append("verify-only run: no instruction counts, no fn-dsa reference")
     liboqs_rate = next((r["ops_per_s"] for r in falcon if r["mode"] == "liboqs"), None)
     rows = [_row(r, liboqs_rate) for r in falcon + fndsa]
     document = {"schema": SCHEMA, "ok": bool(falcon), "profile": profile, "seconds_per_program": seconds,
