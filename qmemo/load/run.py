@@ -18,6 +18,7 @@ import math
 import random
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,8 @@ from qmemo.records import to_json
 from qmemo.load import schedule as sched
 from qmemo.load.follower import FollowState, current_height, follow_blocks
 from qmemo.load.hdr_files import write_latency_histograms
+from qmemo.load import live_status
+from qmemo.load.live_status import OnStatus
 from qmemo.load.latency import ACCEPTED, DUPLICATE, STATUS_NAMES, RunSummary, Timings, summarize
 from qmemo.load.sender import SendConfig, SendProgress, send_batches
 from qmemo.load.summary import (SWEEP_SCHEMA, Failover, LoadSummary, Sweep, SweepRow, load_summary, sweep_row,
@@ -159,8 +162,8 @@ def prepare(config: GenConfig, offsets: list[float], genesis: Genesis, *, quiet:
 
 # --- run ---------------------------------------------------------------------------------
 
-async def execute(config: GenConfig, workload: Workload, timings: Timings, block_interval_s: float
-                  ) -> tuple[float | None, dict[str, Any], dict[str, Any]]:
+async def execute(config: GenConfig, workload: Workload, timings: Timings, block_interval_s: float,
+                  on_status: OnStatus | None = None) -> tuple[float | None, dict[str, Any], dict[str, Any]]:
     """Send, follow and drain. Returns when an interrupt came (an offset; None if none came),
     the sender's and follower's own counters and each node's verifier, which the manifest reports."""
     stop_sending = asyncio.Event()
@@ -190,7 +193,8 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
     start = time.perf_counter() + 0.2
     follower = asyncio.create_task(follow_blocks(config.nodes, state, pending, timings, start=start,
                                                  stop=stop_following, poll_s=FOLLOW_POLL_S))
-    status = asyncio.create_task(_write_status(config, timings, progress, state, start, stop_following))
+    status = asyncio.create_task(_write_status(config, timings, progress, state, start, stop_following,
+                                                 on_status))
     try:
         await send_batches(workload.batches, timings, config.send, start=start, progress=progress, stop=stop_sending,
                            nodes=config.nodes)
@@ -237,40 +241,40 @@ async def node_verifier(session: aiohttp.ClientSession, url: str) -> dict[str, A
 
 
 async def _write_status(config: GenConfig, timings: Timings, progress: SendProgress, state: FollowState,
-                        start: float, stop: asyncio.Event) -> None:
-    """Every second, a small live.json the dashboard reads (written atomically)."""
-    if config.live is None:
+                        start: float, stop: asyncio.Event, on_status: OnStatus | None) -> None:
+    """Every second, the live status: to live.json (written atomically) for the dashboard,
+    and to `on_status` (the progress line)."""
+    if config.live is None and on_status is None:
         return
-    config.live.parent.mkdir(parents=True, exist_ok=True)
+    if config.live is not None:
+        config.live.parent.mkdir(parents=True, exist_ok=True)
     while not stop.is_set():
         now = time.perf_counter() - start
         while state.recent and now - state.recent[0][0] > LIVE_WINDOW_S:
             state.recent.popleft()
-        recent = sorted(latency for _, latency in state.recent)
-        document = {
-            "running": True, "elapsed_s": now, "target_tps": len(timings) / max(config.duration_s, 1e-9),
-            "planned": len(timings), "sent": progress.sent, "answered": progress.answered,
-            "in_flight": progress.in_flight, "committed": state.committed_seen, "blocks_seen": state.blocks_seen,
-            "failovers": progress.failovers, "node_failures": progress.node_failures,
-            "p50_ms": _percentile(recent, 50) * 1e3 if recent else None,
-            "p99_ms": _percentile(recent, 99) * 1e3 if recent else None,
-        }
-        tmp = config.live.with_suffix(".tmp")
-        tmp.write_bytes(orjson.dumps(document))
-        tmp.replace(config.live)
+        document = live_status.status(
+            elapsed_s=now, duration_s=config.duration_s, timings=timings, sent=progress.sent,
+            answered=progress.answered, in_flight=progress.in_flight, included=state.included_seen,
+            committed=state.committed_seen, blocks_seen=state.blocks_seen, failovers=progress.failovers,
+            node_failures=progress.node_failures, recent_latencies_s=sorted(latency for _, latency in state.recent))
+        if config.live is not None:
+            tmp = config.live.with_suffix(".tmp")
+            tmp.write_bytes(orjson.dumps(document))
+            tmp.replace(config.live)
+        if on_status is not None:
+            on_status(document)
         try:
             await asyncio.wait_for(stop.wait(), timeout=STATUS_EVERY_S)
         except asyncio.TimeoutError:
             pass
-    config.live.write_bytes(orjson.dumps({"running": False}))
+    if config.live is not None:
+        config.live.write_bytes(orjson.dumps({"running": False}))
 
 
-def _percentile(sorted_values: list[float], p: float) -> float:
-    return sorted_values[min(len(sorted_values) - 1, int(len(sorted_values) * p / 100))]
-
-
-def run_load(config: GenConfig, *, quiet: bool = False, genesis: Genesis | None = None) -> RunResult:
-    """A whole run: prepare, execute, write the run folder."""
+def run_load(config: GenConfig, *, quiet: bool = False, genesis: Genesis | None = None,
+             on_status: OnStatus | None = None) -> RunResult:
+    """A whole run: prepare, execute, write the run folder. `on_status` gets the live
+    status every second (qmemo.load.live_status)."""
     from qmemo.sysinfo import machine_info
 
     offsets, target_tps = offsets_for(config)
@@ -278,7 +282,8 @@ def run_load(config: GenConfig, *, quiet: bool = False, genesis: Genesis | None 
     workload = prepare(config, offsets, genesis, quiet=quiet)
     timings = Timings(offsets)
     started_utc = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    interrupted_at, sender, verifiers = asyncio.run(execute(config, workload, timings, genesis.block_interval_ms / 1e3))
+    interrupted_at, sender, verifiers = asyncio.run(execute(config, workload, timings, genesis.block_interval_ms / 1e3,
+                                                                    on_status))
     interrupted = interrupted_at is not None
     # A warm-up longer than half the run would leave nothing to measure: it is halved.
     summary = summarize(timings, warmup_s=min(config.warmup_s, config.duration_s / 2),
@@ -324,14 +329,18 @@ def _cell(value: float) -> str:
 
 # --- sweep -------------------------------------------------------------------------------
 
-def run_sweep(config: GenConfig, rates: list[float], stage_s: float, *, quiet: bool = False) -> list[SweepRow]:
-    """Constant-rate stages at each rate until one is limited (any verdict); writes sweep.json and sweep.csv."""
+def run_sweep(config: GenConfig, rates: list[float], stage_s: float, *, quiet: bool = False,
+              on_stage: Callable[[str], None] | None = None, on_status: OnStatus | None = None) -> list[SweepRow]:
+    """Constant-rate stages at each rate until one is limited (any verdict); writes sweep.json and sweep.csv.
+    `on_stage` gets each stage's label ("stage 1,500 TPS (2 of 4)") before it starts."""
     genesis = load_genesis(config.genesis)
     rows: list[SweepRow] = []
-    for rate in rates:
+    for number, rate in enumerate(rates, 1):
         stage = replace(config, tps=rate, duration_s=stage_s, schedule=None, poisson=False,
                         out=config.out / f"stage-{rate:g}tps")
-        result = run_load(stage, quiet=quiet, genesis=genesis)
+        if on_stage is not None:
+            on_stage(f"stage {rate:,.0f} TPS ({number} of at most {len(rates)})")
+        result = run_load(stage, quiet=quiet, genesis=genesis, on_status=on_status)
         rows.append(sweep_row(result.file_summary, result.out))
         if rows[-1].limited or result.interrupted:
             break
