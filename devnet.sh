@@ -25,6 +25,8 @@ MONITOR=1
 RESET=0
 LOG_FORMAT=text
 BASELINE=1
+SWEEP=""
+STAGE=20
 VERIFIER=fast
 DEVNET_DIR="$ROOT/devnet"
 RUNS_DIR="$ROOT/runs"
@@ -46,6 +48,9 @@ target rate, and shows the live dashboard. Ctrl-C stops everything it started.
   --block-txs N      most transactions per block in a new devnet (default $BLOCK_TXS, MEMO's;
                      with 2 s blocks that caps the chain at N/2 TPS)
   --batch N          transactions per request (default $BATCH)
+  --sweep S:F:M      instead of one rate: a sweep of constant-rate stages S, S*F, ... up to M
+                     TPS, until the chain saturates (qmemo gen --sweep; --tps/--duration unused)
+  --stage S          seconds per sweep stage (default $STAGE)
   --no-load          start the nodes (and dashboard) without the generator
   --no-monitor       no dashboard: headless, for scripts and CI
   --reset            throw away the existing devnet (chain data, keys) and make a new one
@@ -75,6 +80,8 @@ while [ $# -gt 0 ]; do
     --accounts) need_value "$@"; need_int "$1" "$2" 1; ACCOUNTS=$2; shift 2 ;;
     --block-txs) need_value "$@"; need_int "$1" "$2" 1; BLOCK_TXS=$2; shift 2 ;;
     --batch) need_value "$@"; need_int "$1" "$2" 1; BATCH=$2; shift 2 ;;
+    --sweep) need_value "$@"; [[ "$2" =~ ^[0-9]+([.][0-9]+)?:[0-9]+([.][0-9]+)?:[0-9]+([.][0-9]+)?$ ]] || { echo "devnet.sh: --sweep takes START:FACTOR:MAX, e.g. 1000:1.5:4000" >&2; exit 2; }; SWEEP=$2; shift 2 ;;
+    --stage) need_value "$@"; need_int "$1" "$2" 1; STAGE=$2; shift 2 ;;
     --no-load) LOAD=0; shift ;;
     --no-monitor) MONITOR=0; shift ;;
     --reset) RESET=1; shift ;;
@@ -173,7 +180,9 @@ cleanup() {
     cat "$RUN/logs/gen.log"
   fi
   echo "devnet.sh: stopped everything; run folder: $RUN"
-  [ -f "$RUN/gen/summary.json" ] && echo "devnet.sh: its report: $QMEMO report --devnet $RUN"
+  if [ -f "$RUN/gen/summary.json" ] || [ -f "$RUN/gen/sweep.json" ]; then
+    echo "devnet.sh: its report: $QMEMO report --devnet $RUN"
+  fi
   exit "$status"
 }
 trap cleanup EXIT
@@ -209,21 +218,33 @@ for i in "${!NODE_PIDS[@]}"; do
 done
 
 # --- load ---------------------------------------------------------------------------------
-GEN_ARGS=(--devnet "$DEVNET_DIR" --nodes "$URLS_CSV" --tps "$TPS" --duration "$DURATION" --batch "$BATCH"
-          --out "$RUN/gen" --live "$RUN/gen/live.json")
+GEN_ARGS=(--devnet "$DEVNET_DIR" --nodes "$URLS_CSV" --batch "$BATCH" --out "$RUN/gen" --live "$RUN/gen/live.json")
+if [ -n "$SWEEP" ]; then
+  GEN_ARGS+=(--sweep "$SWEEP" --stage "$STAGE")
+else
+  GEN_ARGS+=(--tps "$TPS" --duration "$DURATION")
+fi
 if [ "$LOAD" = 1 ]; then
-  # Sign the workload first, in the foreground with a progress bar (cached for next time),
-  # so the run itself starts at once and the dashboard has the terminal to itself.
-  "$QMEMO" gen "${GEN_ARGS[@]}" --prepare-only
+  if [ -z "$SWEEP" ]; then
+    # Sign the workload first, in the foreground with a progress bar (cached for next time),
+    # so the run itself starts at once and the dashboard has the terminal to itself.
+    # (A sweep signs each stage's workload before that stage, between measurements.)
+    "$QMEMO" gen "${GEN_ARGS[@]}" --prepare-only
+  fi
   "$QMEMO" gen "${GEN_ARGS[@]}" --quiet --log-format "$LOG_FORMAT" >"$RUN/logs/gen.log" 2>&1 &
   GEN_PID=$!
-  echo "devnet.sh: generator started: $TPS TPS for $DURATION s"
+  if [ -n "$SWEEP" ]; then
+    echo "devnet.sh: generator started: sweep $SWEEP, $STAGE s per stage (its log: $RUN/logs/gen.log)"
+  else
+    echo "devnet.sh: generator started: $TPS TPS for $DURATION s"
+  fi
 fi
 
 # --- dashboard ----------------------------------------------------------------------------
 if [ "$MONITOR" = 1 ]; then
   MON_ARGS=(--nodes "$URLS_CSV" --scheme "$SCHEME" --record "$RUN/monitor.jsonl" --results "$RESULTS_DIR")
-  [ "$LOAD" = 1 ] && MON_ARGS+=(--target-tps "$TPS" --generator-status "$RUN/gen/live.json")
+  [ "$LOAD" = 1 ] && MON_ARGS+=(--generator-status "$RUN/gen/live.json")
+  [ "$LOAD" = 1 ] && [ -z "$SWEEP" ] && MON_ARGS+=(--target-tps "$TPS")
   "$QMEMO" monitor "${MON_ARGS[@]}" &
   MON_PID=$!
 fi

@@ -33,6 +33,7 @@ from qmemo.load.follower import FollowState, current_height, follow_blocks
 from qmemo.load.hdr_files import write_latency_histograms
 from qmemo.load import live_status
 from qmemo.load.live_status import OnStatus
+from qmemo.load.node_record import NODES_FILE, NODES_SCHEMA, NodeEnds, RunNodes, scheme_of, tx_sizes, write_nodes
 from qmemo.load.latency import ACCEPTED, DUPLICATE, STATUS_NAMES, RunSummary, Timings, summarize
 from qmemo.load.sender import SendConfig, SendProgress, send_batches
 from qmemo.load.summary import (SWEEP_SCHEMA, Failover, LoadSummary, Sweep, SweepRow, load_summary, sweep_row,
@@ -163,9 +164,11 @@ def prepare(config: GenConfig, offsets: list[float], genesis: Genesis, *, quiet:
 # --- run ---------------------------------------------------------------------------------
 
 async def execute(config: GenConfig, workload: Workload, timings: Timings, block_interval_s: float,
-                  on_status: OnStatus | None = None) -> tuple[float | None, dict[str, Any], dict[str, Any]]:
+                  on_status: OnStatus | None = None
+                  ) -> tuple[float | None, dict[str, Any], dict[str, Any], RunNodes]:
     """Send, follow and drain. Returns when an interrupt came (an offset; None if none came),
-    the sender's and follower's own counters and each node's verifier, which the manifest reports."""
+    the sender's and follower's own counters, each node's verifier, which the manifest
+    reports, and the nodes' record (their /metrics before and after, the blocks seen)."""
     stop_sending = asyncio.Event()
     stop_draining = asyncio.Event()
     stop_following = asyncio.Event()
@@ -188,7 +191,9 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
         loop.add_signal_handler(signum, interrupt)
     pending = {tx_id: i for i, tx_id in enumerate(workload.ids)}
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
-        state = FollowState(next_height=await current_height(session, config.nodes) + 1)
+        state = FollowState(next_height=await current_height(session, config.nodes) + 1,
+                            tx_bytes=tx_sizes([(b.first, b.body) for b in workload.batches], len(workload.ids)))
+        metrics_before = [await node_metrics(session, url) for url in config.nodes]
     progress = SendProgress()
     start = time.perf_counter() + 0.2
     follower = asyncio.create_task(follow_blocks(config.nodes, state, pending, timings, start=start,
@@ -220,21 +225,30 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
-        verifiers = {url: await node_verifier(session, url) for url in config.nodes}
+        metrics_after = [await node_metrics(session, url) for url in config.nodes]
+    verifiers = {url: node_verifier(after) for url, after in zip(config.nodes, metrics_after)}
+    ends = tuple(NodeEnds(url, before, after) for url, before, after in zip(config.nodes, metrics_before, metrics_after))
+    nodes = RunNodes(NODES_SCHEMA, scheme_of(ends), ends, tuple(state.blocks[h] for h in sorted(state.blocks)))
     return interrupted_at, {"max_in_flight_seen": progress.max_in_flight_seen,
                             "blocks_seen": state.blocks_seen, "follower_node_switches": state.node_switches,
                             "node_failures": dict(progress.node_failures), "failovers": progress.failovers,
-                            "failover_txs": progress.failover_txs}, verifiers
+                            "failover_txs": progress.failover_txs}, verifiers, nodes
 
 
-async def node_verifier(session: aiohttp.ClientSession, url: str) -> dict[str, Any] | None:
-    """Which Falcon verifier the node ran and its key cache at the end of the run (its /metrics),
-    or None if it did not answer: the manifest says what produced the figures."""
+async def node_metrics(session: aiohttp.ClientSession, url: str) -> dict[str, Any] | None:
+    """The node's /metrics document, or None if it did not answer with one."""
     try:
         async with session.get(f"{url}/metrics") as response:
-            verify = orjson.loads(await response.read())["verify"] if response.status == 200 else None
-    except (aiohttp.ClientError, asyncio.TimeoutError, OSError, KeyError, TypeError, ValueError):
+            document = orjson.loads(await response.read()) if response.status == 200 else None
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError):
         return None
+    return document if isinstance(document, dict) else None
+
+
+def node_verifier(metrics: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Which Falcon verifier the node ran and its key cache at the end of the run (from its
+    /metrics), or None if it did not answer: the manifest says what produced the figures."""
+    verify = metrics.get("verify") if metrics else None
     if not isinstance(verify, dict):
         return None
     return {"verifier": verify.get("verifier"), "key_cache": verify.get("key_cache")}
@@ -282,7 +296,7 @@ def run_load(config: GenConfig, *, quiet: bool = False, genesis: Genesis | None 
     workload = prepare(config, offsets, genesis, quiet=quiet)
     timings = Timings(offsets)
     started_utc = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    interrupted_at, sender, verifiers = asyncio.run(execute(config, workload, timings, genesis.block_interval_ms / 1e3,
+    interrupted_at, sender, verifiers, nodes = asyncio.run(execute(config, workload, timings, genesis.block_interval_ms / 1e3,
                                                                     on_status))
     interrupted = interrupted_at is not None
     # A warm-up longer than half the run would leave nothing to measure: it is halved.
@@ -294,6 +308,7 @@ def run_load(config: GenConfig, *, quiet: bool = False, genesis: Genesis | None 
                                                   sender["node_failures"]))
     config.out.mkdir(parents=True, exist_ok=True)
     write(config.out / "summary.json", file_summary)
+    write_nodes(config.out / NODES_FILE, nodes)
     write_transactions_csv(config.out / "transactions.csv", timings, workload.ids)
     write_latency_histograms(config.out, summary)
     (config.out / "manifest.json").write_bytes(orjson.dumps({
