@@ -9,9 +9,11 @@ the blocks the generator saw); the curves from the sweeps themselves.
 
 The verify share is the nodes' verify CPU over their process CPU, summed over nodes,
 between the two /metrics documents of a stage. Where the nodes report per-stage CPU
-(`stages.by_stage.verify.cpu_s`, docs/api.md) that is the verify CPU; else the verify
-threads' time (`verify.seconds`, wall time inside the verifier, an upper bound of its CPU),
-and the table says which. A run without nodes.json (written before it existed) shows "-".
+(`stages.by_stage.verify.cpu_s`, docs/api.md) that is the verify CPU; else the wall time
+of the verify calls (`verify.seconds`), which includes waiting for the GIL and, on a busy
+machine, for a core: an upper bound that can pass 100%. The table says which. The nodes'
+CPU per transaction (process CPU over the transactions the stage's blocks carried) needs
+no such caveat. A run without nodes.json (written before it existed) shows "-".
 
 Pure apart from `load_scheme_runs`, which reads the files.
 """
@@ -32,7 +34,7 @@ from qmemo.load.node_record import NODES_FILE, RunNodes, read_nodes
 from qmemo.load.summary import read_sweep
 
 STAGE_CPU = "stage CPU"                   # the nodes' own per-stage CPU accounting
-VERIFY_TIME = "verify time / CPU"         # verify threads' wall time over process CPU
+VERIFY_TIME = "verify wall time / CPU"    # verify calls' wall time over process CPU (an upper bound)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +46,7 @@ class StageCosts:
     tx_bytes_per_block: float | None      # mean over those blocks
     tx_bytes_per_tx: float | None
     txs_per_block: float | None
+    cpu_us_per_tx: float | None           # the nodes' process CPU (summed) per transaction in the blocks
     verify_cpu_s: float | None            # summed over nodes
     process_cpu_s: float | None
     share_from: str | None                # STAGE_CPU or VERIFY_TIME
@@ -122,6 +125,7 @@ def stage_costs(record: RunNodes, target_tps: float) -> StageCosts:
         tx_bytes_per_block=sum(block_bytes) / len(full) if full else None,
         tx_bytes_per_tx=sum(block_bytes) / txs if txs else None,
         txs_per_block=txs / len(full) if full else None,
+        cpu_us_per_tx=process_s / txs * 1e6 if measured and txs else None,
         verify_cpu_s=verify_s if measured else None, process_cpu_s=process_s if measured else None,
         share_from=(STAGE_CPU if sources == {STAGE_CPU} else VERIFY_TIME) if measured else None)
 
@@ -162,27 +166,30 @@ def scheme_ab_section(runs: Sequence[DevnetRun], plot_dir: Path, caption: str) -
         rows.append((s.label, s.run.run_id, num(s.run.max_committed_tps), "yes" if s.run.saturated else "no",
                      num(s.run.latency_ms.get("intended_to_committed", {}).get("p99"), 0),
                      num(best.txs_per_block) if best else None, num(best.tx_bytes_per_tx) if best else None,
-                     si_bytes(best.tx_bytes_per_block) if best else None,
+                     si_bytes(best.tx_bytes_per_block) if best else None, num(best.cpu_us_per_tx) if best else None,
                      percent(best.verify_share) if best else None, best.share_from if best else None))
     body = [
         "Each run's sweep (or single run) side by side. Committed TPS: the most any stage committed; "
         "saturated: whether the chain's throughput fell short of the offered load in some stage (only then is "
         "that rate a capacity). The per-block and CPU figures are those of the stage the run stands for (the "
         "highest stage that no verdict limited): transaction bytes per block is the mean over blocks that held "
-        "transactions; verify share is the nodes' verify CPU over their process CPU in that stage, summed over "
-        "nodes (`stage CPU`: the nodes' own per-stage accounting; `verify time / CPU`: the verify threads' "
-        "time inside the verifier, an upper bound of its CPU).",
+        "transactions; node CPU per transaction is the nodes' process CPU in that stage, summed over nodes, over "
+        "the transactions its blocks carried (every node admits or validates each one); verify share is the nodes' "
+        "verify CPU over their process CPU (`stage CPU`: the nodes' own per-stage accounting; `verify wall time / "
+        "CPU`: the wall time of the verify calls, which includes waiting for the GIL and, on a busy machine, for a "
+        "core - an upper bound that can pass 100%).",
         table(("scheme", "run", "committed TPS (max)", "saturated", "p99 ms (that stage)", "txs per block",
-               "bytes per tx", "tx bytes per block", "verify share of CPU", "share from"),
-              rows, "ll" + "r" * 7 + "l"),
+               "bytes per tx", "tx bytes per block", "node CPU µs per tx", "verify share of CPU", "share from"),
+              rows, "ll" + "r" * 8 + "l"),
         source_note(*(display_path(p) for s in schemes for p in s.sources)
                     or (display_path(s.run.source) for s in schemes)),
     ]
     by_stage = [(s.label, num(c.target_tps), c.blocks, num(c.txs_per_block), si_bytes(c.tx_bytes_per_block),
-                 percent(c.verify_share), c.share_from) for s in schemes for c in s.stages]
+                 num(c.cpu_us_per_tx), percent(c.verify_share), c.share_from) for s in schemes for c in s.stages]
     if by_stage:
         body += ["### Per stage", table(("scheme", "target TPS", "blocks", "txs per block", "tx bytes per block",
-                                         "verify share of CPU", "share from"), by_stage, "lrrrrrl")]
+                                         "node CPU µs per tx", "verify share of CPU", "share from"), by_stage,
+                                        "lrrrrrrl")]
     labels = [s.label for s in schemes]
     # Two runs of one scheme (a repeat, another verifier) each keep their line.
     curves = {(s.label if labels.count(s.label) == 1 else f"{s.label} ({s.run.run_id})"):

@@ -39,6 +39,7 @@ def test_verify_share_is_the_difference_of_verify_time_over_process_cpu_summed_o
                                NodeEnds("b", metrics("Ed25519", 5.0, 0.0), metrics("Ed25519", 7.0, 0.5))), 1000.0)
     # (0.5 + 0.5) s of verify time over (2 + 2) s of process CPU.
     assert costs.verify_share == pytest.approx(0.25) and costs.share_from == VERIFY_TIME
+    assert costs.cpu_us_per_tx is None          # no block seen: no transactions to divide by
 
 
 def test_the_nodes_own_stage_cpu_is_preferred_when_they_report_it():
@@ -86,6 +87,7 @@ def test_two_sweeps_of_different_schemes_are_set_side_by_side(tmp_path):
     [falcon_row] = [line for line in text.splitlines() if line.startswith("| Falcon-512 | falcon |")]
     [ed_row] = [line for line in text.splitlines() if line.startswith("| Ed25519 | ed |")]
     assert "10.0%" in falcon_row and "50.0%" in ed_row           # 0.2 s and 1.0 s of 2.0 s of CPU
+    assert "200,000" in falcon_row                                # 2.0 s of node CPU over 10 transactions
     assert "7.00 kB" in falcon_row and "700" in falcon_row        # 10 transactions of 700 bytes a block
     assert section.plots == ("schemes_throughput_latency.png",)
     assert (tmp_path / "schemes_throughput_latency.png").stat().st_size > 10_000
