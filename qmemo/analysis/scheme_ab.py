@@ -155,6 +155,13 @@ def load_scheme_run(run: DevnetRun) -> SchemeRun:
     return SchemeRun(run, scheme, tuple(stages), tuple(sources))
 
 
+def _source(scheme: SchemeRun) -> str:
+    """The files a row came from: a sweep's stage records as one pattern, else the file itself."""
+    if scheme.run.sweep_source is not None and scheme.sources:
+        return f"{display_path(scheme.run.sweep_source.parent)}/stage-*/{NODES_FILE}"
+    return display_path(scheme.sources[0] if scheme.sources else scheme.run.source)
+
+
 def scheme_ab_section(runs: Sequence[DevnetRun], plot_dir: Path, caption: str) -> Section | None:
     """Side by side when two or more runs were given; None otherwise (nothing to compare)."""
     if len(runs) < 2:
@@ -181,8 +188,7 @@ def scheme_ab_section(runs: Sequence[DevnetRun], plot_dir: Path, caption: str) -
         table(("scheme", "run", "committed TPS (max)", "saturated", "p99 ms (that stage)", "txs per block",
                "bytes per tx", "tx bytes per block", "node CPU µs per tx", "verify share of CPU", "share from"),
               rows, "ll" + "r" * 8 + "l"),
-        source_note(*(display_path(p) for s in schemes for p in s.sources)
-                    or (display_path(s.run.source) for s in schemes)),
+        source_note(*(_source(s) for s in schemes)),
     ]
     by_stage = [(s.label, num(c.target_tps), c.blocks, num(c.txs_per_block), si_bytes(c.tx_bytes_per_block),
                  num(c.cpu_us_per_tx), percent(c.verify_share), c.share_from) for s in schemes for c in s.stages]
