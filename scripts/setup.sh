@@ -88,9 +88,9 @@ run() {
   fi
 }
 
-# run_progress STEP CMD...: `run` for a long build. On a terminal, ninja's "[n/N]" lines
-# become one line updating in place (scripts/lib/ninja-progress.sh); the log keeps every
-# line. Not on a terminal (a log, CI) or with QMEMO_SETUP_QUIET=1: exactly `run`.
+# run_progress STEP CMD...: `run` for a long step. On a terminal, its output becomes one
+# line updating in place: ninja's "[n/N]" as a percentage, other tools' newest line
+# (scripts/lib/ninja-progress.sh); the log keeps every line. Not on a terminal (a log, CI) or with QMEMO_SETUP_QUIET=1: exactly `run`.
 run_progress() {
   local step="$1"; shift
   if [ ! -t 1 ] || [ "${QMEMO_SETUP_QUIET:-0}" = 1 ]; then run "$step" "$@"; return; fi
@@ -360,7 +360,7 @@ step_falcon() {
   # Rewritten only when it changes: every object depends on it, the sanitizer and fuzz
   # builds the tests make included.
   [ "$(cat "$NATIVE_DIR/falcon/config.mk" 2>/dev/null)" = "$config" ] || echo "$config" >"$NATIVE_DIR/falcon/config.mk"
-  run falcon make -f "$FALCON_MK" -j "$(nproc)" lib tools
+  run_progress falcon make -f "$FALCON_MK" -j "$(nproc)" lib tools
   echo "$want" >"$NATIVE_DIR/falcon/.qmemo-stamp"
 }
 
@@ -380,7 +380,7 @@ step_venv() {
     die "Python 3.11 or newer is needed (found $("$py" --version 2>&1)); set QMEMO_PYTHON"
   [ -x "$VENV/bin/python" ] || run venv "$py" -m venv "$VENV"
   run venv "$VENV/bin/python" -m pip install --upgrade pip
-  run venv "$VENV/bin/python" -m pip install -e "$ROOT[dev]"
+  run_progress venv "$VENV/bin/python" -m pip install -e "$ROOT[dev]"
   echo "$want" >"$VENV/.qmemo-stamp"
 }
 

@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
     def on_step(name: str, record: StepRecord) -> None:
         if name == "build":
-            progress.console.print("  build        ok")
+            progress.console.print(f"  {name:<18} [green]ok[/]")
             return
         if name == "validate":
             mark = "[green]ok[/]" if record.ok else "[red]FAILED[/]"
