@@ -140,3 +140,15 @@ def test_a_baseline_named_by_path_from_another_machine_is_marked_so(tmp_path):
     baseline = load_baseline(MonitorConfig(node_urls=[], baseline_path=elsewhere / "run-elsewhere" / "summary.json"))
     assert baseline.run_id == "run-elsewhere" and baseline.kind == "quick"
     assert baseline.this_machine is False and baseline.verify_per_s
+
+
+def test_the_report_falls_back_to_this_machines_verify_only_run_when_there_is_no_latest(tmp_path, monkeypatch):
+    # A fresh clone after its first devnet.sh: one verify-only run, never results/latest.
+    import qmemo.analysis.results as results_module
+
+    here = fingerprint.current()
+    results = results_with(tmp_path / "results", ("first-quick", "quick", False, "2026-11-23T18:15:13+00:00", here),
+                           ("elsewhere", "full", True, "2026-11-23T18:20:00+00:00", ELSEWHERE))
+    monkeypatch.setattr(results_module, "DEFAULT_RESULTS", results / "latest")
+    assert results_module.load_results().baseline.run_id == "first-quick"
+    assert results_module.load_results(results / "elsewhere").baseline.run_id == "elsewhere"   # named: as named
