@@ -50,9 +50,12 @@ def progress_line(document: dict[str, Any], label: str = "") -> str:
         return f"{value:,}" if isinstance(value, int) else "-"
 
     p99 = document.get("p99_ms")
-    elapsed = document.get("elapsed_s") or 0.0
+    elapsed = max(0.0, document.get("elapsed_s") or 0.0)   # the run starts 0.2 s after the first status
     duration = document.get("planned", 0) / document["target_tps"] if document.get("target_tps") else None
-    clock = f"{elapsed:4.0f} s" + (f" of {duration:.0f}" if duration else "")
+    if duration and elapsed > duration:   # all sent: the run waits for its transactions to be final
+        clock = f"{duration:4.0f} s sent, waiting for final {elapsed - duration:.0f} s"
+    else:
+        clock = f"{elapsed:4.0f} s" + (f" of {duration:.0f}" if duration else "")
     parts = [f"{label}  " if label else "", clock, f"  offered {count('offered')}", f"  accepted {count('accepted')}",
              f"  included {count('included')}", f"  final {count('committed')}",
              f"  p99 {p99:,.0f} ms" if isinstance(p99, (int, float)) else "  p99 -"]

@@ -46,6 +46,15 @@ def test_the_progress_line_says_where_the_run_is_in_one_line():
     assert "included 1,100" in line and "final 1,000" in line and "p99 2,250 ms" in line
 
 
+def test_the_progress_line_says_when_the_run_waits_for_finality_and_never_shows_negative_time():
+    def line_at(elapsed_s: float) -> str:
+        return progress_line(status(elapsed_s=elapsed_s, duration_s=8.0, timings=timings_with([0] * 800, 0.01),
+                                    sent=0, answered=0, in_flight=0, included=0, committed=0, blocks_seen=0,
+                                    failovers=0, node_failures={}, recent_latencies_s=[]))
+    assert "0 s of 8" in line_at(-0.2) and "-0" not in line_at(-0.2)
+    assert "8 s sent, waiting for final 4 s" in line_at(12.0)
+
+
 def test_the_progress_line_before_any_commit_shows_no_p99():
     doc = status(elapsed_s=0.5, duration_s=10.0, timings=timings_with([0] * 10), sent=0, answered=0, in_flight=0,
                  included=0, committed=0, blocks_seen=0, failovers=0, node_failures={}, recent_latencies_s=[])
