@@ -24,9 +24,13 @@ LOAD=1
 MONITOR=1
 RESET=0
 LOG_FORMAT=text
+BASELINE=1
+SWEEP=""
+STAGE=20
 VERIFIER=fast
 DEVNET_DIR="$ROOT/devnet"
 RUNS_DIR="$ROOT/runs"
+RESULTS_DIR="$ROOT/results"
 
 usage() {
   cat <<EOF
@@ -44,15 +48,21 @@ target rate, and shows the live dashboard. Ctrl-C stops everything it started.
   --block-txs N      most transactions per block in a new devnet (default $BLOCK_TXS, MEMO's;
                      with 2 s blocks that caps the chain at N/2 TPS)
   --batch N          transactions per request (default $BATCH)
+  --sweep S:F:M      instead of one rate: a sweep of constant-rate stages S, S*F, ... up to M
+                     TPS, until the chain saturates (qmemo gen --sweep; --tps/--duration unused)
+  --stage S          seconds per sweep stage (default $STAGE)
   --no-load          start the nodes (and dashboard) without the generator
   --no-monitor       no dashboard: headless, for scripts and CI
   --reset            throw away the existing devnet (chain data, keys) and make a new one
+  --no-baseline      do not measure a C baseline when this machine has none (the first run
+                     otherwise measures a quick, verify-only one, ~15 s, for the dashboard)
   --verifier V       the nodes' Falcon verifier: fast (default; variable-time hash-to-point,
                      cached keys, liboqs's verdicts) or liboqs
   --log-format F     text (default) or json: the nodes' and the generator's logs (in the
                      run folder's logs/) as one JSON object per line
   --dir DIR          devnet folder (default ./devnet)
   --runs DIR         where run folders go (default ./runs)
+  --results DIR      where C baselines are found and the first one is measured (default ./results)
   -h, --help         this help
 EOF
 }
@@ -70,13 +80,17 @@ while [ $# -gt 0 ]; do
     --accounts) need_value "$@"; need_int "$1" "$2" 1; ACCOUNTS=$2; shift 2 ;;
     --block-txs) need_value "$@"; need_int "$1" "$2" 1; BLOCK_TXS=$2; shift 2 ;;
     --batch) need_value "$@"; need_int "$1" "$2" 1; BATCH=$2; shift 2 ;;
+    --sweep) need_value "$@"; [[ "$2" =~ ^[0-9]+([.][0-9]+)?:[0-9]+([.][0-9]+)?:[0-9]+([.][0-9]+)?$ ]] || { echo "devnet.sh: --sweep takes START:FACTOR:MAX, e.g. 1000:1.5:4000" >&2; exit 2; }; SWEEP=$2; shift 2 ;;
+    --stage) need_value "$@"; need_int "$1" "$2" 1; STAGE=$2; shift 2 ;;
     --no-load) LOAD=0; shift ;;
     --no-monitor) MONITOR=0; shift ;;
     --reset) RESET=1; shift ;;
+    --no-baseline) BASELINE=0; shift ;;
     --verifier) need_value "$@"; [[ "$2" =~ ^(fast|liboqs)$ ]] || { echo "devnet.sh: --verifier must be fast or liboqs" >&2; exit 2; }; VERIFIER=$2; shift 2 ;;
     --log-format) need_value "$@"; [[ "$2" =~ ^(text|json)$ ]] || { echo "devnet.sh: --log-format must be text or json" >&2; exit 2; }; LOG_FORMAT=$2; shift 2 ;;
     --dir) need_value "$@"; DEVNET_DIR=$(realpath -m "$2"); shift 2 ;;
     --runs) need_value "$@"; RUNS_DIR=$(realpath -m "$2"); shift 2 ;;
+    --results) need_value "$@"; RESULTS_DIR=$(realpath -m "$2"); shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "devnet.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -95,6 +109,15 @@ done
 bash "$ROOT/scripts/setup.sh"
 QMEMO="$ROOT/.venv/bin/qmemo"
 
+# --- the C baseline the dashboard sets the nodes against ----------------------------------
+# The first run on a machine (or after liboqs is rebuilt) has none: measure a quick,
+# verify-only one so the first screen already says "% of C". Later runs find it (or a
+# full `qmemo bench c` run) in results/ and skip this in milliseconds.
+if [ "$BASELINE" = 1 ] && [ "$MONITOR" = 1 ]; then
+  "$QMEMO" bench c --verify-only --if-missing "$SCHEME" --brief --results "$RESULTS_DIR" ||
+    echo "devnet.sh: the C baseline could not be measured (see above); the dashboard runs without it" >&2
+fi
+
 # --- the devnet: genesis, validator keys, funded accounts --------------------------------
 PARAMS="nodes=$NODES scheme=$SCHEME accounts=$ACCOUNTS block_txs=$BLOCK_TXS"
 if [ "$RESET" = 1 ] || [ ! -f "$DEVNET_DIR/genesis.json" ] || [ "$(cat "$DEVNET_DIR/params" 2>/dev/null)" != "$PARAMS" ]; then
@@ -107,6 +130,9 @@ if [ "$RESET" = 1 ] || [ ! -f "$DEVNET_DIR/genesis.json" ] || [ "$(cat "$DEVNET_
     echo "devnet.sh: making a new devnet in $DEVNET_DIR ($PARAMS; the old chain is discarded)"
   fi
   rm -rf "$DEVNET_DIR"
+  # Key generation has no progress bar of its own: say what the wait is (1,200 Falcon-512
+  # accounts took 51 s on 2 busy cores; Ed25519 and ECDSA keys take well under a second).
+  echo "devnet.sh: generating $NODES validator and $ACCOUNTS account keys ($SCHEME) for a new devnet in $DEVNET_DIR"
   "$QMEMO" genesis --out "$DEVNET_DIR" --validators "$NODES" --accounts "$ACCOUNTS" --scheme "$SCHEME" \
     --max-block-transactions "$BLOCK_TXS"
   echo "$PARAMS" >"$DEVNET_DIR/params"
@@ -157,7 +183,9 @@ cleanup() {
     cat "$RUN/logs/gen.log"
   fi
   echo "devnet.sh: stopped everything; run folder: $RUN"
-  [ -f "$RUN/gen/summary.json" ] && echo "devnet.sh: its report: $QMEMO report --devnet $RUN"
+  if [ -f "$RUN/gen/summary.json" ] || [ -f "$RUN/gen/sweep.json" ]; then
+    echo "devnet.sh: its report: $QMEMO report --devnet $RUN"
+  fi
   exit "$status"
 }
 trap cleanup EXIT
@@ -193,21 +221,33 @@ for i in "${!NODE_PIDS[@]}"; do
 done
 
 # --- load ---------------------------------------------------------------------------------
-GEN_ARGS=(--devnet "$DEVNET_DIR" --nodes "$URLS_CSV" --tps "$TPS" --duration "$DURATION" --batch "$BATCH"
-          --out "$RUN/gen" --live "$RUN/gen/live.json")
+GEN_ARGS=(--devnet "$DEVNET_DIR" --nodes "$URLS_CSV" --batch "$BATCH" --out "$RUN/gen" --live "$RUN/gen/live.json")
+if [ -n "$SWEEP" ]; then
+  GEN_ARGS+=(--sweep "$SWEEP" --stage "$STAGE")
+else
+  GEN_ARGS+=(--tps "$TPS" --duration "$DURATION")
+fi
 if [ "$LOAD" = 1 ]; then
-  # Sign the workload first, in the foreground with a progress bar (cached for next time),
-  # so the run itself starts at once and the dashboard has the terminal to itself.
-  "$QMEMO" gen "${GEN_ARGS[@]}" --prepare-only
+  if [ -z "$SWEEP" ]; then
+    # Sign the workload first, in the foreground with a progress bar (cached for next time),
+    # so the run itself starts at once and the dashboard has the terminal to itself.
+    # (A sweep signs each stage's workload before that stage, between measurements.)
+    "$QMEMO" gen "${GEN_ARGS[@]}" --prepare-only
+  fi
   "$QMEMO" gen "${GEN_ARGS[@]}" --quiet --log-format "$LOG_FORMAT" >"$RUN/logs/gen.log" 2>&1 &
   GEN_PID=$!
-  echo "devnet.sh: generator started: $TPS TPS for $DURATION s"
+  if [ -n "$SWEEP" ]; then
+    echo "devnet.sh: generator started: sweep $SWEEP, $STAGE s per stage (its log: $RUN/logs/gen.log)"
+  else
+    echo "devnet.sh: generator started: $TPS TPS for $DURATION s"
+  fi
 fi
 
 # --- dashboard ----------------------------------------------------------------------------
 if [ "$MONITOR" = 1 ]; then
-  MON_ARGS=(--nodes "$URLS_CSV" --scheme "$SCHEME" --record "$RUN/monitor.jsonl")
-  [ "$LOAD" = 1 ] && MON_ARGS+=(--target-tps "$TPS" --generator-status "$RUN/gen/live.json")
+  MON_ARGS=(--nodes "$URLS_CSV" --scheme "$SCHEME" --record "$RUN/monitor.jsonl" --results "$RESULTS_DIR")
+  [ "$LOAD" = 1 ] && MON_ARGS+=(--generator-status "$RUN/gen/live.json")
+  [ "$LOAD" = 1 ] && [ -z "$SWEEP" ] && MON_ARGS+=(--target-tps "$TPS")
   "$QMEMO" monitor "${MON_ARGS[@]}" &
   MON_PID=$!
 fi

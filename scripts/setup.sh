@@ -91,6 +91,26 @@ run() {
   fi
 }
 
+# run_progress STEP CMD...: `run` for a long step. On a terminal, its output becomes one
+# line updating in place: ninja's "[n/N]" as a percentage, other tools' newest line
+# (scripts/lib/ninja-progress.sh); the log keeps every line. Not on a terminal (a log, CI) or with QMEMO_SETUP_QUIET=1: exactly `run`.
+run_progress() {
+  local step="$1"; shift
+  if [ ! -t 1 ] || [ "${QMEMO_SETUP_QUIET:-0}" = 1 ]; then run "$step" "$@"; return; fi
+  local log="$LOGS/$step.log" status
+  echo "+ $*" >>"$log"
+  set +o pipefail
+  "$@" 2>&1 | "$ROOT/scripts/lib/ninja-progress.sh" "$step" 3>>"$log"
+  status=${PIPESTATUS[0]}
+  set -o pipefail
+  printf '\r\033[K'
+  if [ "$status" != 0 ]; then
+    echo "setup: ERROR: step '$step' failed; full log: $log" >&2
+    tail -n 25 "$log" >&2
+    exit 1
+  fi
+}
+
 stamp_of() { sha256sum | cut -c1-16; }
 
 # has_compat_symbol LIB: does LIB export the symbol liboqs-python 0.16 needs?
@@ -185,7 +205,7 @@ step_liboqs() {
   local want
   want=$(liboqs_stamp)
   [ -L "$LIBOQS_PREFIX" ] && rm -f "$LIBOQS_PREFIX"
-  say "building liboqs $OQS_VERSION (first run only; a few minutes on 2 cores; log: $LOGS/liboqs-build.log)"
+  say "building liboqs $OQS_VERSION (first run only; 30-80 s on 2 cores; log: $LOGS/liboqs-build.log)"
   local started=$SECONDS src build="$DEPS/build/liboqs"
   : >"$LOGS/liboqs-fetch.log"; : >"$LOGS/liboqs-build.log"
   src=$(fetch_liboqs_source)
@@ -193,7 +213,7 @@ step_liboqs() {
   run liboqs-build cmake -S "$src" -B "$build" "${OQS_CMAKE_FLAGS[@]}" \
     "-DCMAKE_PROJECT_liboqs_INCLUDE=$ROOT/scripts/liboqs/compat.cmake" \
     "-DCMAKE_INSTALL_PREFIX=$LIBOQS_PREFIX"
-  run liboqs-build cmake --build "$build" --parallel "$(nproc)" --target oqs speed_sig kat_sig
+  run_progress liboqs-build cmake --build "$build" --parallel "$(nproc)" --target oqs speed_sig kat_sig
   run liboqs-build cmake --install "$build"
   # liboqs's own benchmark and KAT programs: bench_c measures against them.
   run liboqs-build mkdir -p "$LIBOQS_PREFIX/bin" "$LIBOQS_PREFIX/share/liboqs"
@@ -343,7 +363,7 @@ step_falcon() {
   # Rewritten only when it changes: every object depends on it, the sanitizer and fuzz
   # builds the tests make included.
   [ "$(cat "$NATIVE_DIR/falcon/config.mk" 2>/dev/null)" = "$config" ] || echo "$config" >"$NATIVE_DIR/falcon/config.mk"
-  run falcon make -f "$FALCON_MK" -j "$(nproc)" lib tools
+  run_progress falcon make -f "$FALCON_MK" -j "$(nproc)" lib tools
   echo "$want" >"$NATIVE_DIR/falcon/.qmemo-stamp"
 }
 
@@ -363,7 +383,7 @@ step_venv() {
     die "Python 3.11 or newer is needed (found $("$py" --version 2>&1)); set QMEMO_PYTHON"
   [ -x "$VENV/bin/python" ] || run venv "$py" -m venv "$VENV"
   run venv "$VENV/bin/python" -m pip install --upgrade pip
-  run venv "$VENV/bin/python" -m pip install -e "$ROOT[dev]"
+  run_progress venv "$VENV/bin/python" -m pip install -e "$ROOT[dev]"
   echo "$want" >"$VENV/.qmemo-stamp"
 }
 

@@ -8,6 +8,7 @@ It only reads: it never runs a benchmark and never fills in a figure the file la
 
     baseline = load_c_baseline()            # results/latest/summary.json, or None
     baseline.verify_ops_per_s("Falcon-512") # single-core verifications per second
+    find_c_baseline("Falcon-512", fingerprint.current())   # this machine's best, or None
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qmemo.bench.c_summary import (
-    CSummary, MulticoreRow, SchemeRow, StatisticalVerify, System, read_summary,
+    CSummary, Fingerprint, MulticoreRow, SchemeRow, StatisticalVerify, System, VerifyImplementation, read_summary,
 )
-from qmemo.errors import UnknownScheme
+from qmemo.errors import DecodeError, UnknownScheme
 from qmemo.paths import RESULTS_DIR
 
 DEFAULT_PATH = RESULTS_DIR / "latest" / "summary.json"
@@ -88,8 +89,27 @@ class CBaseline:
     def fast_verify_ops_per_s(self, scheme: str) -> float | None:
         """The same run's fast Falcon verifier for `scheme` with its key cached (what a node
         running it is set against); None when the run did not measure it."""
-        return next((row.ops_per_s for row in self.summary.verify_implementations or ()
-                     if row.scheme == scheme and row.signature_compatible_with_liboqs
+        row = self.fast_verifier(scheme)
+        return row.ops_per_s if row is not None else None
+
+    @property
+    def kind(self) -> str:
+        """"full", "quick", or "quick, verify only" (the devnet's first-screen run)."""
+        return self.summary.profile + ("" if self.summary.complete else
+                                       ", verify only" if "verify-only" in self.summary.command else ", partial")
+
+    def has_verify_rate(self, scheme: str) -> bool:
+        try:
+            self.verify_ops_per_s(scheme)
+        except UnknownScheme:
+            return False
+        return True
+
+    def fast_verifier(self, scheme: str) -> VerifyImplementation | None:
+        """The fast Falcon verifier's row with a cached key (what a node running it does),
+        when this run measured one for `scheme`."""
+        return next((row for row in self.summary.verify_implementations or ()
+                     if row.scheme == scheme and row.signature_compatible_with_liboqs and row.ops_per_s
                      and row.hash_to_point == "variable-time" and row.public_key == "cached decoded key"), None)
 
     def multicore(self, op: str = "verify") -> tuple[MulticoreRow, ...]:
@@ -109,3 +129,28 @@ def load_c_baseline(path: Path | None = None) -> CBaseline | None:
     except FileNotFoundError:
         return None
     return CBaseline(path, summary)
+
+
+# A full run's figures come from longer measurements than a quick one's: prefer them.
+_PROFILE_RANK = {"full": 0, "quick": 1}
+
+
+def find_c_baseline(scheme: str, fingerprint: Fingerprint, results_dir: Path = RESULTS_DIR) -> CBaseline | None:
+    """The best baseline in `results_dir` measured on this machine and liboqs build
+    (`fingerprint`) that has `scheme`'s verify rate: full before quick, complete before
+    verify-only, then the newest. None when there is none (unreadable files are skipped:
+    one broken folder must not hide the others)."""
+    found: list[CBaseline] = []
+    for path in sorted(results_dir.glob("*/summary.json")) if results_dir.is_dir() else ():
+        if path.parent.is_symlink():   # results/latest: the same run again
+            continue
+        try:
+            baseline = CBaseline(path, read_summary(path))
+        except (DecodeError, OSError):
+            continue
+        if baseline.summary.fingerprint == fingerprint and baseline.has_verify_rate(scheme):
+            found.append(baseline)
+    if not found:
+        return None
+    found.sort(key=lambda b: b.created, reverse=True)
+    return min(found, key=lambda b: (_PROFILE_RANK.get(b.summary.profile, 2), not b.summary.complete))

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qmemo.errors import ConfigError
-from qmemo.analysis import report_c, report_memo, report_py, report_scenario, report_stages, report_verifiers
+from qmemo.analysis import report_c, report_memo, report_py, report_scenario, report_stages, report_verifiers, scheme_ab
 from qmemo.analysis.py_bench import PyBenches, load_py_benches
 from qmemo.paths import DOCS_RESULTS_DIR
 from qmemo.analysis.devnet import DevnetRun, load_devnet_run
@@ -45,7 +45,7 @@ class Report:
 def build_sections(results: Results, plot_dir: Path, devnet: Sequence[DevnetRun] = (),
                    benches: PyBenches = PyBenches(), scenarios: Sequence[ScenarioRun] = ()) -> list[Section]:
     """Every section in report order; plots are written into `plot_dir` as they are drawn."""
-    return [
+    sections = [
         report_c.environment(results, plot_dir),
         report_c.verification(results, plot_dir),
         report_c.schemes(results, plot_dir),
@@ -57,9 +57,11 @@ def build_sections(results: Results, plot_dir: Path, devnet: Sequence[DevnetRun]
         report_memo.footprint_section(results, plot_dir),
         report_memo.devnet_section(results, plot_dir, devnet),
         report_stages.stage_costs_section(results, plot_dir, devnet),
+        scheme_ab.scheme_ab_section(devnet, plot_dir, results.machine_caption()),
         report_py.python_benches_section(benches),
         *(report_scenario.scenario_section(run, plot_dir) for run in scenarios),
     ]
+    return [s for s in sections if s is not None]
 
 
 def render(results: Results, sections: Sequence[Section], devnet: Sequence[DevnetRun],

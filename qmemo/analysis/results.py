@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qmemo.analysis.c_baseline import CBaseline, load_c_baseline
+from qmemo.analysis.c_baseline import CBaseline, find_c_baseline, load_c_baseline
 from qmemo.bench.c_files import BenchFile, completed_bench_file
 from qmemo.bench.c_summary import System
 from qmemo.analysis.footprint import SchemeSizes
 from qmemo.analysis.headroom import Capacity
-from qmemo.errors import ConfigError, DecodeError, UnknownScheme
+from qmemo.errors import ConfigError, DecodeError, QmemoError, UnknownScheme
 from qmemo.paths import REPO_ROOT, RESULTS_DIR
 
 DEFAULT_RESULTS = RESULTS_DIR / "latest"
@@ -87,15 +87,29 @@ class Results:
 
 
 def load_results(path: str | Path | None = None) -> Results:
-    """The results folder at `path` (default results/latest); ConfigError when there is none."""
+    """The results folder at `path`; by default results/latest, else this machine's best
+    run (a first devnet.sh's verify-only baseline never becomes results/latest, and the
+    report command devnet.sh prints must work on a fresh clone). ConfigError when there is none."""
     folder = DEFAULT_RESULTS if path is None else Path(path)
     if folder.name == "summary.json":
         folder = folder.parent
     baseline = load_c_baseline(folder / "summary.json")
+    if baseline is None and path is None:
+        baseline = _this_machines_baseline()
+        folder = baseline.path.parent if baseline is not None else folder
     if baseline is None:
         raise ConfigError(f"no C baseline at {folder}: run `.venv/bin/qmemo bench c` "
                           "(or `--quick`) first, or pass --results DIR")
     return Results(baseline, folder.resolve())
+
+
+def _this_machines_baseline() -> CBaseline | None:
+    from qmemo.bench import fingerprint   # reads liboqs's files: only when results/latest is missing
+
+    try:
+        return find_c_baseline(FALCON, fingerprint.current(), DEFAULT_RESULTS.parent)
+    except (QmemoError, OSError):   # no liboqs here to fingerprint: no run is this machine's
+        return None
 
 
 # --- inputs for the models ------------------------------------------------------------

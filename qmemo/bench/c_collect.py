@@ -16,7 +16,7 @@ from typing import Any
 from qmemo.bench.c_summary import (
     SUMMARY_SCHEMA, BinaryRun, Compare, CompareRatio, CSummary, InvalidCase, Inspect, KatSummary, Multicore,
     MulticoreRow, Pool, PoolMode, SchemeRow, SignatureSizes, SingleCoreEntry, SinglePass, StatisticalVerify,
-    StepRecord, System, ValidateRatio, ValidateSummary, ValidationRun, VerifyImplementation,
+    StepRecord, System, Fingerprint, ValidateRatio, ValidateSummary, ValidationRun, VerifyImplementation,
 )
 from qmemo.bench.c_falcon import FILE as VERIFY_IMPLEMENTATIONS_FILE, read_rows as read_verify_implementations
 from qmemo.bench.c_files import BenchFile, completed_bench_file, read_bench_file
@@ -143,9 +143,11 @@ def _validate(validation: Validation) -> ValidateSummary:
 
 
 def build_summary(out: Path, *, run_id: str, created: str, profile: str, steps: dict[str, StepRecord],
-                  wall_s: float, only: tuple[str, ...], all_steps: tuple[str, ...]) -> CSummary:
+                  wall_s: float, only: tuple[str, ...], all_steps: tuple[str, ...],
+                  fingerprint: Fingerprint | None = None) -> CSummary:
     """The summary of the run in `out` (see docs/benchmarks.md). `only` is the steps run,
-    `all_steps` every step there is (a run of them all is "complete")."""
+    `all_steps` every step there is (a run of them all is "complete"); `fingerprint` the
+    machine and liboqs build the runner measured on (qmemo.bench.fingerprint)."""
     files: dict[str, str] = {}
     results = {name: _load_result(out, name) for name in ("system", *BENCHMARK_FILES)}
     validate_path = out / "validate.json"
@@ -204,5 +206,5 @@ def build_summary(out: Path, *, run_id: str, created: str, profile: str, steps: 
         schemes={k: from_json(SchemeRow, v, f"schemes.{k}") for k, v in scheme_rows.items()},
         single_core_verify=single_core, multicore=multicore, pool=pool, signature_sizes=sizes, compare=compare,
         invalid=invalid, inspect=inspect, validate=validate, steps=steps, files=files,
-        verify_implementations=verify_implementations,
+        verify_implementations=verify_implementations, fingerprint=fingerprint,
     )

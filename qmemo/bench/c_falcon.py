@@ -71,14 +71,23 @@ _FALCON_MODES = {
 }
 
 
-def run_verify_implementations(folder: Path, profile: str, log: IO[str]) -> tuple[bool, str | None]:
-    """Measure, write FILE into `folder`; (ok, why not). A missing cargo is a note, not a failure."""
+def run_verify_implementations(folder: Path, profile: str, log: IO[str], *,
+                               falcon_only: bool = False) -> tuple[bool, str | None]:
+    """Measure, write FILE into `folder`; (ok, why not). A missing cargo is a note, not a failure.
+
+    `falcon_only` (the verify-only first-screen baseline): the three liboqs-compatible
+    Falcon verifiers timed, nothing else - no callgrind counts and no fn-dsa build, which
+    would take longer than everything else in that run together.
+    """
     notes: list[str] = []
     seconds, slices = SECONDS[profile], SLICES[profile]
-    fndsa_built = _build_fndsa(log, notes)
+    counted = 0 if falcon_only else COUNTED[profile]
+    fndsa_built = False if falcon_only else _build_fndsa(log, notes)
     timed_falcon, timed_fndsa = _take_turns(seconds / slices, slices, fndsa_built, log, notes)
-    falcon = _falcon_rows(timed_falcon, f"{seconds / slices:g} s x {slices}", COUNTED[profile], log, notes)
-    fndsa = _fndsa_rows(timed_fndsa, f"{seconds / slices:g} s x {slices}", COUNTED[profile], log, notes)
+    falcon = _falcon_rows(timed_falcon, f"{seconds / slices:g} s x {slices}", counted, log, notes)
+    fndsa = [] if falcon_only else _fndsa_rows(timed_fndsa, f"{seconds / slices:g} s x {slices}", counted, log, notes)
+    if falcon_only:
+        notes.append("verify-only run: no instruction counts, no fn-dsa reference")
     liboqs_rate = next((r["ops_per_s"] for r in falcon if r["mode"] == "liboqs"), None)
     rows = [_row(r, liboqs_rate) for r in falcon + fndsa]
     document = {"schema": SCHEMA, "ok": bool(falcon), "profile": profile, "seconds_per_program": seconds,

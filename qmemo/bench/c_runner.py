@@ -12,6 +12,7 @@ callback the command gives it, everything else to run.log.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import os
 import subprocess
@@ -23,6 +24,7 @@ from typing import IO
 
 from qmemo.bench.c_collect import build_summary, step_record
 from qmemo.bench.c_falcon import FILE as VERIFY_IMPLEMENTATIONS_FILE, run_verify_implementations
+from qmemo.bench import fingerprint
 from qmemo.bench.c_summary import CSummary, StepRecord, write_summary
 from qmemo.bench.c_validate import validate
 from qmemo.errors import BenchmarkError, ConfigError, SetupError
@@ -34,6 +36,8 @@ PROFILES = ("full", "quick", "smoke")
 
 # Called after each step: (step name, its record).
 OnStep = Callable[[str, StepRecord], None]
+# Called before each step: (step name, its number from 1, how many steps this run has).
+OnStart = Callable[[str, int, int], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +73,10 @@ STEPS: tuple[Step, ...] = (
 # Steps that are not one qmemo-bench call: every Falcon verifier side by side (qmemo.bench.c_falcon),
 # then the check against liboqs's own speed_sig and KATs (qmemo.bench.c_validate).
 STEP_NAMES = tuple(s.name for s in STEPS) + ("verify_implementations", "validate")
+# The verify-only run (`--verify-only`, the devnet's first-screen baseline): the careful
+# Falcon-512 verify figure, every scheme's verify rate and Falcon's fast verifier, at the
+# quick sizes - about 15 s on 2 cores against 70 s for the whole quick run.
+VERIFY_ONLY_STEPS = ("statistical", "classical", "all", "verify_implementations")
 
 # speed_sig rounds interleaved with ours, per profile (odd, so the median is one round);
 # speed_sig's shortest duration is 1 s per operation (keypair, sign, verify), so one
@@ -108,50 +116,68 @@ class RunFolder:
     in_results: bool             # under results/: a complete run becomes results/latest
 
 
-def new_run_folder(profile: str, out: Path | None) -> RunFolder:
-    """`out`, or a new results/<UTC time>[-profile]; ConfigError if it holds files."""
+def new_run_folder(profile: str, out: Path | None, results_dir: Path = RESULTS_DIR) -> RunFolder:
+    """`out`, or a new <results_dir>/<UTC time>[-profile]; ConfigError if it holds files."""
     if profile not in PROFILES:
         raise ConfigError(f"unknown profile {profile!r}; choose from {', '.join(PROFILES)}")
     now = datetime.datetime.now(datetime.timezone.utc)
     stamp = now.strftime("%Y%m%dT%H%M%SZ") + ("" if profile == "full" else f"-{profile}")
-    folder = _fresh_dir(RESULTS_DIR, stamp) if out is None else out.resolve()
+    folder = _fresh_dir(results_dir, stamp) if out is None else out.resolve()
     if folder.exists() and any(folder.iterdir()):
         # An old run's files would be read into this run's summary as if measured now.
         raise ConfigError(f"{folder} is not empty: give --out a new folder")
     return RunFolder(folder, now.isoformat(timespec="seconds"), out is None)
 
 
-def run_suite(profile: str, run_folder: RunFolder, only: tuple[str, ...], on_step: OnStep) -> SuiteRun:
-    """Build and run the suite into `run_folder`."""
+def _no_start(name: str, number: int, count: int) -> None:
+    pass
+
+
+def run_suite(profile: str, run_folder: RunFolder, only: tuple[str, ...], on_step: OnStep,
+              on_start: OnStart = _no_start) -> SuiteRun:
+    """Build and run the suite into `run_folder`. A run of exactly VERIFY_ONLY_STEPS
+    times Falcon's verifiers only (no instruction counts, no fn-dsa)."""
     folder = run_folder.path
     folder.mkdir(parents=True, exist_ok=True)
     log_path = folder / "run.log"
     steps: dict[str, StepRecord] = {}
     started = time.monotonic()
+    # build and system, then the chosen steps in STEP_NAMES order: what a progress bar counts
+    count = 2 + sum(name in only for name in STEP_NAMES)
+    numbers = iter(range(1, count + 1))
     with log_path.open("w") as log:
+        on_start("build", next(numbers), count)
         _build(log, log_path)
         on_step("build", step_record(True, 0, 0.0, ""))
+        on_start("system", next(numbers), count)
         code, wall = _run_binary(["list", "--json", str(folder / "system.json")], log)
         on_step("system", step_record(code == 0, code, wall, "system.json"))   # shown, not a step of the summary
         for step in STEPS:
             if step.name in only:
+                on_start(step.name, next(numbers), count)
                 flags = {"full": step.args, "quick": step.quick, "smoke": step.smoke}[profile]
                 argv = [step.benchmark, *flags, "--json", str(folder / f"{step.name}.json")]
                 code, wall = _run_binary(argv, log)
                 steps[step.name] = step_record(code == 0, code, wall, f"{step.name}.json", argv=argv)
                 on_step(step.name, steps[step.name])
         if "verify_implementations" in only:
+            on_start("verify_implementations", next(numbers), count)
             started_step = time.monotonic()
-            ok, error = run_verify_implementations(folder, profile, log)
+            ok, error = run_verify_implementations(folder, profile, log,
+                                                   falcon_only=set(only) == set(VERIFY_ONLY_STEPS))
             steps["verify_implementations"] = step_record(ok, 0 if ok else 1, time.monotonic() - started_step,
                                                           VERIFY_IMPLEMENTATIONS_FILE, error=error, validation=True)
             on_step("verify_implementations", steps["verify_implementations"])
         if "validate" in only:
+            on_start("validate", next(numbers), count)
             steps["validate"] = _validate(folder, profile, log)
             on_step("validate", steps["validate"])
         wall_s = time.monotonic() - started
         summary = build_summary(folder, run_id=folder.name, created=run_folder.created,
-                                profile=profile, steps=steps, wall_s=wall_s, only=only, all_steps=STEP_NAMES)
+                                profile=profile, steps=steps, wall_s=wall_s, only=only, all_steps=STEP_NAMES,
+                                fingerprint=fingerprint.current())
+        if set(only) == set(VERIFY_ONLY_STEPS):
+            summary = dataclasses.replace(summary, command="qmemo bench c --verify-only")
         write_summary(folder / "summary.json", summary)
         log.write(f"\nsummary.json written; total wall time {wall_s:.1f} s\n")
     # Only a complete run becomes "the" baseline readers find; a partial one (--only)

@@ -249,6 +249,23 @@ class VerifyImplementation:
 
 
 @dataclass(frozen=True, slots=True)
+class Fingerprint:
+    """What makes a baseline "this machine's and this liboqs build's" (qmemo.bench.fingerprint).
+
+    Two runs with equal fingerprints measured the same code on the same CPU, so a devnet
+    may be set against either; anything else (another CPU, other flags, another liboqs
+    build) needs a baseline of its own.
+    """
+
+    id: str                              # a short hash of every field below
+    cpu_model: str
+    logical_cpus: int
+    cpu_flags_sha256: str                # of /proc/cpuinfo's whole flags line
+    liboqs_version: str
+    liboqs_build: str                    # cmake and compiler flags from the setup's build-info.json
+
+
+@dataclass(frozen=True, slots=True)
 class CSummary:
     schema: str
     run_id: str
@@ -272,6 +289,8 @@ class CSummary:
     files: dict[str, str]                # which file each section was copied from
     # Every Falcon-512 verifier side by side (older files lack it: None).
     verify_implementations: tuple[VerifyImplementation, ...] | None = field(default=None, metadata=OMIT_NONE)
+    # The machine and liboqs build measured (older files lack it: they match no machine).
+    fingerprint: Fingerprint | None = field(default=None, metadata=OMIT_NONE)
 
 
 def summary_to_json(summary: CSummary) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from qmemo.bench.c_runner import STEP_NAMES   # light: no liboqs, no benchmark runs on import
+from qmemo.bench.c_runner import STEP_NAMES, VERIFY_ONLY_STEPS   # light: no liboqs, no benchmark runs on import
 
 if TYPE_CHECKING:
     from qmemo.bench.c_summary import CSummary
@@ -22,8 +22,19 @@ def register(parser: argparse.ArgumentParser) -> None:
                       help="shorter measurements: the whole run in well under a minute")
     size.add_argument("--smoke", action="store_true",
                       help="tiny sizes for the test suite; the figures mean nothing")
+    size.add_argument("--verify-only", action="store_true",
+                      help="quick sizes, verify steps only (" + ",".join(VERIFY_ONLY_STEPS) + "; Falcon's fast "
+                           "verifier without instruction counts): the devnet's first-screen baseline, ~15 s")
+    parser.add_argument("--if-missing", metavar="SCHEME", default=None,
+                        help="do nothing when results/ already holds a baseline of this machine and liboqs "
+                             "build with SCHEME's verify rate (devnet.sh's first run)")
+    parser.add_argument("--quiet", action="store_true", help="no progress line (also when not on a terminal)")
+    parser.add_argument("--brief", action="store_true",
+                        help="end with one line (the verify rates and the folder), not the tables")
     parser.add_argument("--out", type=Path, default=None,
                         help="results folder (default: results/<run-id>; results/latest then points to it)")
+    parser.add_argument("--results", type=Path, default=None, metavar="DIR",
+                        help="where run folders go and --if-missing looks (default: results/)")
     parser.add_argument("--only", default=None, metavar="STEPS", help="comma-separated subset of: " + ",".join(STEP_NAMES))
     parser.set_defaults(run=run)
 
@@ -33,32 +44,85 @@ def run(args: argparse.Namespace) -> int:
 
     from qmemo.bench.c_runner import new_run_folder, parse_only, run_suite
     from qmemo.bench.c_summary import StepRecord
+    from qmemo.errors import ConfigError
+    from qmemo.paths import RESULTS_DIR
 
-    profile = "smoke" if args.smoke else "quick" if args.quick else "full"
-    only = parse_only(args.only)
+    profile = "smoke" if args.smoke else "quick" if args.quick or args.verify_only else "full"
+    if args.verify_only and args.only:
+        raise ConfigError("--verify-only chooses its own steps: drop --only")
+    only = VERIFY_ONLY_STEPS if args.verify_only else parse_only(args.only)
     console = Console(highlight=False)
     if not console.is_terminal:  # a log or a pipe: do not wrap the tables at 80 columns
         console = Console(highlight=False, width=160)
-    folder = new_run_folder(profile, args.out)
-    console.print(f"qmemo bench c: profile [bold]{profile}[/], results in {folder.path}")
+    results_dir = args.results.resolve() if args.results else RESULTS_DIR
+    if args.if_missing and _has_baseline(console, args.if_missing, results_dir):
+        return 0
+    folder = new_run_folder(profile, args.out, results_dir)
+    kind = "verify only, quick sizes" if args.verify_only else f"profile [bold]{profile}[/]"
+    console.print(f"qmemo bench c: {kind}, results in {folder.path}")
 
     def on_step(name: str, record: StepRecord) -> None:
         if name == "build":
-            console.print("  build        ok")
+            progress.console.print(f"  {name:<18} [green]ok[/]")
             return
         if name == "validate":
             mark = "[green]ok[/]" if record.ok else "[red]FAILED[/]"
         else:
             mark = "[green]ok[/]" if record.ok else f"[red]exit {record.exit_code}[/]"
-        console.print(f"  {name:<18} {mark}  {record.wall_s:6.1f} s")
+        progress.console.print(f"  {name:<18} {mark}  {record.wall_s:6.1f} s")
 
-    result = run_suite(profile, folder, only, on_step)
-    print_summary(console, result.summary, result.out)
+    with _step_progress(console, quiet=args.quiet) as progress:
+        task = progress.add_task("build", total=None)
+
+        def on_start(name: str, number: int, count: int) -> None:
+            progress.update(task, description=f"{name:<22} step {number} of {count}", completed=number - 1,
+                            total=count)
+
+        result = run_suite(profile, folder, only, on_step, on_start)
+    if args.brief:
+        _print_brief(console, result.summary, result.out)
+    else:
+        print_summary(console, result.summary, result.out)
     if result.failed:
         console.print(f"[bold red]failed:[/] {', '.join(result.failed)} (see {result.log_path})")
         return 1
     console.print(f"done in {result.wall_s:.0f} s")
     return 0
+
+
+def _has_baseline(console: Any, scheme: str, results_dir: Path) -> bool:
+    """--if-missing: is there already a baseline of this machine and build with `scheme`? Says which."""
+    from qmemo.analysis.c_baseline import find_c_baseline
+    from qmemo.bench import fingerprint
+
+    baseline = find_c_baseline(scheme, fingerprint.current(), results_dir)
+    if baseline is not None:
+        console.print(f"qmemo bench c: this machine's C baseline {baseline.run_id} ({baseline.kind}) has "
+                      f"{scheme}: nothing to measure")
+    return baseline is not None
+
+
+def _print_brief(console: Any, summary: CSummary, out: Path) -> None:
+    """One line: the Falcon-512 verify rates a devnet is set against, and where they are."""
+    from qmemo.analysis.c_baseline import CBaseline
+
+    baseline = CBaseline(out / "summary.json", summary)
+    parts = []
+    if baseline.has_verify_rate("Falcon-512"):
+        parts.append(f"Falcon-512 verify {baseline.verify_ops_per_s('Falcon-512'):,.0f}/s (liboqs)")
+    fast = baseline.fast_verifier("Falcon-512")
+    if fast is not None:
+        parts.append(f"{fast.ops_per_s:,.0f}/s (fast verifier, cached key)")
+    console.print(f"C baseline {summary.run_id} ({baseline.kind}): {', '.join(parts) or 'no verify rate'}; "
+                  f"single core; {out / 'summary.json'}")
+
+
+def _step_progress(console: Any, *, quiet: bool) -> Any:
+    """One live line: the step, k of N, a bar and the elapsed time; off when not on a terminal."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("  {task.description}"), BarColumn(), TimeElapsedColumn(), console=console, transient=True,
+                    disable=quiet or not console.is_terminal)
 
 
 def print_summary(console: Any, summary: CSummary, out: Path) -> None:

@@ -53,7 +53,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     gate.add_argument("--min-committed-share", type=float, metavar="SHARE",
                       help="fail the run if committed TPS / target TPS is below SHARE (0..1)")
     out.add_argument("--seed", type=int, default=1)
-    out.add_argument("--quiet", action="store_true", help="no progress bar")
+    out.add_argument("--quiet", action="store_true",
+                     help="no progress bar and no live line (neither is shown when stdout is not a terminal)")
     out.add_argument("--log-format", choices=("text", "json"), default="text",
                      help="text (default), or json: events (start, workload, result) as one JSON object per line, "
                           "no progress bar")
@@ -69,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
     from qmemo.devnet.files import ACCOUNTS_FILE, GENESIS_FILE
     from qmemo.commands.monitor import node_urls
     from qmemo.errors import ConfigError
+    from qmemo.load.live_status import LiveLine
     from qmemo.load.run import GenConfig, run_load, run_sweep
     from qmemo.records import to_json
     from qmemo.load.schedule import sweep_rates
@@ -122,7 +124,12 @@ def run(args: argparse.Namespace) -> int:
             start, factor, maximum = (float(x) for x in args.sweep.split(":"))
         except ValueError:
             raise ConfigError("--sweep takes START:FACTOR:MAX, e.g. 500:2:8000") from None
-        rows = run_sweep(config, sweep_rates(start, factor, maximum), args.stage, quiet=quiet)
+        with LiveLine(console, enabled=not quiet and console.is_terminal) as line:
+            def next_stage(label: str) -> None:
+                line.label = label
+
+            rows = run_sweep(config, sweep_rates(start, factor, maximum), args.stage, quiet=quiet,
+                             on_stage=next_stage, on_status=line.update)
         row_documents = [to_json(row) for row in rows]
         if json_log:
             json_event("gen", "sweep finished", rows=row_documents, table=str(out / "sweep.csv"))
@@ -130,7 +137,8 @@ def run(args: argparse.Namespace) -> int:
         console.print(render_sweep(rows))
         console.print(f"sweep table: {out / 'sweep.csv'}")
         return 0
-    result = run_load(config, quiet=quiet)
+    with LiveLine(console, enabled=not quiet and console.is_terminal) as line:
+        result = run_load(config, quiet=quiet, on_status=line.update)
     document = to_json(result.file_summary)
     failed_thresholds = missed(result.file_summary, thresholds)
     if json_log:

@@ -22,7 +22,10 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scheme", default="Falcon-512", help="scheme whose C baseline to show")
     parser.add_argument("--target-tps", type=float, help="the load generator's target, for the chain table")
     parser.add_argument("--generator-status", type=Path, help="the generator's live.json, to show its latencies")
-    parser.add_argument("--baseline", type=Path, help="a bench_c summary.json (default: results/latest)")
+    parser.add_argument("--baseline", type=Path,
+                        help="a bench_c summary.json (default: this machine's best run in --results)")
+    parser.add_argument("--results", type=Path, default=None, metavar="DIR",
+                        help="where to look for this machine's C baseline (default: results/)")
     parser.add_argument("--record", type=Path, help="append every snapshot to this JSON-lines file")
     parser.add_argument("--once", action="store_true", help="print one snapshot (two polls, for rates) and exit")
     parser.set_defaults(run=run)
@@ -33,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
 
     from qmemo.errors import ConfigError
     from qmemo.monitor.poll import MonitorConfig
+    from qmemo.paths import RESULTS_DIR
 
     import math
 
@@ -48,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     config = MonitorConfig(
         node_urls=urls, interval_s=args.interval, timeout_s=min(1.5, args.interval * 0.75),
         scheme=args.scheme, target_tps=args.target_tps, generator_status=args.generator_status,
-        record=args.record, baseline_path=args.baseline,
+        record=args.record, baseline_path=args.baseline, results_dir=args.results or RESULTS_DIR,
     )
     return asyncio.run(_once(config) if args.once else _live(config))
 

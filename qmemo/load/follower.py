@@ -18,12 +18,14 @@ import asyncio
 import math
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import aiohttp
 import orjson
 
 from qmemo.load.latency import Timings
+from qmemo.load.node_record import BlockSeen
 
 
 @dataclass
@@ -39,6 +41,10 @@ class FollowState:
     recent: deque[tuple[float, float]] = field(default_factory=deque)
     # Blocks seen but not yet final, oldest first: (height, hash, our (id, index) pairs in it).
     unfinal: deque[tuple[int, str, list[tuple[bytes, int]]]] = field(default_factory=deque)
+    # Each planned transaction's encoded size (empty: not known), and what every block
+    # seen carried, by height (a fork switch's replacement block replaces the entry).
+    tx_bytes: Sequence[int] = ()
+    blocks: dict[int, BlockSeen] = field(default_factory=dict)
 
 
 async def current_height(session: aiohttp.ClientSession, urls: list[str]) -> int:
@@ -105,6 +111,9 @@ def _see(block: dict, state: FollowState, pending: dict[bytes, int], timings: Ti
             ours.append((key, index))
     height = int(block["height"])
     state.next_height = height + 1
+    tx_count = block.get("tx_count")
+    state.blocks[height] = BlockSeen(height, tx_count if isinstance(tx_count, int) else len(block.get("tx_ids", [])),
+                                     len(ours), sum(state.tx_bytes[i] for _, i in ours) if state.tx_bytes else 0)
     state.blocks_seen += 1
     # A block reported without `final` comes from a node that predates finality: its
     # blocks are taken as final when seen, as before.

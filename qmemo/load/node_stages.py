@@ -18,14 +18,10 @@ here reads a clock.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import aiohttp
-import orjson
 
 from qmemo.node.stages import OTHER
 from qmemo.records import read_record, write_record
@@ -87,17 +83,6 @@ def costs_file(urls: Sequence[str], before: Mapping[str, Any], after: Mapping[st
     nodes = [run_costs(url, before[url], after[url]) for url in urls
              if before.get(url) is not None and after.get(url) is not None]
     return NodeStagesFile(NODE_STAGES_SCHEMA, tuple(node for node in nodes if node is not None))
-
-
-async def read_metrics(session: aiohttp.ClientSession, urls: Sequence[str]) -> dict[str, Any]:
-    """Every node's /metrics document by URL (None for a node that did not answer)."""
-    async def one(url: str) -> Any:
-        try:
-            async with session.get(f"{url}/metrics") as response:
-                return orjson.loads(await response.read()) if response.status == 200 else None
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError):
-            return None
-    return dict(zip(urls, await asyncio.gather(*(one(url) for url in urls))))
 
 
 def write_node_stages(path: Path, record: NodeStagesFile) -> None:

@@ -18,6 +18,7 @@ import math
 import random
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -30,8 +31,11 @@ from qmemo.records import to_json
 from qmemo.load import schedule as sched
 from qmemo.load.follower import FollowState, current_height, follow_blocks, lost_reasons
 from qmemo.load.hdr_files import write_latency_histograms
+from qmemo.load import live_status
+from qmemo.load.live_status import OnStatus
+from qmemo.load.node_record import NODES_FILE, NODES_SCHEMA, NodeEnds, RunNodes, scheme_of, tx_sizes, write_nodes
 from qmemo.load.latency import ACCEPTED, DUPLICATE, STATUS_NAMES, RunSummary, Timings, summarize
-from qmemo.load.node_stages import NODE_STAGES_FILE, NodeStagesFile, costs_file, read_metrics, write_node_stages
+from qmemo.load.node_stages import NODE_STAGES_FILE, NodeStagesFile, costs_file, write_node_stages
 from qmemo.load.sender import SendConfig, SendProgress, send_batches
 from qmemo.load.summary import (SWEEP_SCHEMA, Failover, LoadSummary, Sweep, SweepRow, load_summary, sweep_row,
                                 write)
@@ -160,11 +164,13 @@ def prepare(config: GenConfig, offsets: list[float], genesis: Genesis, *, quiet:
 
 # --- run ---------------------------------------------------------------------------------
 
-async def execute(config: GenConfig, workload: Workload, timings: Timings, block_interval_s: float
-                  ) -> tuple[float | None, NodeStagesFile, dict[str, Any], dict[str, Any]]:
+async def execute(config: GenConfig, workload: Workload, timings: Timings, block_interval_s: float,
+                  on_status: OnStatus | None = None
+                  ) -> tuple[float | None, NodeStagesFile, dict[str, Any], dict[str, Any], RunNodes]:
     """Send, follow and drain. Returns when an interrupt came (an offset; None if none came),
-    the nodes' stage costs over the run, the sender's and follower's own counters and each
-    node's verifier, which the manifest reports."""
+    the nodes' stage costs over the run, the sender's and follower's own counters, each
+    node's verifier, which the manifest reports, and the nodes' record (their /metrics
+    before and after, the blocks seen)."""
     stop_sending = asyncio.Event()
     stop_draining = asyncio.Event()
     stop_following = asyncio.Event()
@@ -187,13 +193,15 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
         loop.add_signal_handler(signum, interrupt)
     pending = {tx_id: i for i, tx_id in enumerate(workload.ids)}
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
-        state = FollowState(next_height=await current_height(session, config.nodes) + 1)
-        metrics_before = await read_metrics(session, config.nodes)     # the nodes' stage costs from here
+        state = FollowState(next_height=await current_height(session, config.nodes) + 1,
+                            tx_bytes=tx_sizes([(b.first, b.body) for b in workload.batches], len(workload.ids)))
+        metrics_before = {url: await node_metrics(session, url) for url in config.nodes}
     progress = SendProgress()
     start = time.perf_counter() + 0.2
     follower = asyncio.create_task(follow_blocks(config.nodes, state, pending, timings, start=start,
                                                  stop=stop_following, poll_s=FOLLOW_POLL_S))
-    status = asyncio.create_task(_write_status(config, timings, progress, state, start, stop_following))
+    status = asyncio.create_task(_write_status(config, timings, progress, state, start, stop_following,
+                                                 on_status))
     try:
         await send_batches(workload.batches, timings, config.send, start=start, progress=progress, stop=stop_sending,
                            nodes=config.nodes)
@@ -219,8 +227,11 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
-        verifiers = {url: await node_verifier(session, url) for url in config.nodes}
-        node_stages = costs_file(config.nodes, metrics_before, await read_metrics(session, config.nodes))
+        metrics_after = {url: await node_metrics(session, url) for url in config.nodes}
+    verifiers = {url: node_verifier(metrics_after[url]) for url in config.nodes}
+    node_stages = costs_file(config.nodes, metrics_before, metrics_after)
+    ends = tuple(NodeEnds(url, metrics_before[url], metrics_after[url]) for url in config.nodes)
+    nodes = RunNodes(NODES_SCHEMA, scheme_of(ends), ends, tuple(state.blocks[h] for h in sorted(state.blocks)))
     lost = [tx_id for tx_id, i in pending.items() if timings.status[i] in (ACCEPTED, DUPLICATE)]
     return interrupted_at, node_stages, {"lost_reasons": await lost_reasons(config.nodes, lost),
                                          "max_in_flight_seen": progress.max_in_flight_seen,
@@ -228,57 +239,63 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
                                          "follower_node_switches": state.node_switches,
                                          "node_failures": dict(progress.node_failures),
                                          "failovers": progress.failovers,
-                                         "failover_txs": progress.failover_txs}, verifiers
+                                         "failover_txs": progress.failover_txs}, verifiers, nodes
 
 
-async def node_verifier(session: aiohttp.ClientSession, url: str) -> dict[str, Any] | None:
-    """Which Falcon verifier the node ran and its key cache at the end of the run (its /metrics),
-    or None if it did not answer: the manifest says what produced the figures."""
+async def node_metrics(session: aiohttp.ClientSession, url: str) -> dict[str, Any] | None:
+    """The node's /metrics document, or None if it did not answer with one."""
     try:
         async with session.get(f"{url}/metrics") as response:
-            verify = orjson.loads(await response.read())["verify"] if response.status == 200 else None
-    except (aiohttp.ClientError, asyncio.TimeoutError, OSError, KeyError, TypeError, ValueError):
+            document = orjson.loads(await response.read()) if response.status == 200 else None
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError):
         return None
+    return document if isinstance(document, dict) else None
+
+
+def node_verifier(metrics: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Which Falcon verifier the node ran and its key cache at the end of the run (from its
+    /metrics), or None if it did not answer: the manifest says what produced the figures."""
+    verify = metrics.get("verify") if metrics else None
     if not isinstance(verify, dict):
         return None
     return {"verifier": verify.get("verifier"), "key_cache": verify.get("key_cache")}
 
 
 async def _write_status(config: GenConfig, timings: Timings, progress: SendProgress, state: FollowState,
-                        start: float, stop: asyncio.Event) -> None:
-    """Every second, a small live.json the dashboard reads (written atomically)."""
-    if config.live is None:
+                        start: float, stop: asyncio.Event, on_status: OnStatus | None) -> None:
+    """Every second, the live status: to live.json (written atomically) for the dashboard,
+    and to `on_status` (the progress line)."""
+    if config.live is None and on_status is None:
         return
-    config.live.parent.mkdir(parents=True, exist_ok=True)
+    if config.live is not None:
+        config.live.parent.mkdir(parents=True, exist_ok=True)
     while not stop.is_set():
         now = time.perf_counter() - start
         while state.recent and now - state.recent[0][0] > LIVE_WINDOW_S:
             state.recent.popleft()
-        recent = sorted(latency for _, latency in state.recent)
-        document = {
-            "running": True, "elapsed_s": now, "target_tps": len(timings) / max(config.duration_s, 1e-9),
-            "planned": len(timings), "sent": progress.sent, "answered": progress.answered,
-            "in_flight": progress.in_flight, "committed": state.committed_seen, "blocks_seen": state.blocks_seen,
-            "failovers": progress.failovers, "node_failures": progress.node_failures,
-            "p50_ms": _percentile(recent, 50) * 1e3 if recent else None,
-            "p99_ms": _percentile(recent, 99) * 1e3 if recent else None,
-        }
-        tmp = config.live.with_suffix(".tmp")
-        tmp.write_bytes(orjson.dumps(document))
-        tmp.replace(config.live)
+        document = live_status.status(
+            elapsed_s=now, duration_s=config.duration_s, timings=timings, sent=progress.sent,
+            answered=progress.answered, in_flight=progress.in_flight, included=state.included_seen,
+            committed=state.committed_seen, blocks_seen=state.blocks_seen, failovers=progress.failovers,
+            node_failures=progress.node_failures, recent_latencies_s=sorted(latency for _, latency in state.recent))
+        if config.live is not None:
+            tmp = config.live.with_suffix(".tmp")
+            tmp.write_bytes(orjson.dumps(document))
+            tmp.replace(config.live)
+        if on_status is not None:
+            on_status(document)
         try:
             await asyncio.wait_for(stop.wait(), timeout=STATUS_EVERY_S)
         except asyncio.TimeoutError:
             pass
-    config.live.write_bytes(orjson.dumps({"running": False}))
+    if config.live is not None:
+        config.live.write_bytes(orjson.dumps({"running": False}))
 
 
-def _percentile(sorted_values: list[float], p: float) -> float:
-    return sorted_values[min(len(sorted_values) - 1, int(len(sorted_values) * p / 100))]
-
-
-def run_load(config: GenConfig, *, quiet: bool = False, genesis: Genesis | None = None) -> RunResult:
-    """A whole run: prepare, execute, write the run folder."""
+def run_load(config: GenConfig, *, quiet: bool = False, genesis: Genesis | None = None,
+             on_status: OnStatus | None = None) -> RunResult:
+    """A whole run: prepare, execute, write the run folder. `on_status` gets the live
+    status every second (qmemo.load.live_status)."""
     from qmemo.sysinfo import machine_info
 
     offsets, target_tps = offsets_for(config)
@@ -286,8 +303,8 @@ def run_load(config: GenConfig, *, quiet: bool = False, genesis: Genesis | None 
     workload = prepare(config, offsets, genesis, quiet=quiet)
     timings = Timings(offsets)
     started_utc = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    interrupted_at, node_stages, sender, verifiers = asyncio.run(
-        execute(config, workload, timings, genesis.block_interval_ms / 1e3))
+    interrupted_at, node_stages, sender, verifiers, nodes = asyncio.run(
+        execute(config, workload, timings, genesis.block_interval_ms / 1e3, on_status))
     interrupted = interrupted_at is not None
     # A warm-up longer than half the run would leave nothing to measure: it is halved.
     summary = summarize(timings, warmup_s=min(config.warmup_s, config.duration_s / 2),
@@ -300,6 +317,7 @@ def run_load(config: GenConfig, *, quiet: bool = False, genesis: Genesis | None 
     config.out.mkdir(parents=True, exist_ok=True)
     write(config.out / "summary.json", file_summary)
     write_node_stages(config.out / NODE_STAGES_FILE, node_stages)
+    write_nodes(config.out / NODES_FILE, nodes)
     write_transactions_csv(config.out / "transactions.csv", timings, workload.ids)
     write_latency_histograms(config.out, summary)
     (config.out / "manifest.json").write_bytes(orjson.dumps({
@@ -335,14 +353,18 @@ def _cell(value: float) -> str:
 
 # --- sweep -------------------------------------------------------------------------------
 
-def run_sweep(config: GenConfig, rates: list[float], stage_s: float, *, quiet: bool = False) -> list[SweepRow]:
-    """Constant-rate stages at each rate until one is limited (any verdict); writes sweep.json and sweep.csv."""
+def run_sweep(config: GenConfig, rates: list[float], stage_s: float, *, quiet: bool = False,
+              on_stage: Callable[[str], None] | None = None, on_status: OnStatus | None = None) -> list[SweepRow]:
+    """Constant-rate stages at each rate until one is limited (any verdict); writes sweep.json and sweep.csv.
+    `on_stage` gets each stage's label ("stage 1,500 TPS (2 of 4)") before it starts."""
     genesis = load_genesis(config.genesis)
     rows: list[SweepRow] = []
-    for rate in rates:
+    for number, rate in enumerate(rates, 1):
         stage = replace(config, tps=rate, duration_s=stage_s, schedule=None, poisson=False,
                         out=config.out / f"stage-{rate:g}tps")
-        result = run_load(stage, quiet=quiet, genesis=genesis)
+        if on_stage is not None:
+            on_stage(f"stage {rate:,.0f} TPS ({number} of at most {len(rates)})")
+        result = run_load(stage, quiet=quiet, genesis=genesis, on_status=on_status)
         rows.append(sweep_row(result.file_summary, result.out))
         if rows[-1].limited or result.interrupted:
             break

@@ -52,6 +52,12 @@ def render_summary(summary: LoadSummary, where: str | None = None) -> Group:
         latency.add_column(key, justify="right")
     kinds = summary.latency_ms
     latency.add_row(*_latency_row("intended→committed", kinds.intended_to_committed))
+    # Inclusion (first seen in a block) and the wait from there to final, when the file has them:
+    # the saturation verdict is taken on intended→included, so the table shows it.
+    if kinds.intended_to_included is not None:
+        latency.add_row(*_latency_row("intended→included", kinds.intended_to_included))
+    if kinds.included_to_committed is not None:
+        latency.add_row(*_latency_row("included→committed", kinds.included_to_committed))
     latency.add_row(*_latency_row("sent→committed", kinds.sent_to_committed))
     latency.add_row(*_latency_row("sent→accepted", kinds.sent_to_accepted))
     latency.add_row(*_latency_row("send lag (sent−due)", summary.schedule_lag_ms))

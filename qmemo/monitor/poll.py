@@ -17,6 +17,7 @@ import aiohttp
 import orjson
 
 from qmemo.monitor.view import Baseline, NodePoll, Snapshot, node_rows
+from qmemo.paths import RESULTS_DIR
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,21 +29,42 @@ class MonitorConfig:
     target_tps: float | None = None
     generator_status: Path | None = None   # the generator's live.json
     record: Path | None = None             # append every snapshot here (JSON lines)
-    baseline_path: Path | None = None      # a bench_c summary.json; default: the latest
+    baseline_path: Path | None = None      # a bench_c summary.json; default: this machine's best
+    results_dir: Path = RESULTS_DIR        # where this machine's C baselines are
+
+
+NO_BASELINE = "no C baseline of this machine yet: run `.venv/bin/qmemo bench c --verify-only` (about 15 s)"
 
 
 def load_baseline(config: MonitorConfig) -> Baseline:
-    """The C single-core verify rate for the scheme, or a pointer to the command that measures it."""
-    from qmemo.analysis.c_baseline import load_c_baseline
+    """The C single-core verify rate for the scheme, from the run named by --baseline or
+    else this machine's best (qmemo.analysis.c_baseline.find_c_baseline); failing that,
+    results/latest marked as another machine's, or a pointer to the command that measures one."""
+    import datetime
 
-    baseline = load_c_baseline(config.baseline_path)
-    if baseline is None:
-        return Baseline(None, "no C baseline yet: run `.venv/bin/qmemo bench c --quick`")
-    rate = baseline.verify_ops_per_s(config.scheme)
-    fast = next((row.ops_per_s for row in baseline.summary.verify_implementations or ()
-                 if row.scheme == config.scheme and row.signature_compatible_with_liboqs
-                 and row.hash_to_point == "variable-time" and row.public_key == "cached decoded key"), None)
-    return Baseline(rate, str(baseline.path), fast)
+    from qmemo.analysis.c_baseline import find_c_baseline, load_c_baseline
+    from qmemo.bench import fingerprint
+    from qmemo.errors import QmemoError
+
+    try:
+        here = fingerprint.current()
+    except (QmemoError, OSError):   # no liboqs to fingerprint: nothing can be "this machine's"
+        here = None
+    baseline = load_c_baseline(config.baseline_path) if config.baseline_path else (
+        here and find_c_baseline(config.scheme, here, config.results_dir)) or load_c_baseline(
+        config.results_dir / "latest" / "summary.json")
+    if baseline is None or not baseline.has_verify_rate(config.scheme):
+        return Baseline(None, NO_BASELINE)
+    fast = baseline.fast_verifier(config.scheme)
+    try:
+        started = datetime.datetime.fromisoformat(baseline.created).timestamp()
+    except ValueError:
+        started = None
+    return Baseline(baseline.verify_ops_per_s(config.scheme), str(baseline.path), fast and fast.ops_per_s,
+                    run_id=baseline.run_id, measured_at_s=started, kind=baseline.kind,
+                    library=baseline.scheme(config.scheme).library,
+                    this_machine=here is not None and baseline.summary.fingerprint == here,
+                    fast_applies=config.scheme.startswith("Falcon"))
 
 
 async def poll_node(session: aiohttp.ClientSession, url: str, timeout_s: float) -> NodePoll:

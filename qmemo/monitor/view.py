@@ -39,12 +39,23 @@ class NodePoll:
 
 @dataclass(frozen=True, slots=True)
 class Baseline:
-    """The C single-core verify rate the nodes are set against, and where it came from."""
+    """The C single-core verify rate the nodes are set against, and which run it came from.
+
+    The dashboard names the run on its first screen (id, age, quick or full) because a
+    "% of C" means nothing without knowing which C: a verify-only quick run of a minute
+    ago and a full run of last week are different yardsticks.
+    """
 
     verify_per_s: float | None
     source: str            # a path, or the command that would produce one
     # The same run's fast Falcon verifier (cached key): what a node running it is set against.
     fast_verify_per_s: float | None = None
+    run_id: str | None = None
+    measured_at_s: float | None = None    # Unix time the run started
+    kind: str | None = None               # "full", "quick", "quick, verify only"
+    library: str = "liboqs"               # whose verify `verify_per_s` times (libsecp256k1 for ECDSA, ...)
+    this_machine: bool = True             # False: another machine's or liboqs build's run, shown as such
+    fast_applies: bool = True             # the scheme is one the fast Falcon verifier serves
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,24 +228,56 @@ def _chain_table(snapshot: Snapshot, rows: list[NodeRow]) -> Table:
     return table
 
 
+def age_text(seconds: float | None) -> str:
+    """"measured 3 min ago": the baseline's age, in the largest unit that fits."""
+    if seconds is None:
+        return "age unknown"
+    seconds = max(0.0, seconds)
+    for unit, size in (("day", 86_400), ("h", 3_600), ("min", 60)):
+        if seconds >= size:
+            count = int(seconds // size)
+            return f"measured {count} {unit}{'s' if unit == 'day' and count > 1 else ''} ago"
+    return f"measured {int(seconds)} s ago"
+
+
+def baseline_title(snapshot: Snapshot) -> str:
+    """The table's title: which C run the figures are set against, how old, how measured."""
+    base = snapshot.baseline
+    if base.run_id is None:
+        return f"against the C baseline ({base.source})"
+    age = age_text(snapshot.time_s - base.measured_at_s if base.measured_at_s is not None else None)
+    other = "" if base.this_machine else "; NOT this machine or liboqs build"
+    return f"against the C baseline: run {base.run_id} ({base.kind}, {age}{other}) - {base.source}"
+
+
+def _reference(base: Baseline, row: NodeRow) -> tuple[str, float | None]:
+    """The baseline row a node is set against: the same verifier it runs, never another.
+
+    A node on the fast Falcon verifier is set against the fast verifier's C rate; when
+    the baseline did not measure that verifier there is no fair figure, so none is shown.
+    """
+    if row.verifier == "fast" and base.fast_applies:
+        return "C fast verifier", base.fast_verify_per_s
+    return f"C {base.library}", base.verify_per_s
+
+
 def _baseline_table(snapshot: Snapshot, rows: list[NodeRow]) -> Table:
     base = snapshot.baseline
-    title = f"against the C baseline ({base.source})"
-    table = Table(title=title, title_justify="left", expand=True)
-    for header in ("node", "verify/s per core", "% of C single core",
+    table = Table(title=baseline_title(snapshot), title_justify="left", expand=True)
+    for header in ("node", "verify/s per core", "set against", "% of C single core",
                    f"headroom vs {CONSERVATIVE_VERIFY_PER_SHARD:,.0f}/s", f"headroom vs {TARGET_VERIFY_PER_SHARD:,.0f}/s"):
-        table.add_column(header, justify="left" if header == "node" else "right", no_wrap=True)
-    for label, rate in (("C baseline (1 core)", base.verify_per_s),
+        table.add_column(header, justify="left" if header in ("node", "set against") else "right", no_wrap=True)
+    for label, rate in ((f"C {base.library} verifier (1 core)", base.verify_per_s),
                         ("C fast verifier (1 core, cached key)", base.fast_verify_per_s)):
         if rate:
-            table.add_row(label, _fmt(rate), "100%", _fmt(rate / CONSERVATIVE_VERIFY_PER_SHARD, ".1f", "x"),
+            table.add_row(label, _fmt(rate), "", "100%", _fmt(rate / CONSERVATIVE_VERIFY_PER_SHARD, ".1f", "x"),
                           _fmt(rate / TARGET_VERIFY_PER_SHARD, ".1f", "x"))
     for row in rows:
         per_core = row.verify_per_core_s if row.up else None
-        # A node is set against the C rate of the verifier it runs, when the baseline has it.
-        reference = base.fast_verify_per_s if row.verifier == "fast" and base.fast_verify_per_s else base.verify_per_s
+        against, reference = _reference(base, row)
         share = per_core / reference * 100 if per_core and reference else None
-        table.add_row(row.name, _fmt(per_core), _fmt(share, ".0f", "%"),
+        table.add_row(row.name, _fmt(per_core), against if reference else f"{against}: not in this run",
+                      _fmt(share, ".0f", "%"),
                       _fmt(per_core / CONSERVATIVE_VERIFY_PER_SHARD if per_core else None, ".1f", "x"),
                       _fmt(per_core / TARGET_VERIFY_PER_SHARD if per_core else None, ".1f", "x"))
     return table

@@ -33,10 +33,12 @@ DEVNET = REPO_ROOT / "tests" / "fixtures" / "devnet-run"
 SWEEP = REPO_ROOT / "tests" / "fixtures" / "devnet-sweep"
 SECTIONS = ("Environment", "Verification results", "Scheme comparison", "Multicore scaling", "Signature sizes",
             "Headroom against MEMO", "Falcon verify implementations", "Hardware sensitivity (projections)",
-            "On-chain footprint", "Devnet end to end", "Stage costs per transaction", "Python chain core and node")
+            "On-chain footprint", "Devnet end to end", "Stage costs per transaction", "Schemes side by side",
+            "Python chain core and node")
 PLOTS = ("verify_distribution_Falcon-512.png", "scheme_rates.png", "multicore.png", "signature_sizes.png",
          "headroom.png", "clock_projection.png", "block_composition.png", "devnet_throughput_latency.png",
-         "stage_costs.png")
+         "stage_costs.png",
+         "schemes_throughput_latency.png")   # two --devnet runs: the schemes section draws its curves
 PY_BENCH = REPO_ROOT / "tests" / "fixtures" / "py-bench"
 CORE_BENCH = PY_BENCH / "core-bench-20261123T161800Z.json"
 NODE_BENCH = PY_BENCH / "node-bench-20261123T161900Z.json"

@@ -39,7 +39,9 @@ def test_a_validation_that_crashes_fails_soft(tmp_path, monkeypatch, no_binary, 
         raise error
 
     monkeypatch.setattr(c_runner, "validate", crash)
-    args = argparse.Namespace(smoke=True, quick=False, out=tmp_path / "run", only="validate")
+    parser = argparse.ArgumentParser()
+    bench_c.register(parser)
+    args = parser.parse_args(["--smoke", "--out", str(tmp_path / "run"), "--only", "validate"])
     assert bench_c.run(args) == 1
     out = capsys.readouterr().out
     assert "validate" in out and "FAILED" in out and "Traceback" not in out

@@ -17,7 +17,7 @@ import pytest
 from qmemo.bench.c_collect import build_summary
 from qmemo.bench.c_runner import STEP_NAMES
 from qmemo.bench.c_summary import (
-    CSummary, SchemeRow, StepRecord, read_summary, summary_from_json, summary_to_json, write_summary,
+    CSummary, Fingerprint, SchemeRow, StepRecord, read_summary, summary_from_json, summary_to_json, write_summary,
 )
 from qmemo.errors import DecodeError
 from qmemo.records import from_json, to_json
@@ -33,10 +33,12 @@ def stored() -> dict:
 def test_the_fixture_summary_is_rebuilt_from_its_benchmark_files(stored):
     # run_id, created, profile, wall_s and steps are the runner's bookkeeping of that
     # session (ids, clock readings, the argv it used): not in the benchmark files, so
-    # they are passed in from the stored summary. Every figure is rebuilt.
+    # they are passed in from the stored summary, as is the fingerprint of the machine
+    # (qmemo.bench.fingerprint). Every figure is rebuilt.
     steps = {name: from_json(StepRecord, record) for name, record in stored["steps"].items()}
     rebuilt = build_summary(FIXTURE, run_id=stored["run_id"], created=stored["created"], profile=stored["profile"],
-                            steps=steps, wall_s=stored["wall_s"], only=STEP_NAMES, all_steps=STEP_NAMES)
+                            steps=steps, wall_s=stored["wall_s"], only=STEP_NAMES, all_steps=STEP_NAMES,
+                            fingerprint=from_json(Fingerprint, stored["fingerprint"]))
     assert summary_to_json(rebuilt) == stored
 
 

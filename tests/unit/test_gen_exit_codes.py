@@ -42,7 +42,7 @@ def finished_run(out: Path, *, commit_delay_s: float, committed_share: float = 1
 
 
 def run_gen(monkeypatch, tmp_path, result: RunResult | BaseException, *flags: str) -> int:
-    def fake_run_load(config, quiet=False, genesis=None):
+    def fake_run_load(config, quiet=False, genesis=None, on_status=None):
         if isinstance(result, BaseException):
             raise result
         return result

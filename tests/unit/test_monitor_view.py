@@ -62,7 +62,7 @@ def test_verify_rate_per_core_is_set_against_the_c_baseline():
 def test_missing_baseline_says_which_command_measures_it():
     text = text_of(snapshot_pair(Baseline(None, "no C baseline yet: run `qmemo bench c --quick`")))
     assert "qmemo bench c --quick" in text
-    assert "C baseline (1 core)" not in text
+    assert "verifier (1 core)" not in text
 
 
 def test_first_snapshot_has_no_rates_but_renders():
