@@ -39,10 +39,7 @@ def load_baseline(config: MonitorConfig) -> Baseline:
     if baseline is None:
         return Baseline(None, "no C baseline yet: run `.venv/bin/qmemo bench c --quick`")
     rate = baseline.verify_ops_per_s(config.scheme)
-    fast = next((row.ops_per_s for row in baseline.summary.verify_implementations or ()
-                 if row.scheme == config.scheme and row.signature_compatible_with_liboqs
-                 and row.hash_to_point == "variable-time" and row.public_key == "cached decoded key"), None)
-    return Baseline(rate, str(baseline.path), fast)
+    return Baseline(rate, str(baseline.path), baseline.fast_verify_ops_per_s(config.scheme))
 
 
 async def poll_node(session: aiohttp.ClientSession, url: str, timeout_s: float) -> NodePoll:
