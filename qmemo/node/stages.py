@@ -62,16 +62,19 @@ class StageCPU:
 
     __slots__ = ("loop_ns", "loop_txs", "thread_ns", "thread_txs", "lock", "_marks")
 
-    def __init__(self, started_monotonic: float | None = None) -> None:
+    def __init__(self, started_monotonic: float | None = None, started_process_cpu_s: float | None = None) -> None:
         self.loop_ns = [0] * len(STAGES)
         self.loop_txs = [0] * len(STAGES)
         self.thread_ns = [0] * len(STAGES)
         self.thread_txs = [0] * len(STAGES)
         self.lock = threading.Lock()
-        # (monotonic s, per-stage ns with "other" last, process ns, admitted): since-start to begin with
+        # (monotonic s, per-stage ns with "other" last, process ns, admitted). The first mark
+        # holds the process's CPU so far (the import, the node's set-up) as "other": the first
+        # window's per-transaction "other" then starts here, not at the process's birth.
         start = time.monotonic() if started_monotonic is None else started_monotonic
+        process_ns = int((time.process_time() if started_process_cpu_s is None else started_process_cpu_s) * 1e9)
         self._marks: deque[tuple[float, tuple[int, ...], int, int]] = deque(
-            [(start, (0,) * (len(STAGES) + 1), 0, 0)])
+            [(start, (0,) * len(STAGES) + (process_ns,), process_ns, 0)])
 
     def lap(self, stage: int, started_ns: int, txs: int = 0) -> int:
         """Add the CPU since `started_ns` (a `thread_cpu_ns()` on this thread) to `stage`;
@@ -120,7 +123,8 @@ class StageCPU:
 @dataclass(frozen=True, slots=True)
 class StageFigure:
     cpu_s: float              # since start
-    share: float | None       # of the process's CPU since start (stages and "other" add up to 1)
+    share: float | None       # of the process's CPU since start (stages and "other" add up to 1
+                              # but for an overrun: then the stages alone add up to more)
     us_per_tx: float | None   # CPU per admitted transaction over the recent window
     txs: int                  # transactions the stage handled since start (0 for "other")
 
@@ -131,6 +135,7 @@ class StageFigures:
 
     process_cpu_s: float
     accounted_cpu_s: float        # the sum of the stages
+    overrun_cpu_s: float          # how far the stages exceed the process's CPU (0 unless they double count)
     window_s: float               # the span the per-transaction figures cover
     window_admitted: int          # transactions admitted in it
     us_per_tx: float | None       # the process's CPU per admitted transaction in it
@@ -144,8 +149,10 @@ def stage_figures(stages: StageCPU, cpu_ns: Sequence[int], txs: Sequence[int], p
     (monotonic) moves `stages`' recent window."""
     process_ns = int(process_cpu_s * 1e9)
     accounted_ns = sum(cpu_ns)
-    # Read after the stages, the process total includes every lap they hold: never below.
+    # Read after the stages, the process total includes every lap they hold: never below,
+    # unless a stage double counts. Then "other" is zero and the excess is shown, not hidden.
     other_ns = max(0, process_ns - accounted_ns)
+    overrun_ns = max(0, accounted_ns - process_ns)
     span_s, window_ns, _, window_admitted = stages.window(now, [*cpu_ns, other_ns], process_ns,
                                                                           admitted)
     # In a window, a job that straddles its start counts whole at its end: "other" may dip
@@ -156,7 +163,7 @@ def stage_figures(stages: StageCPU, cpu_ns: Sequence[int], txs: Sequence[int], p
         by_stage[name] = StageFigure(total / 1e9, total / process_ns if process_ns else None,
                                      _per_tx_us(recent, window_admitted), count)
     # The total is the sum of the parts shown (the window's process CPU but for that dip).
-    return StageFigures(process_cpu_s, accounted_ns / 1e9, span_s, window_admitted,
+    return StageFigures(process_cpu_s, accounted_ns / 1e9, overrun_ns / 1e9, span_s, window_admitted,
                         _per_tx_us(sum(window_ns), window_admitted), by_stage)
 
 
