@@ -18,6 +18,7 @@ import math
 import random
 import signal
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from qmemo.load import schedule as sched
 from qmemo.load.follower import FollowState, current_height, follow_blocks
 from qmemo.load.hdr_files import write_latency_histograms
 from qmemo.load.latency import ACCEPTED, DUPLICATE, STATUS_NAMES, RunSummary, Timings, summarize
-from qmemo.load.node_stages import NODE_STAGES_FILE, NodeStagesFile, costs_file, read_metrics, write_node_stages
+from qmemo.load.node_stages import NODE_STAGES_FILE, NodeStagesFile, costs_file, write_node_stages
 from qmemo.load.sender import SendConfig, SendProgress, send_batches
 from qmemo.load.summary import (SWEEP_SCHEMA, Failover, LoadSummary, Sweep, SweepRow, load_summary, sweep_row,
                                 write)
@@ -219,22 +220,30 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
-        verifiers = {url: await node_verifier(session, url) for url in config.nodes}
-        node_stages = costs_file(config.nodes, metrics_before, await read_metrics(session, config.nodes))
+        metrics_after = await read_metrics(session, config.nodes)    # one /metrics per node serves both
+    verifiers = {url: node_verifier(metrics_after.get(url)) for url in config.nodes}
+    node_stages = costs_file(config.nodes, metrics_before, metrics_after)
     return interrupted_at, node_stages, {"max_in_flight_seen": progress.max_in_flight_seen,
                             "blocks_seen": state.blocks_seen, "follower_node_switches": state.node_switches,
                             "node_failures": dict(progress.node_failures), "failovers": progress.failovers,
                             "failover_txs": progress.failover_txs}, verifiers
 
 
-async def node_verifier(session: aiohttp.ClientSession, url: str) -> dict[str, Any] | None:
-    """Which Falcon verifier the node ran and its key cache at the end of the run (its /metrics),
-    or None if it did not answer: the manifest says what produced the figures."""
-    try:
-        async with session.get(f"{url}/metrics") as response:
-            verify = orjson.loads(await response.read())["verify"] if response.status == 200 else None
-    except (aiohttp.ClientError, asyncio.TimeoutError, OSError, KeyError, TypeError, ValueError):
-        return None
+async def read_metrics(session: aiohttp.ClientSession, urls: Sequence[str]) -> dict[str, Any]:
+    """Every node's /metrics document by URL (None for a node that did not answer)."""
+    async def one(url: str) -> Any:
+        try:
+            async with session.get(f"{url}/metrics") as response:
+                return orjson.loads(await response.read()) if response.status == 200 else None
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError):
+            return None
+    return dict(zip(urls, await asyncio.gather(*(one(url) for url in urls))))
+
+
+def node_verifier(metrics: Any) -> dict[str, Any] | None:
+    """Which Falcon verifier the node ran and its key cache at the end of the run (from its
+    /metrics document), or None if it did not answer: the manifest says what produced the figures."""
+    verify = metrics.get("verify") if isinstance(metrics, dict) else None
     if not isinstance(verify, dict):
         return None
     return {"verifier": verify.get("verifier"), "key_cache": verify.get("key_cache")}
