@@ -85,3 +85,13 @@ def test_prometheus_carries_every_stage_as_a_cpu_counter(loaded):
     assert sum(float(value) for value in seconds.values()) <= process
     counts = dict(re.findall(r'^qmemo_stage_transactions_total\{stage="(\w+)"\} (\S+)$', text, re.M))
     assert sorted(counts) == sorted(STAGES) and int(counts["decode_hash"]) >= 24
+
+
+def test_verify_counts_only_the_signatures_its_cpu_paid_for(loaded):
+    # A peer's block header is verified on the event loop (its CPU is block_validate's): it is
+    # in verify.count but not in the verify stage's txs, which must match the pool jobs' CPU.
+    for node in loaded.nodes:
+        metrics = node.get("/metrics")
+        received, checked = metrics["blocks"]["received"], sum(metrics["verify"]["count"].values())
+        assert metrics["stages"]["by_stage"]["verify"]["txs"] <= checked - received, node.name
+    assert any(node.get("/metrics")["blocks"]["received"] > 0 for node in loaded.nodes)

@@ -176,3 +176,13 @@ def test_a_stage_clock_set_up_now_seeds_its_first_mark_with_the_process_cpu(monk
     stages = StageCPU(started_monotonic=0.0)
     figures = stage_figures(stages, zeros(), zeros(), process_cpu_s=7.5, admitted=100, now=1.0)
     assert figures.by_stage[OTHER].us_per_tx == pytest.approx(5_000.0)   # 0.5 s over 100, not 7.5 s
+
+
+def test_verify_jobs_count_their_signatures_and_loop_checks_do_not():
+    from qmemo.node.metrics import VerifyMetrics
+
+    verify = VerifyMetrics(threads=1)
+    verify.record("admission", [40_000] * 8, cpu_ns=400_000)     # an executor job: CPU and its 8
+    verify.record("block", [40_000])                             # a header checked on the event loop
+    assert verify.count == {"admission": 8, "block": 1}
+    assert verify.job_count == 8 and sum(verify.cpu_ns.values()) == 400_000
