@@ -91,6 +91,7 @@ class KeyCacheFigures:
     hits: int
     misses: int
     hit_rate: float | None
+    schemes: tuple[str, ...]     # the variants whose caches these figures sum (one cache each)
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,7 +230,7 @@ def _key_cache() -> KeyCacheFigures | None:
     stats = key_cache_stats()
     if stats is None:
         return None
-    return KeyCacheFigures(stats.size, stats.capacity, stats.hits, stats.misses, stats.hit_rate)
+    return KeyCacheFigures(stats.size, stats.capacity, stats.hits, stats.misses, stats.hit_rate, stats.schemes)
 
 
 def histograms(node: Node) -> Histograms:

@@ -368,6 +368,8 @@ async def test_metrics_name_the_falcon_verifier_and_the_fast_ones_key_cache(devn
     cache = verify["key_cache"]
     assert cache["size"] >= 1 and cache["hits"] >= 1 and 0 < cache["hit_rate"] <= 1
     assert cache["capacity"] >= cache["size"] and f"qmemo_falcon_key_cache_hits_total {cache['hits']}" in text
+    # which variants' caches the figures sum (this test process may have used others too)
+    assert "Falcon-512" in cache["schemes"]
 
 
 # --- blocks pushed by a peer ------------------------------------------------------------------------
