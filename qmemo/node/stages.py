@@ -90,13 +90,18 @@ class StageCPU:
             self.thread_txs[stage] += txs
 
     def timed(self, stage: int, function: Callable[P, R], txs: int = 0) -> Callable[P, R]:
-        """`function`, its CPU on the thread that runs it added to `stage` (for an executor)."""
+        """`function`, its CPU on the thread that runs it added to `stage` (for an executor);
+        `txs` only if it returns: a call that raises spent the CPU but handled nothing, and
+        its retry (a store write tried again) must not count the same transactions twice."""
         def run(*args: P.args, **kwargs: P.kwargs) -> R:
             started = thread_cpu_ns()
+            handled = 0
             try:
-                return function(*args, **kwargs)
+                result = function(*args, **kwargs)
+                handled = txs
+                return result
             finally:
-                self.add_from_thread(stage, thread_cpu_ns() - started, txs)
+                self.add_from_thread(stage, thread_cpu_ns() - started, handled)
         return run
 
     def totals(self) -> tuple[list[int], list[int]]:

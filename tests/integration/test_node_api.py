@@ -445,6 +445,8 @@ async def test_block_with_a_tampered_transaction_is_rejected(observer, devnet, t
     assert await _push(client, good) == (200, {"status": "accepted", "height": 1})
     metrics = await (await client.get("/metrics")).json()
     assert metrics["tx"]["committed"] == 2 and metrics["blocks"]["received"] == 1
+    # the refused block spent block_validate's CPU but validated none of its transactions
+    assert metrics["stages"]["by_stage"]["block_validate"]["txs"] == 2
 
 
 async def test_competing_block_for_the_tip_is_chosen_by_the_fork_rule(observer, devnet):

@@ -69,6 +69,10 @@ def test_timed_adds_the_threads_cpu_even_when_the_call_raises(clock):
         stages.timed(STORE, broken)()
     cpu_ns, txs = stages.totals()
     assert cpu_ns[STORE] == 145 and txs[STORE] == 3
+    with pytest.raises(OSError):
+        stages.timed(STORE, broken, 5)()      # a failed write handled none of its 5: a retry counts them
+    cpu_ns, txs = stages.totals()
+    assert cpu_ns[STORE] == 150 and txs[STORE] == 3
 
 
 def test_adds_from_many_threads_are_never_lost():
