@@ -24,8 +24,9 @@ Every stage is measured on the thread doing the work with `time.thread_time_ns` 
 time, not wall time: a stage waiting on the GIL or a lock costs nothing), so the stages
 are disjoint slices of the process's CPU and add up to at most its total.
 
-Cost: `thread_time_ns` is a system call (~1 us here), so stages are timed per batch (a
-request, a block, an executor job), never per transaction. On the event loop a stage is
+Cost: `thread_time_ns` is a system call (0.83 us here; docs/api.md "Stage costs" has the
+command, and the 7 reads a single-transaction POST /tx pays), so stages are timed per
+batch (a request, a block, an executor job), never per transaction. On the event loop a stage is
 a `lap` - an integer add to a list slot, chained so one clock read ends a stage and starts
 the next - and never spans an `await` (other tasks run there). Other threads add under
 a lock, once per job.
