@@ -6,7 +6,10 @@
  * signatures land far from the bound; an arithmetic slip of a few units would pass it.
  * Here the exact values are compared:
  *   - the AVX2 norm (falcon_vt_avx2.c) against a schoolbook negacyclic product mod q,
- *     for random and worst-case inputs (|s2| = 2047 everywhere, h at 0 and q - 1);
+ *     for random inputs and the extremes of the overflow schedule (falcon_vt_avx2.c's
+ *     comment): h at 6144 and 6145 (centred +-6144, the largest magnitudes) in sign
+ *     patterns, against |s2| = 2047 in sign patterns; and h at 0 and q - 1 (centred 0
+ *     and -1: edge cases of the centring, not of the magnitude);
  *   - the AVX2 hash-to-point sampler against the obvious loop, on random SHAKE-sized
  *     blocks with many, few or no rejected words;
  *   - falcon_vt_comp_decode (portable, and the BMI2 build where the CPU has it) against
@@ -74,8 +77,11 @@ static inline size_t arith_check_norm(pool_rng *r, size_t *checks) {
 	size_t failures = 0;
 	for (unsigned logn = 9; logn <= 10; logn++) {
 		size_t n = (size_t) 1 << logn;
-		for (int k = 0; k < (logn == 9 ? 160 : 40); k++) {
-			int pattern = k % 8; /* 0-3 random of several sizes, 4-7 worst cases for overflow */
+		for (int k = 0; k < (logn == 9 ? 192 : 48); k++) {
+			/* 0-3 random of several sizes; 4-7 h at 0 / q - 1; 8-11 |h| = 6144 (largest
+			 * magnitude) by sign: all +, all -, alternating, random; against s2 = +-2047
+			 * by sign, its pattern cycling with k / 12 (every pair for logn 9). */
+			int pattern = k % 12, s2_signs = (k / 12) % 4;
 			for (size_t i = 0; i < n; i++) {
 				c0[i] = (uint16_t) pool_below(r, ARITH_Q);
 				h[i] = (uint16_t) pool_below(r, ARITH_Q);
@@ -86,8 +92,16 @@ static inline size_t arith_check_norm(pool_rng *r, size_t *checks) {
 					h[i] = (uint16_t) ((pattern & 2) || (pool_next(r) & 1) ? ARITH_Q - 1 : 0);
 					c0[i] = pattern == 7 ? ARITH_Q - 1 : c0[i];
 				}
+				if (pattern >= 8) {
+					int h_plus = pattern == 8 || (pattern == 10 && (i & 1)) || (pattern == 11 && (pool_next(r) & 1));
+					int s2_plus = s2_signs == 0 || (s2_signs == 2 && (i & 1)) ||
+					              (s2_signs == 3 && (pool_next(r) & 1));
+					h[i] = (uint16_t) (h_plus ? 6144 : 6145); /* 6145 = q - 6144: centred -6144 */
+					s2[i] = (int16_t) (s2_plus ? 2047 : -2047);
+				}
 			}
-			failures += (size_t) arith_norm_case(c0, s2, h, logn, pattern >= 4 ? "extreme" : "random");
+			failures += (size_t) arith_norm_case(c0, s2, h, logn,
+			                                     pattern >= 8 ? "|h| 6144" : pattern >= 4 ? "h 0/q-1" : "random");
 			(*checks)++;
 		}
 	}
