@@ -26,7 +26,6 @@
 #include "falcon_vt_codec.h"
 #ifdef QFV_HAVE_AVX2
 #include "falcon_vt_avx2.h"
-#include <cpuid.h>
 #endif
 
 #define ARITH_Q 12289
@@ -134,11 +133,6 @@ static inline size_t arith_check_hash_block(pool_rng *r, size_t *checks) {
 	return failures;
 }
 
-static inline int arith_has_bmi2_lzcnt(void) {
-	unsigned a, b, c, d;
-	return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_BMI2) && __get_cpuid(0x80000001, &a, &b, &c, &d) &&
-	       (c & bit_LZCNT);
-}
 #endif
 
 typedef size_t (*arith_decoder)(int16_t *x, unsigned logn, const uint8_t *in, size_t max_in_len);
@@ -158,14 +152,19 @@ static inline int arith_decode_case(const uint8_t *in, size_t len, unsigned logn
 	return 0;
 }
 
-/* Our decoders this CPU can run: the portable one, and the BMI2 build where it has BMI2 + LZCNT. */
+/* Our decoders this CPU runs: the portable one, and the BMI2 build where the library
+ * dispatches the AVX2 implementation to it (qfv_decoder, asked with AVX2 selected, then
+ * the implementation put back): the test follows the library's dispatch, not a CPUID
+ * check of its own. */
 static inline int arith_decoders(arith_decoder ours[2]) {
 	int count = 0;
 	ours[count++] = falcon_vt_comp_decode;
 #ifdef QFV_HAVE_AVX2
-	if (arith_has_bmi2_lzcnt()) {
+	const char *was = qfv_implementation();
+	if (qfv_select_implementation("avx2") == 0 && strcmp(qfv_decoder(), "bmi2") == 0) {
 		ours[count++] = falcon_vt_comp_decode_bmi2;
 	}
+	qfv_select_implementation(was);
 #endif
 	return count;
 }
@@ -235,7 +234,9 @@ static inline size_t falcon_arith_check(uint64_t seed) {
 		norm = "AVX2 norm and hash-to-point checked";
 	}
 #endif
-	printf("falcon_arith: %zu checks, %zu failures (%s)\n", checks, failures, norm);
+	arith_decoder ours[2];
+	printf("falcon_arith: %zu checks, %zu failures (%s; decoders: %s)\n", checks, failures, norm,
+	       arith_decoders(ours) == 2 ? "portable + bmi2" : "portable");
 	return failures;
 }
 
