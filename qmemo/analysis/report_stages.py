@@ -3,12 +3,14 @@ against the C verify cost.
 
 Read from each devnet run's `node-stages.json` (qmemo.load.node_stages, written by the
 generator: every node's CPU per stage between the run's start and end), beside the
-summary.json the run was read from (a sweep's: its chosen stage's). A scheme's figures
-pool its nodes: each stage's CPU summed over the nodes, over the transactions they
-admitted summed likewise (every node admits every transaction: from a client, or
-relayed). The C verify cost is the C baseline's single-core verify time for the scheme
-(liboqs, 1e6 / verifications per second): one transaction needs one verify, and the gap
-between that bar and the node's is what the node spends besides the signature check.
+summary.json the run was read from (a sweep's: its chosen stage's). A row pools the nodes
+that ran one scheme with one Falcon verifier: each stage's CPU summed over the nodes, over
+the transactions they admitted summed likewise (every node admits every transaction: from
+a client, or relayed). The C verify cost is the C baseline's single-core verify time for
+that scheme and verifier (1e6 / verifications per second; the row says which C row: the
+fast verifier's with its key cached, or liboqs's), taken per node, never from a
+neighbour: one transaction needs one verify, and the gap between that bar and the node's
+is what the node spends besides the signature check.
 
 Pure apart from `load_stage_costs`, which reads the files; it fills in no figure the
 files do not hold.
@@ -31,6 +33,8 @@ from qmemo.node.stages import OTHER, STAGES
 TITLE = "Stage costs per transaction"
 COLUMNS = (*STAGES, OTHER)
 PLOT = "stage_costs.png"
+C_FAST = "fast, key cached"     # the C row names in the table and on the bars
+C_LIBOQS = "liboqs"
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +47,7 @@ class StageCostRow:
     admitted: int
     us_per_tx: dict[str, float]     # COLUMNS, in order
     c_verify_us: float | None       # the C baseline's single-core verify time for the scheme and verifier
+    c_row: str | None = None        # which C row that is: C_FAST or C_LIBOQS (None without one)
 
     @property
     def total_us(self) -> float:
@@ -57,49 +62,58 @@ def load_stage_costs(run: DevnetRun) -> tuple[Path, NodeStagesFile | None]:
     return path, read_node_stages(path)
 
 
-def pooled(label: str, nodes: Sequence[NodeStageCosts], c_verify_us: float | None) -> StageCostRow | None:
-    """The nodes' CPU per stage summed, over their admitted transactions summed (None if none admitted)."""
+def pooled(label: str, nodes: Sequence[NodeStageCosts], c_verify_us: float | None,
+           c_row: str | None = None) -> StageCostRow | None:
+    """The nodes' CPU per stage summed, over their admitted transactions summed (None if none
+    admitted); `c_verify_us` is the C row `c_row` the nodes are all set against."""
     admitted = sum(node.admitted for node in nodes)
     if admitted <= 0:
         return None
     us = {stage: sum(node.cpu_s.get(stage, 0.0) for node in nodes) / admitted * 1e6 for stage in COLUMNS}
     verifiers = {node.verifier for node in nodes}
     return StageCostRow(label, nodes[0].scheme, verifiers.pop() if len(verifiers) == 1 else "mixed", admitted, us,
-                        c_verify_us)
+                        c_verify_us, c_row)
 
 
-def c_verify_us(results: Results, scheme: str, verifier: str | None) -> float | None:
-    """The C single-core verify time the nodes are set against: the fast verifier's (key
-    cached) for nodes running it when the baseline measured it, else liboqs's."""
+def c_verify(results: Results, scheme: str, verifier: str | None) -> tuple[float | None, str | None]:
+    """(the C single-core verify time a node is set against, which C row it is): the fast
+    verifier's (key cached) for a node running it when the baseline measured it, else
+    liboqs's; (None, None) when the baseline has neither."""
+    fast = results.baseline.fast_verify_ops_per_s(scheme) if verifier == "fast" else None
+    if fast:
+        return 1e6 / fast, C_FAST
     try:
-        rate = (verifier == "fast" and results.baseline.fast_verify_ops_per_s(scheme)) \
-            or results.baseline.verify_ops_per_s(scheme)
-        return 1e6 / rate
+        return 1e6 / results.baseline.verify_ops_per_s(scheme), C_LIBOQS
     except (UnknownScheme, ZeroDivisionError):
-        return None
+        return None, None
 
 
 def stage_rows(results: Results, run_id: str, costs: NodeStagesFile) -> tuple[list[StageCostRow], list[StageCostRow]]:
-    """(one row per scheme, its nodes pooled; one row per node) of one run."""
-    by_scheme: dict[str, list[NodeStageCosts]] = {}
+    """(one row per scheme and verifier, its nodes pooled; one row per node) of one run. Each
+    node is set against the C row of its own verifier; a scheme whose nodes ran different
+    verifiers gets one pooled row per verifier (labelled with it), never one C bar for all."""
+    groups: dict[tuple[str, str | None], list[NodeStageCosts]] = {}
     for node in costs.nodes:
-        by_scheme.setdefault(node.scheme, []).append(node)
+        groups.setdefault((node.scheme, node.verifier), []).append(node)
+    verifiers_of: dict[str, int] = {}
+    for scheme, _ in groups:
+        verifiers_of[scheme] = verifiers_of.get(scheme, 0) + 1
     schemes, nodes = [], []
-    for scheme, members in by_scheme.items():
-        c_us = c_verify_us(results, scheme, members[0].verifier)
-        if (row := pooled(f"{scheme} ({run_id})", members, c_us)) is not None:
+    for (scheme, verifier), members in groups.items():
+        c_us, c_row = c_verify(results, scheme, verifier)
+        name = f"{scheme} {verifier or '-'}" if verifiers_of[scheme] > 1 else scheme
+        if (row := pooled(f"{name} ({run_id})", members, c_us, c_row)) is not None:
             schemes.append(row)
-        nodes += [row for node in members if (row := pooled(f"{node.node} ({run_id})", [node], c_us)) is not None]
+    for node in costs.nodes:
+        c_us, c_row = c_verify(results, node.scheme, node.verifier)
+        if (row := pooled(f"{node.node} ({run_id})", [node], c_us, c_row)) is not None:
+            nodes.append(row)
     return schemes, nodes
-
-
-def _fast(results: Results, row: StageCostRow) -> bool:
-    return row.verifier == "fast" and bool(results.baseline.fast_verify_ops_per_s(row.scheme))
 
 
 def _table_rows(rows: Sequence[StageCostRow]) -> list[tuple[str, ...]]:
     return [(row.label, row.verifier or "-", num(row.admitted), *(num(row.us_per_tx[s], 1) for s in COLUMNS),
-             num(row.total_us, 1), num(row.c_verify_us, 1),
+             num(row.total_us, 1), num(row.c_verify_us, 1), row.c_row or "-",
              times(row.total_us / row.c_verify_us if row.c_verify_us else None))
             for row in rows]
 
@@ -124,11 +138,11 @@ def stage_costs_section(results: Results, plot_dir: Path, runs: Sequence[DevnetR
     body: list[str] = []
     if scheme_rows:
         headers = ("scheme or node (run)", "verifier", "admitted", *COLUMNS, "total µs", "C verify µs",
-                   "total / C verify")
+                   "C row", "total / C verify")
         body += [
             "CPU per admitted transaction (µs) by stage of the node, between the generator run's start and end "
             "(its drain included), with the C baseline's single-core verify time for the scheme and the nodes' "
-            f"verifier (the fast verifier's with its key cached, where measured; else liboqs's; "
+            f"verifier (the fast verifier's with its key cached, where measured; else liboqs's: column `C row`; "
             f"`{results.summary_source}`). Stages: docs/api.md, \"Stage costs\"; `other` is the process's CPU "
             "the stages do not hold (the event loop, aiohttp, the journal, logging).",
             table(headers, _table_rows(scheme_rows), "ll" + "r" * (len(headers) - 2)),
@@ -141,7 +155,7 @@ def stage_costs_section(results: Results, plot_dir: Path, runs: Sequence[DevnetR
         parts = {stage: [row.us_per_tx[stage] for row in scheme_rows] for stage in COLUMNS}
         for row in scheme_rows:
             if row.c_verify_us is not None:
-                bars.append(f"{row.scheme}: C {'fast ' if _fast(results, row) else ''}verify (1 core)")
+                bars.append(f"{row.label.rsplit(' (', 1)[0]}: C {row.c_row} verify (1 core)")
                 for stage in COLUMNS:
                     parts[stage].append(row.c_verify_us if stage == "verify" else 0.0)
         plots.stage_costs(plot_dir / PLOT, bars, parts,

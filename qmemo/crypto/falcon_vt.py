@@ -68,6 +68,8 @@ def _library() -> ctypes.CDLL:
         sizer.argtypes = [ctypes.c_int]
     lib.qfv_implementation.restype = ctypes.c_char_p
     lib.qfv_implementation.argtypes = []
+    lib.qfv_decoder.restype = ctypes.c_char_p
+    lib.qfv_decoder.argtypes = []
     lib.qfv_select_implementation.restype = ctypes.c_int
     lib.qfv_select_implementation.argtypes = [ctypes.c_char_p]
     lib.qfv_cache_new.restype = ctypes.c_void_p
@@ -90,6 +92,12 @@ def _library() -> ctypes.CDLL:
 def implementation() -> str:
     """Which PQClean code runs: "avx2" or "clean" (run-time choice, QMEMO_FALCON_IMPL overrides)."""
     return _library().qfv_implementation().decode()
+
+
+def decoder() -> str:
+    """Which s2 decoder the current implementation dispatches to: "bmi2" (AVX2 on a CPU with
+    BMI2 + LZCNT) or "portable"; tests compare against what actually runs."""
+    return _library().qfv_decoder().decode()
 
 
 def select_implementation(name: str) -> None:

@@ -10,21 +10,23 @@ with the same dataclasses (qmemo.analysis.report_stages): one schema, qmemo.reco
 Schema "qmemo-node-stages/1":
 
     {"schema": ..., "nodes": [{"url", "node", "scheme", "verifier", "admitted",
-      "process_cpu_s", "cpu_s": {stage: s, ..., "other": s}, "txs": {stage: n, ...}}]}
+      "process_cpu_s", "cpu_s": {stage: s, ..., "other": s}, "txs": {stage: n, ...},
+      "overrun_cpu_s" (absent in files written before it)}]}
 
 A node that did not answer, or has no `stages` (an older node), is left out. Nothing
-here reads a clock.
+here reads a clock or the network: the generator fetches the /metrics documents
+(qmemo.load.run), so `qmemo report` reading this schema imports no HTTP client.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from qmemo.node.stages import OTHER
-from qmemo.records import read_record, write_record
+from qmemo.records import OMIT_NONE, read_record, write_record
 
 NODE_STAGES_SCHEMA = "qmemo-node-stages/1"
 NODE_STAGES_FILE = "node-stages.json"
@@ -40,8 +42,13 @@ class NodeStageCosts:
     verifier: str | None
     admitted: int                 # transactions admitted during the run
     process_cpu_s: float          # the process's CPU during the run
-    cpu_s: dict[str, float]       # by stage, "other" last: they add up to process_cpu_s
+    cpu_s: dict[str, float]       # by stage, "other" last: they add up to process_cpu_s + overrun_cpu_s
     txs: dict[str, int]           # transactions each stage handled during the run
+    # How far the stages' CPU exceeds the process's over the run ("other" is then 0). A pool
+    # job in flight at the first reading is in its process CPU but counts whole in the stages
+    # at the end, so up to one such job per thread shows here; more means double counting.
+    # None (no key) in a file written before it was kept.
+    overrun_cpu_s: float | None = field(default=None, metadata=OMIT_NONE)
 
     def us_per_tx(self) -> dict[str, float] | None:
         """CPU µs per admitted transaction by stage (None if it admitted nothing)."""
@@ -72,10 +79,12 @@ def run_costs(url: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> 
         return None
     if process < 0 or admitted < 0 or any(v < 0 for v in cpu.values()):
         return None
-    # Read a moment apart, two differences may not nest exactly: "other" never below zero.
-    cpu[OTHER] = max(0.0, process - sum(cpu.values()))
+    # Read a moment apart, two differences may not nest exactly: "other" never below zero,
+    # and what the stages hold beyond the process's CPU is kept, not hidden.
+    accounted = sum(cpu.values())
+    cpu[OTHER] = max(0.0, process - accounted)
     return NodeStageCosts(url, node, scheme, verifier if isinstance(verifier, str) else None, admitted,
-                          process, cpu, txs)
+                          process, cpu, txs, max(0.0, accounted - process))
 
 
 def costs_file(urls: Sequence[str], before: Mapping[str, Any], after: Mapping[str, Any]) -> NodeStagesFile:

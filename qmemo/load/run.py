@@ -18,7 +18,7 @@ import math
 import random
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -195,7 +195,7 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
         state = FollowState(next_height=await current_height(session, config.nodes) + 1,
                             tx_bytes=tx_sizes([(b.first, b.body) for b in workload.batches], len(workload.ids)))
-        metrics_before = {url: await node_metrics(session, url) for url in config.nodes}
+        metrics_before = await read_metrics(session, config.nodes)     # the nodes at the start: stage costs, record
     progress = SendProgress()
     start = time.perf_counter() + 0.2
     follower = asyncio.create_task(follow_blocks(config.nodes, state, pending, timings, start=start,
@@ -227,10 +227,10 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
-        metrics_after = {url: await node_metrics(session, url) for url in config.nodes}
-    verifiers = {url: node_verifier(metrics_after[url]) for url in config.nodes}
+        metrics_after = await read_metrics(session, config.nodes)    # one /metrics per node serves all three
+    verifiers = {url: node_verifier(metrics_after.get(url)) for url in config.nodes}
     node_stages = costs_file(config.nodes, metrics_before, metrics_after)
-    ends = tuple(NodeEnds(url, metrics_before[url], metrics_after[url]) for url in config.nodes)
+    ends = tuple(NodeEnds(url, metrics_before.get(url), metrics_after.get(url)) for url in config.nodes)
     nodes = RunNodes(NODES_SCHEMA, scheme_of(ends), ends, tuple(state.blocks[h] for h in sorted(state.blocks)))
     lost = [tx_id for tx_id, i in pending.items() if timings.status[i] in (ACCEPTED, DUPLICATE)]
     return interrupted_at, node_stages, {"lost_reasons": await lost_reasons(config.nodes, lost),
@@ -242,20 +242,21 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
                                          "failover_txs": progress.failover_txs}, verifiers, nodes
 
 
-async def node_metrics(session: aiohttp.ClientSession, url: str) -> dict[str, Any] | None:
-    """The node's /metrics document, or None if it did not answer with one."""
-    try:
-        async with session.get(f"{url}/metrics") as response:
-            document = orjson.loads(await response.read()) if response.status == 200 else None
-    except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError):
-        return None
-    return document if isinstance(document, dict) else None
+async def read_metrics(session: aiohttp.ClientSession, urls: Sequence[str]) -> dict[str, Any]:
+    """Every node's /metrics document by URL (None for a node that did not answer)."""
+    async def one(url: str) -> Any:
+        try:
+            async with session.get(f"{url}/metrics") as response:
+                return orjson.loads(await response.read()) if response.status == 200 else None
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError):
+            return None
+    return dict(zip(urls, await asyncio.gather(*(one(url) for url in urls))))
 
 
-def node_verifier(metrics: dict[str, Any] | None) -> dict[str, Any] | None:
+def node_verifier(metrics: Any) -> dict[str, Any] | None:
     """Which Falcon verifier the node ran and its key cache at the end of the run (from its
-    /metrics), or None if it did not answer: the manifest says what produced the figures."""
-    verify = metrics.get("verify") if metrics else None
+    /metrics document), or None if it did not answer: the manifest says what produced the figures."""
+    verify = metrics.get("verify") if isinstance(metrics, dict) else None
     if not isinstance(verify, dict):
         return None
     return {"verifier": verify.get("verifier"), "key_cache": verify.get("key_cache")}

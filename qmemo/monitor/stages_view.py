@@ -82,10 +82,9 @@ def stages_table(snapshot: Snapshot, rows: Sequence[NodeRow]) -> Table:
                         ("C fast verify (1 core)", base.fast_verify_per_s)):
         if rate:
             lines.append((label, f"{rate:,.0f}", {"verify": 1e6 / rate}))
-    by_url = {poll.url: poll for poll in snapshot.polls}
     for poll, row in zip(snapshot.polls, rows):
         rate = f"{row.verify_per_s:,.0f}" if row.up and row.verify_per_s is not None else "-"
-        lines.append((row.name, rate, per_tx_costs(by_url[poll.url].metrics) if row.up else None))
+        lines.append((row.name, rate, per_tx_costs(poll.metrics) if row.up else None))
     longest = max((sum(costs.values()) for _, _, costs in lines if costs), default=0.0)
     for name, rate, costs in lines:
         if not costs:

@@ -227,11 +227,13 @@ class BlockIntake:
         mempool's upkeep after it is `mempool`."""
         stages, cpu_started = self.metrics.stages, thread_cpu_ns()
         started = time.perf_counter()
+        applied = 0         # a rejected block's CPU is spent, but it validated no transactions
         try:
             self.chain.apply(block, self.pool.cache, self.clock())
+            applied = block.header.tx_count
         finally:
             self.pool.record_loop_samples("block")
-            cpu_started = stages.lap(BLOCK_BUILD if produced else BLOCK_VALIDATE, cpu_started, block.header.tx_count)
+            cpu_started = stages.lap(BLOCK_BUILD if produced else BLOCK_VALIDATE, cpu_started, applied)
         if record_state:
             self.metrics.validation["state"].observe(time.perf_counter() - started)
         header = block.header

@@ -123,6 +123,10 @@ class VerifyMetrics:
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(VERIFY_PATHS, 0.0))
     # The verify threads' CPU (ns) in their jobs: the `verify` stage (qmemo.node.stages).
     cpu_ns: dict[str, int] = field(default_factory=lambda: dict.fromkeys(VERIFY_PATHS, 0))
+    # Signatures verified inside those jobs: the `verify` stage's `txs`. Block headers checked
+    # on the event loop are in `count` but not here: their CPU is in block_validate/block_build,
+    # and counting them against the jobs' CPU would understate the cost per signature.
+    job_count: int = 0
     latency: dict[str, Distribution] = field(
         default_factory=lambda: {path: Distribution(VERIFY_BUCKETS_S) for path in VERIFY_PATHS})
     window: RateWindow = field(default_factory=RateWindow)
@@ -130,14 +134,18 @@ class VerifyMetrics:
     cache_misses: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def record(self, path: str, durations_ns: Sequence[int], cpu_ns: int = 0) -> None:
-        """Add one batch of per-call durations (nanoseconds) to `path`'s figures, and the
-        CPU time the job took on its thread (`thread_time_ns`, all of it: cache lookups too)."""
+    def record(self, path: str, durations_ns: Sequence[int], cpu_ns: int | None = None) -> None:
+        """Add one batch of per-call durations (nanoseconds) to `path`'s figures, and, for an
+        executor job, the CPU time it took on its thread (`thread_time_ns`, all of it: cache
+        lookups too). Without `cpu_ns` the calls were made elsewhere (block headers on the
+        event loop) and their CPU is some other stage's."""
         if not durations_ns and not cpu_ns:
             return
         seconds = [d * 1e-9 for d in durations_ns]
         with self.lock:
-            self.cpu_ns[path] += cpu_ns
+            if cpu_ns is not None:
+                self.cpu_ns[path] += cpu_ns
+                self.job_count += len(seconds)
             self.count[path] += len(seconds)
             self.seconds[path] += sum(seconds)
             self.latency[path].observe_many(seconds)

@@ -91,6 +91,7 @@ class KeyCacheFigures:
     hits: int
     misses: int
     hit_rate: float | None
+    schemes: tuple[str, ...]     # the variants whose caches these figures sum (one cache each)
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,9 +197,10 @@ def metrics_snapshot(node: Node) -> MetricsSnapshot:
         verify_count = dict(v.count)
         verify_seconds = dict(v.seconds)
         verify_cpu_ns = sum(v.cpu_ns.values())
+        verify_job_count = v.job_count      # the signatures that CPU paid for (not block headers)
     stage_ns, stage_txs = m.stages.totals()
     stage_ns[VERIFY] += verify_cpu_ns
-    stage_txs[VERIFY] += sum(verify_count.values())
+    stage_txs[VERIFY] += verify_job_count
     cpu_s, rss = process_usage()    # after the stages: it includes all they hold
     lag = m.loop_lag.percentiles(0.5, 0.99)
     interval = m.block_interval.percentiles(0.5, 0.99)
@@ -228,7 +230,7 @@ def _key_cache() -> KeyCacheFigures | None:
     stats = key_cache_stats()
     if stats is None:
         return None
-    return KeyCacheFigures(stats.size, stats.capacity, stats.hits, stats.misses, stats.hit_rate)
+    return KeyCacheFigures(stats.size, stats.capacity, stats.hits, stats.misses, stats.hit_rate, stats.schemes)
 
 
 def histograms(node: Node) -> Histograms:

@@ -24,8 +24,9 @@ Every stage is measured on the thread doing the work with `time.thread_time_ns` 
 time, not wall time: a stage waiting on the GIL or a lock costs nothing), so the stages
 are disjoint slices of the process's CPU and add up to at most its total.
 
-Cost: `thread_time_ns` is a system call (~1 us here), so stages are timed per batch (a
-request, a block, an executor job), never per transaction. On the event loop a stage is
+Cost: `thread_time_ns` is a system call (0.83 us here; docs/api.md "Stage costs" has the
+command, and the 7 reads a single-transaction POST /tx pays), so stages are timed per
+batch (a request, a block, an executor job), never per transaction. On the event loop a stage is
 a `lap` - an integer add to a list slot, chained so one clock read ends a stage and starts
 the next - and never spans an `await` (other tasks run there). Other threads add under
 a lock, once per job.
@@ -62,16 +63,19 @@ class StageCPU:
 
     __slots__ = ("loop_ns", "loop_txs", "thread_ns", "thread_txs", "lock", "_marks")
 
-    def __init__(self, started_monotonic: float | None = None) -> None:
+    def __init__(self, started_monotonic: float | None = None, started_process_cpu_s: float | None = None) -> None:
         self.loop_ns = [0] * len(STAGES)
         self.loop_txs = [0] * len(STAGES)
         self.thread_ns = [0] * len(STAGES)
         self.thread_txs = [0] * len(STAGES)
         self.lock = threading.Lock()
-        # (monotonic s, per-stage ns with "other" last, process ns, admitted): since-start to begin with
+        # (monotonic s, per-stage ns with "other" last, process ns, admitted). The first mark
+        # holds the process's CPU so far (the import, the node's set-up) as "other": the first
+        # window's per-transaction "other" then starts here, not at the process's birth.
         start = time.monotonic() if started_monotonic is None else started_monotonic
+        process_ns = int((time.process_time() if started_process_cpu_s is None else started_process_cpu_s) * 1e9)
         self._marks: deque[tuple[float, tuple[int, ...], int, int]] = deque(
-            [(start, (0,) * (len(STAGES) + 1), 0, 0)])
+            [(start, (0,) * len(STAGES) + (process_ns,), process_ns, 0)])
 
     def lap(self, stage: int, started_ns: int, txs: int = 0) -> int:
         """Add the CPU since `started_ns` (a `thread_cpu_ns()` on this thread) to `stage`;
@@ -87,13 +91,18 @@ class StageCPU:
             self.thread_txs[stage] += txs
 
     def timed(self, stage: int, function: Callable[P, R], txs: int = 0) -> Callable[P, R]:
-        """`function`, its CPU on the thread that runs it added to `stage` (for an executor)."""
+        """`function`, its CPU on the thread that runs it added to `stage` (for an executor);
+        `txs` only if it returns: a call that raises spent the CPU but handled nothing, and
+        its retry (a store write tried again) must not count the same transactions twice."""
         def run(*args: P.args, **kwargs: P.kwargs) -> R:
             started = thread_cpu_ns()
+            handled = 0
             try:
-                return function(*args, **kwargs)
+                result = function(*args, **kwargs)
+                handled = txs
+                return result
             finally:
-                self.add_from_thread(stage, thread_cpu_ns() - started, txs)
+                self.add_from_thread(stage, thread_cpu_ns() - started, handled)
         return run
 
     def totals(self) -> tuple[list[int], list[int]]:
@@ -120,7 +129,8 @@ class StageCPU:
 @dataclass(frozen=True, slots=True)
 class StageFigure:
     cpu_s: float              # since start
-    share: float | None       # of the process's CPU since start (stages and "other" add up to 1)
+    share: float | None       # of the process's CPU since start (stages and "other" add up to 1
+                              # but for an overrun: then the stages alone add up to more)
     us_per_tx: float | None   # CPU per admitted transaction over the recent window
     txs: int                  # transactions the stage handled since start (0 for "other")
 
@@ -131,6 +141,7 @@ class StageFigures:
 
     process_cpu_s: float
     accounted_cpu_s: float        # the sum of the stages
+    overrun_cpu_s: float          # how far the stages exceed the process's CPU (0 unless they double count)
     window_s: float               # the span the per-transaction figures cover
     window_admitted: int          # transactions admitted in it
     us_per_tx: float | None       # the process's CPU per admitted transaction in it
@@ -144,8 +155,10 @@ def stage_figures(stages: StageCPU, cpu_ns: Sequence[int], txs: Sequence[int], p
     (monotonic) moves `stages`' recent window."""
     process_ns = int(process_cpu_s * 1e9)
     accounted_ns = sum(cpu_ns)
-    # Read after the stages, the process total includes every lap they hold: never below.
+    # Read after the stages, the process total includes every lap they hold: never below,
+    # unless a stage double counts. Then "other" is zero and the excess is shown, not hidden.
     other_ns = max(0, process_ns - accounted_ns)
+    overrun_ns = max(0, accounted_ns - process_ns)
     span_s, window_ns, _, window_admitted = stages.window(now, [*cpu_ns, other_ns], process_ns,
                                                                           admitted)
     # In a window, a job that straddles its start counts whole at its end: "other" may dip
@@ -156,7 +169,7 @@ def stage_figures(stages: StageCPU, cpu_ns: Sequence[int], txs: Sequence[int], p
         by_stage[name] = StageFigure(total / 1e9, total / process_ns if process_ns else None,
                                      _per_tx_us(recent, window_admitted), count)
     # The total is the sum of the parts shown (the window's process CPU but for that dip).
-    return StageFigures(process_cpu_s, accounted_ns / 1e9, span_s, window_admitted,
+    return StageFigures(process_cpu_s, accounted_ns / 1e9, overrun_ns / 1e9, span_s, window_admitted,
                         _per_tx_us(sum(window_ns), window_admitted), by_stage)
 
 

@@ -274,3 +274,8 @@ def test_the_generator_folder_keeps_every_nodes_stage_costs(devnet_run):
         # "other" is the rest of the process's CPU (never below zero: a pool job that straddled
         # the first reading may tip the stages over it by that job's CPU)
         assert sum(node.cpu_s.values()) == pytest.approx(node.process_cpu_s, abs=0.01), node.node
+        # That tip is the overrun, kept in the file: at most the jobs in flight at the first
+        # reading (one per verify thread, plus a store write), each a chunk of a batch that
+        # takes milliseconds here, so 10 ms; more would mean a stage counts CPU twice.
+        assert node.overrun_cpu_s is not None and 0 <= node.overrun_cpu_s <= 0.01, node.node
+        assert sum(node.cpu_s.values()) == pytest.approx(node.process_cpu_s + node.overrun_cpu_s), node.node

@@ -18,7 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from qmemo.crypto import get_scheme
-from qmemo.crypto.falcon_vt import VARIANTS, FalconVtVerifier, description, implementation, select_implementation
+from qmemo.crypto.falcon_vt import (VARIANTS, FalconVtVerifier, decoder, description, implementation,
+                                    select_implementation)
 from qmemo.errors import CryptoError, UnknownScheme
 from tests.conftest import REPO_ROOT, run_command
 
@@ -178,6 +179,36 @@ def test_implementation_is_named_overridable_and_unknown_ones_refused():
                           "print(implementation())"], env={"QMEMO_FALCON_IMPL": "clean"})
     assert forced.returncode == 0, forced.stderr
     assert forced.stdout.strip() == "clean"
+
+
+def test_the_decoder_follows_the_implementation():
+    default = implementation()
+    try:
+        select_implementation("clean")
+        assert decoder() == "portable"        # the portable code never gets the BMI2 build
+        if default == "avx2":
+            select_implementation("avx2")
+            assert decoder() in {"bmi2", "portable"}
+    finally:
+        select_implementation(default)
+
+
+def test_native_harness_checks_the_decoder_the_library_dispatches():
+    # falcon_diff's arithmetic checks take the BMI2 decoder exactly when the library's AVX2
+    # implementation dispatches to it (qfv_decoder), never by a CPUID test of their own.
+    harness = REPO_ROOT / ".deps" / "native" / "falcon" / "falcon_diff"
+    if not harness.is_file():
+        pytest.skip("falcon_diff not built (qmemo/crypto/native/falcon_vt.mk tools)")
+    out = run_command([str(harness), "20", "2"]).stdout
+    default = implementation()
+    try:
+        select_implementation("avx2")
+        bmi2 = decoder() == "bmi2"
+    except CryptoError:         # no AVX2 here: only the portable decoder runs
+        bmi2 = False
+    finally:
+        select_implementation(default)
+    assert f"decoders: {'portable + bmi2' if bmi2 else 'portable'})" in out
 
 
 def test_shared_library_exports_only_its_api():

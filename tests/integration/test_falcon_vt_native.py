@@ -83,3 +83,13 @@ def test_callgrind_counts_the_fast_verifier_below_liboqs():
     # Instruction counts are exact for one build: the cached path skips the key
     # decoding, and both skip the constant-time hash-to-point.
     assert per_verify["cached"] < per_verify["uncached"] < per_verify["liboqs"]
+
+
+def test_the_documented_mutant_still_applies_to_the_decoder():
+    """docs/methodology.md reproduces the arithmetic checks' catch with this patch: it must
+    keep applying to the current source (checked only, never applied here)."""
+    if not (REPO_ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    patch = REPO_ROOT / "tests" / "native" / "mutants" / "accept-minus-zero.patch"
+    done = run_command(["git", "-C", str(REPO_ROOT), "apply", "--check", str(patch)])
+    assert done.returncode == 0, done.stderr

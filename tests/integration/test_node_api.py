@@ -408,6 +408,8 @@ async def test_metrics_name_the_falcon_verifier_and_the_fast_ones_key_cache(devn
     cache = verify["key_cache"]
     assert cache["size"] >= 1 and cache["hits"] >= 1 and 0 < cache["hit_rate"] <= 1
     assert cache["capacity"] >= cache["size"] and f"qmemo_falcon_key_cache_hits_total {cache['hits']}" in text
+    # which variants' caches the figures sum (this test process may have used others too)
+    assert "Falcon-512" in cache["schemes"]
 
 
 # --- blocks pushed by a peer ------------------------------------------------------------------------
@@ -483,6 +485,8 @@ async def test_block_with_a_tampered_transaction_is_rejected(observer, devnet, t
     assert await _push(client, good) == (200, {"status": "accepted", "height": 1})
     metrics = await (await client.get("/metrics")).json()
     assert metrics["tx"]["committed"] == 2 and metrics["blocks"]["received"] == 1
+    # the refused block spent block_validate's CPU but validated none of its transactions
+    assert metrics["stages"]["by_stage"]["block_validate"]["txs"] == 2
 
 
 async def test_competing_block_for_the_tip_is_chosen_by_the_fork_rule(observer, devnet):

@@ -52,6 +52,9 @@ def test_stages_add_up_to_at_most_the_process_cpu_and_other_is_the_rest(loaded):
         assert accounted == pytest.approx(stages["accounted_cpu_s"])
         assert 0 < accounted <= stages["process_cpu_s"], node.name
         assert by_stage[OTHER]["cpu_s"] == pytest.approx(stages["process_cpu_s"] - accounted, abs=1e-6)
+        # The process's CPU is read after the stages, so it holds every lap they hold: no
+        # overrun at all, but for the float rounding of ns to s (hence 1e-6).
+        assert 0 <= stages["overrun_cpu_s"] <= 1e-6, node.name
         assert sum(figure["share"] for figure in by_stage.values()) == pytest.approx(1.0)
 
 
@@ -82,3 +85,13 @@ def test_prometheus_carries_every_stage_as_a_cpu_counter(loaded):
     assert sum(float(value) for value in seconds.values()) <= process
     counts = dict(re.findall(r'^qmemo_stage_transactions_total\{stage="(\w+)"\} (\S+)$', text, re.M))
     assert sorted(counts) == sorted(STAGES) and int(counts["decode_hash"]) >= 24
+
+
+def test_verify_counts_only_the_signatures_its_cpu_paid_for(loaded):
+    # A peer's block header is verified on the event loop (its CPU is block_validate's): it is
+    # in verify.count but not in the verify stage's txs, which must match the pool jobs' CPU.
+    for node in loaded.nodes:
+        metrics = node.get("/metrics")
+        received, checked = metrics["blocks"]["received"], sum(metrics["verify"]["count"].values())
+        assert metrics["stages"]["by_stage"]["verify"]["txs"] <= checked - received, node.name
+    assert any(node.get("/metrics")["blocks"]["received"] > 0 for node in loaded.nodes)

@@ -6,7 +6,10 @@
  * signatures land far from the bound; an arithmetic slip of a few units would pass it.
  * Here the exact values are compared:
  *   - the AVX2 norm (falcon_vt_avx2.c) against a schoolbook negacyclic product mod q,
- *     for random and worst-case inputs (|s2| = 2047 everywhere, h at 0 and q - 1);
+ *     for random inputs and the extremes of the overflow schedule (falcon_vt_avx2.c's
+ *     comment): h at 6144 and 6145 (centred +-6144, the largest magnitudes) in sign
+ *     patterns, against |s2| = 2047 in sign patterns; and h at 0 and q - 1 (centred 0
+ *     and -1: edge cases of the centring, not of the magnitude);
  *   - the AVX2 hash-to-point sampler against the obvious loop, on random SHAKE-sized
  *     blocks with many, few or no rejected words;
  *   - falcon_vt_comp_decode (portable, and the BMI2 build where the CPU has it) against
@@ -23,7 +26,6 @@
 #include "falcon_vt_codec.h"
 #ifdef QFV_HAVE_AVX2
 #include "falcon_vt_avx2.h"
-#include <cpuid.h>
 #endif
 
 #define ARITH_Q 12289
@@ -74,8 +76,11 @@ static inline size_t arith_check_norm(pool_rng *r, size_t *checks) {
 	size_t failures = 0;
 	for (unsigned logn = 9; logn <= 10; logn++) {
 		size_t n = (size_t) 1 << logn;
-		for (int k = 0; k < (logn == 9 ? 160 : 40); k++) {
-			int pattern = k % 8; /* 0-3 random of several sizes, 4-7 worst cases for overflow */
+		for (int k = 0; k < (logn == 9 ? 192 : 48); k++) {
+			/* 0-3 random of several sizes; 4-7 h at 0 / q - 1; 8-11 |h| = 6144 (largest
+			 * magnitude) by sign: all +, all -, alternating, random; against s2 = +-2047
+			 * by sign, its pattern cycling with k / 12 (every pair for logn 9). */
+			int pattern = k % 12, s2_signs = (k / 12) % 4;
 			for (size_t i = 0; i < n; i++) {
 				c0[i] = (uint16_t) pool_below(r, ARITH_Q);
 				h[i] = (uint16_t) pool_below(r, ARITH_Q);
@@ -86,8 +91,16 @@ static inline size_t arith_check_norm(pool_rng *r, size_t *checks) {
 					h[i] = (uint16_t) ((pattern & 2) || (pool_next(r) & 1) ? ARITH_Q - 1 : 0);
 					c0[i] = pattern == 7 ? ARITH_Q - 1 : c0[i];
 				}
+				if (pattern >= 8) {
+					int h_plus = pattern == 8 || (pattern == 10 && (i & 1)) || (pattern == 11 && (pool_next(r) & 1));
+					int s2_plus = s2_signs == 0 || (s2_signs == 2 && (i & 1)) ||
+					              (s2_signs == 3 && (pool_next(r) & 1));
+					h[i] = (uint16_t) (h_plus ? 6144 : 6145); /* 6145 = q - 6144: centred -6144 */
+					s2[i] = (int16_t) (s2_plus ? 2047 : -2047);
+				}
 			}
-			failures += (size_t) arith_norm_case(c0, s2, h, logn, pattern >= 4 ? "extreme" : "random");
+			failures += (size_t) arith_norm_case(c0, s2, h, logn,
+			                                     pattern >= 8 ? "|h| 6144" : pattern >= 4 ? "h 0/q-1" : "random");
 			(*checks)++;
 		}
 	}
@@ -120,11 +133,6 @@ static inline size_t arith_check_hash_block(pool_rng *r, size_t *checks) {
 	return failures;
 }
 
-static inline int arith_has_bmi2_lzcnt(void) {
-	unsigned a, b, c, d;
-	return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_BMI2) && __get_cpuid(0x80000001, &a, &b, &c, &d) &&
-	       (c & bit_LZCNT);
-}
 #endif
 
 typedef size_t (*arith_decoder)(int16_t *x, unsigned logn, const uint8_t *in, size_t max_in_len);
@@ -144,14 +152,19 @@ static inline int arith_decode_case(const uint8_t *in, size_t len, unsigned logn
 	return 0;
 }
 
-/* Our decoders this CPU can run: the portable one, and the BMI2 build where it has BMI2 + LZCNT. */
+/* Our decoders this CPU runs: the portable one, and the BMI2 build where the library
+ * dispatches the AVX2 implementation to it (qfv_decoder, asked with AVX2 selected, then
+ * the implementation put back): the test follows the library's dispatch, not a CPUID
+ * check of its own. */
 static inline int arith_decoders(arith_decoder ours[2]) {
 	int count = 0;
 	ours[count++] = falcon_vt_comp_decode;
 #ifdef QFV_HAVE_AVX2
-	if (arith_has_bmi2_lzcnt()) {
+	const char *was = qfv_implementation();
+	if (qfv_select_implementation("avx2") == 0 && strcmp(qfv_decoder(), "bmi2") == 0) {
 		ours[count++] = falcon_vt_comp_decode_bmi2;
 	}
+	qfv_select_implementation(was);
 #endif
 	return count;
 }
@@ -221,7 +234,9 @@ static inline size_t falcon_arith_check(uint64_t seed) {
 		norm = "AVX2 norm and hash-to-point checked";
 	}
 #endif
-	printf("falcon_arith: %zu checks, %zu failures (%s)\n", checks, failures, norm);
+	arith_decoder ours[2];
+	printf("falcon_arith: %zu checks, %zu failures (%s; decoders: %s)\n", checks, failures, norm,
+	       arith_decoders(ours) == 2 ? "portable + bmi2" : "portable");
 	return failures;
 }
 

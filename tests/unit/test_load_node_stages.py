@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -71,3 +74,34 @@ def test_node_costs_round_trip_with_no_verifier(tmp_path):
     path = tmp_path / "node-stages.json"
     write_node_stages(path, NodeStagesFile(NODE_STAGES_SCHEMA, (costs,)))
     assert read_node_stages(path).nodes == (costs,)
+
+
+def test_stages_beyond_the_process_cpu_over_a_run_are_kept_as_an_overrun():
+    before = metrics("node-0", 0, 1.0, {"verify": 0.2})
+    after = metrics("node-0", 100, 1.1, {"verify": 0.35})     # 0.15 s of stages in 0.1 s of process
+    costs = run_costs("u", before, after)
+    assert costs.cpu_s[OTHER] == 0.0 and costs.overrun_cpu_s == pytest.approx(0.05)
+    assert sum(costs.cpu_s.values()) == pytest.approx(costs.process_cpu_s + costs.overrun_cpu_s)
+    fitting = run_costs("u", before, metrics("node-0", 100, 1.5, {"verify": 0.35}))
+    assert fitting.overrun_cpu_s == 0.0
+
+
+def test_a_file_written_before_the_overrun_field_reads_as_unknown_overrun():
+    record = (Path(__file__).resolve().parents[1] / "fixtures" / "devnet-run" / "node-stages.json")
+    assert "overrun_cpu_s" not in record.read_text()
+    assert all(node.overrun_cpu_s is None for node in read_node_stages(record).nodes)      # unknown, not 0
+
+
+def test_reading_the_schema_loads_no_http_client():
+    # `qmemo report` reads these files: the fetch lives with the generator (qmemo.load.run).
+    loaded = subprocess.run([sys.executable, "-c", "import sys, qmemo.load.node_stages, qmemo.analysis.report_stages;"
+                             "print('aiohttp' in sys.modules)"], capture_output=True, text=True, check=True)
+    assert loaded.stdout.strip() == "False"
+
+
+def test_the_manifests_verifier_comes_from_the_same_metrics_document():
+    from qmemo.load.run import node_verifier
+
+    document = {"verify": {"verifier": "fast", "key_cache": {"hits": 3}}}
+    assert node_verifier(document) == {"verifier": "fast", "key_cache": {"hits": 3}}
+    assert node_verifier(None) is None and node_verifier({"verify": "broken"}) is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -38,7 +39,7 @@ def test_stage_names_are_the_documented_list():
 
 
 def test_laps_chain_one_clock_read_from_stage_to_stage(clock):
-    stages = StageCPU(started_monotonic=0.0)
+    stages = StageCPU(started_monotonic=0.0, started_process_cpu_s=0.0)
     started = stages_module.thread_cpu_ns()
     clock.now += 300
     started = stages.lap(DECODE_HASH, started, 4)
@@ -53,7 +54,7 @@ def test_laps_chain_one_clock_read_from_stage_to_stage(clock):
 
 
 def test_timed_adds_the_threads_cpu_even_when_the_call_raises(clock):
-    stages = StageCPU(started_monotonic=0.0)
+    stages = StageCPU(started_monotonic=0.0, started_process_cpu_s=0.0)
 
     def write(rows: int) -> int:
         clock.now += 70 * rows
@@ -68,10 +69,14 @@ def test_timed_adds_the_threads_cpu_even_when_the_call_raises(clock):
         stages.timed(STORE, broken)()
     cpu_ns, txs = stages.totals()
     assert cpu_ns[STORE] == 145 and txs[STORE] == 3
+    with pytest.raises(OSError):
+        stages.timed(STORE, broken, 5)()      # a failed write handled none of its 5: a retry counts them
+    cpu_ns, txs = stages.totals()
+    assert cpu_ns[STORE] == 150 and txs[STORE] == 3
 
 
 def test_adds_from_many_threads_are_never_lost():
-    stages = StageCPU(started_monotonic=0.0)
+    stages = StageCPU(started_monotonic=0.0, started_process_cpu_s=0.0)
 
     def work() -> None:
         for _ in range(2_000):
@@ -87,7 +92,7 @@ def test_adds_from_many_threads_are_never_lost():
 
 
 def test_loop_and_thread_slots_add_up_in_the_totals(clock):
-    stages = StageCPU(started_monotonic=0.0)
+    stages = StageCPU(started_monotonic=0.0, started_process_cpu_s=0.0)
     clock.now += 40
     stages.lap(STORE, clock.now - 40, 1)
     stages.add_from_thread(STORE, 60, 2)
@@ -96,7 +101,7 @@ def test_loop_and_thread_slots_add_up_in_the_totals(clock):
 
 
 def test_other_is_the_process_cpu_the_stages_do_not_hold_and_shares_add_up_to_one():
-    stages = StageCPU(started_monotonic=0.0)
+    stages = StageCPU(started_monotonic=0.0, started_process_cpu_s=0.0)
     cpu_ns = zeros()
     cpu_ns[HTTP], cpu_ns[VERIFY] = 250_000_000, 500_000_000
     figures = stage_figures(stages, cpu_ns, zeros(), process_cpu_s=2.0, admitted=0, now=5.0)
@@ -109,7 +114,7 @@ def test_other_is_the_process_cpu_the_stages_do_not_hold_and_shares_add_up_to_on
 
 
 def test_per_transaction_costs_cover_the_recent_window_not_the_start():
-    stages = StageCPU(started_monotonic=0.0)
+    stages = StageCPU(started_monotonic=0.0, started_process_cpu_s=0.0)
     cpu_ns = zeros()
     # 0 .. 2 s: start-up only (1 s of CPU in "other"), nothing admitted
     first = stage_figures(stages, cpu_ns, zeros(), process_cpu_s=1.0, admitted=0, now=2.0)
@@ -128,7 +133,7 @@ def test_per_transaction_costs_cover_the_recent_window_not_the_start():
 
 
 def test_a_window_where_the_stages_outran_the_process_shows_other_as_zero():
-    stages = StageCPU(started_monotonic=0.0)
+    stages = StageCPU(started_monotonic=0.0, started_process_cpu_s=0.0)
     cpu_ns = zeros()
     stage_figures(stages, cpu_ns, zeros(), process_cpu_s=1.0, admitted=0, now=1.0)
     # A verify job that began before the mark is added whole after it: 30 ms of stages in a
@@ -141,9 +146,47 @@ def test_a_window_where_the_stages_outran_the_process_shows_other_as_zero():
 
 
 def test_transaction_counts_pass_through_and_other_has_none():
-    stages = StageCPU(started_monotonic=0.0)
+    stages = StageCPU(started_monotonic=0.0, started_process_cpu_s=0.0)
     txs = zeros()
     txs[VERIFY] = 7
     figures = stage_figures(stages, zeros(), txs, process_cpu_s=0.0, admitted=0, now=1.0)
     assert figures.by_stage["verify"].txs == 7 and figures.by_stage[OTHER].txs == 0
     assert figures.by_stage["verify"].share is None          # no process CPU to share yet
+
+
+def test_stages_beyond_the_process_cpu_show_as_an_overrun_not_hidden_in_other():
+    stages = StageCPU(started_monotonic=0.0, started_process_cpu_s=0.0)
+    cpu_ns = zeros()
+    cpu_ns[VERIFY] = 1_500_000_000       # a stage that double counts: 1.5 s of a 1 s process
+    figures = stage_figures(stages, cpu_ns, zeros(), process_cpu_s=1.0, admitted=0, now=1.0)
+    assert figures.overrun_cpu_s == pytest.approx(0.5) and figures.by_stage[OTHER].cpu_s == 0.0
+    assert sum(f.share for f in figures.by_stage.values()) == pytest.approx(1.5)   # not 1 by construction
+    honest = stage_figures(StageCPU(0.0, 0.0), zeros(), zeros(), process_cpu_s=1.0, admitted=0, now=1.0)
+    assert honest.overrun_cpu_s == 0.0
+
+
+def test_the_first_window_leaves_out_the_cpu_spent_before_the_stages_were_set_up():
+    # 3 s of CPU (the import, the set-up) before construction; then 1,000 admitted for 20 ms.
+    stages = StageCPU(started_monotonic=0.0, started_process_cpu_s=3.0)
+    cpu_ns = zeros()
+    cpu_ns[VERIFY] = 10_000_000
+    figures = stage_figures(stages, cpu_ns, zeros(), process_cpu_s=3.02, admitted=1_000, now=5.0)
+    assert figures.by_stage[OTHER].us_per_tx == pytest.approx(10.0)     # not (3.01 s / 1,000)
+    assert figures.by_stage[OTHER].cpu_s == pytest.approx(3.01)         # since start: the set-up stays
+
+
+def test_a_stage_clock_set_up_now_seeds_its_first_mark_with_the_process_cpu(monkeypatch):
+    monkeypatch.setattr(time, "process_time", lambda: 7.0)
+    stages = StageCPU(started_monotonic=0.0)
+    figures = stage_figures(stages, zeros(), zeros(), process_cpu_s=7.5, admitted=100, now=1.0)
+    assert figures.by_stage[OTHER].us_per_tx == pytest.approx(5_000.0)   # 0.5 s over 100, not 7.5 s
+
+
+def test_verify_jobs_count_their_signatures_and_loop_checks_do_not():
+    from qmemo.node.metrics import VerifyMetrics
+
+    verify = VerifyMetrics(threads=1)
+    verify.record("admission", [40_000] * 8, cpu_ns=400_000)     # an executor job: CPU and its 8
+    verify.record("block", [40_000])                             # a header checked on the event loop
+    assert verify.count == {"admission": 8, "block": 1}
+    assert verify.job_count == 8 and sum(verify.cpu_ns.values()) == 400_000

@@ -96,12 +96,12 @@ def test_node_values_encode_by_field_name_with_bytes_as_hex():
 
 
 def test_stage_figures_encode_as_the_documented_stages_object():
-    stages = StageCPU(started_monotonic=0.0)
+    stages = StageCPU(started_monotonic=0.0, started_process_cpu_s=0.0)
     cpu_ns = [0] * len(STAGES)
     cpu_ns[STAGES.index("verify")] = 2_000_000
     figures = stage_figures(stages, cpu_ns, [1] * len(STAGES), process_cpu_s=0.01, admitted=100, now=1.0)
     document = orjson.loads(wire.dumps(figures))
-    assert list(document) == ["process_cpu_s", "accounted_cpu_s", "window_s", "window_admitted", "us_per_tx",
+    assert list(document) == ["process_cpu_s", "accounted_cpu_s", "overrun_cpu_s", "window_s", "window_admitted", "us_per_tx",
                               "by_stage"]
     assert list(document["by_stage"]) == [*STAGES, "other"]
     assert document["by_stage"]["verify"] == {"cpu_s": 0.002, "share": 0.2, "us_per_tx": 20.0, "txs": 1}

@@ -176,6 +176,16 @@ const char *qfv_implementation(void) {
 	return current_impl() == IMPL_AVX2 ? "avx2" : "clean";
 }
 
+/* The AVX2 implementation gets the decoder built for its CPUs (BMI2 + LZCNT, where they
+ * are); the portable code the portable one. One test for the dispatch and its report. */
+static int uses_bmi2_decoder(int impl) {
+	return impl == IMPL_AVX2 && bmi2_lzcnt;
+}
+
+const char *qfv_decoder(void) {
+	return uses_bmi2_decoder(current_impl()) ? "bmi2" : "portable";
+}
+
 int qfv_select_implementation(const char *name) {
 	pthread_once(&impl_once, choose_impl);
 	int impl;
@@ -296,9 +306,8 @@ static int verify_with_key(const variant_info *v, int impl, const uint16_t *h, c
 		return 0;
 	}
 #ifdef QFV_HAVE_AVX2
-	/* The AVX2 implementation gets the decoder built for its CPUs; the portable code the portable one. */
-	size_t used = impl == IMPL_AVX2 && bmi2_lzcnt ? falcon_vt_comp_decode_bmi2(s2, v->logn, body, body_len)
-	                                              : falcon_vt_comp_decode(s2, v->logn, body, body_len);
+	size_t used = uses_bmi2_decoder(impl) ? falcon_vt_comp_decode_bmi2(s2, v->logn, body, body_len)
+	                                      : falcon_vt_comp_decode(s2, v->logn, body, body_len);
 #else
 	size_t used = falcon_vt_comp_decode(s2, v->logn, body, body_len);
 #endif

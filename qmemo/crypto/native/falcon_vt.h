@@ -71,6 +71,11 @@ const char *qfv_implementation(void);
  * unknown or not available on this CPU. For tests and benchmarks that compare both. */
 int qfv_select_implementation(const char *name);
 
+/* Which signature decoder (s2's compressed encoding) the current implementation
+ * dispatches to: "bmi2" (the AVX2 implementation on a CPU with BMI2 and LZCNT) or
+ * "portable". Lets tests check the decoder that actually runs, without their own CPUID. */
+const char *qfv_decoder(void);
+
 /* 1 for a valid signature, 0 otherwise (including a bad variant id). No cache. */
 int qfv_verify(int variant, const uint8_t *pk, size_t pk_len, const uint8_t *msg, size_t msg_len,
                const uint8_t *sig, size_t sig_len);

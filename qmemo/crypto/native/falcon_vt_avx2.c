@@ -16,14 +16,28 @@
  * is taken in that order, and the inverse undoes the transposition.
  *
  * Overflow: 16-bit lanes hold |x| <= 32767 = 2.67q, so values are kept bounded by a
- * schedule checked by hand and by tests/native/falcon_arith.c on worst-case inputs:
- *   montmul(a, z), |z| <= q/2, any a:  |result| <= (32767*6144 + 32768*q)/2^16 < 9217
- *   barrett(x), any x:                  |result| <= 6146
- *   forward: a layer adds at most 9217 to the bound; the untwisted input of layers
- *            4, 7, 10 is Barrett-reduced, so from |s2| <= 2047 or |h| <= 6144 the
- *            largest value is 31017 (logn 9) or 15199 (logn 10, after layer 10's reduce).
- *   inverse: the sum of every butterfly is reduced, the difference (<= 2 * 9217) is
- *            multiplied down: values stay <= 7563.
+ * schedule derived here and checked by tests/native/falcon_arith.h against a schoolbook
+ * product on extreme inputs (|h| = 6144 and |s2| = 2047 in sign patterns):
+ *   montmul(a, z), |a| <= B, |z| <= q/2 (every twiddle and the key are centred):
+ *       the result is (a*z - m*q) / 2^16 exactly, |m| <= 2^15, so
+ *       |result| <= M(B) = (B*6144 + 32768*q) / 2^16    (M(32767) = 9216.5)
+ *   barrett(x), any int16 x:            |result| <= 6146
+ *   forward, a butterfly (x, y) -> x +- montmul(y): a layer takes the bound B to
+ *       B' = B + M(B), or 6146 + M(B) on layers 4, 7 and 10, whose x is Barrett-reduced.
+ *       So a layer adds M(B) (6144.5 to 9216.5 as B grows), not a fixed 9217: the
+ *       schedule is safe only for the tighter B', and only for inputs centred as below.
+ *       From the key's |h| <= 6144 the bounds after layers 1..10 are
+ *           12864 20215 28254 | 14939 22484 30736 | 15172 22738 31015 | 15198
+ *       peak 31015 after layer 9 (logn 9's output), 1752 below 32767; logn 10's
+ *       output is 15198 after layer 10's reduce. From |s2| <= 2047 every layer's bound is
+ *       lower (peak 30947). Python to recompute: B = 6144 (or 2047); for L in 1..logn:
+ *       B = (6146 if L in (4, 7, 10) else B) + (B*6144 + 32768*12289) / 65536.
+ *   pointwise: montmul(ntt(s2), key), key centred: |result| <= M(32767) < 9217.
+ *   inverse, a butterfly (x, y) -> (barrett(x + y), montmul(x - y)): the first layer
+ *       sees |x|, |y| <= 9216, so |x +- y| <= 18432 and its montmul gives M(18432) =
+ *       7872.5; every later layer sees at most that (sums <= 15745, results <= 7620,
+ *       falling to 7562): values stay < 7873, and the centring of s2*h - c0 for the
+ *       norm (c0 in [0, q)) stays inside int16.
  * Never: use this for secret data (the code is constant-time, but was not written or
  * reviewed as such), or hand its key form to PQClean's functions.
  */
@@ -153,7 +167,7 @@ static const twiddles *tables_for(unsigned logn) {
 
 /* --- 16-lane arithmetic mod q ----------------------------------------------------------- */
 
-/* a * z * 2^-16 mod q, |result| < 9217 for any a when |z| <= q/2 (zq = z * q^-1 mod 2^16). */
+/* a * z * 2^-16 mod q, |result| <= M(|a|) < 9217 when |z| <= q/2 (zq = z * q^-1 mod 2^16; M: file comment). */
 static inline __m256i montmul(__m256i a, __m256i z, __m256i zq) {
 	__m256i lo = _mm256_mullo_epi16(a, zq);
 	__m256i hi = _mm256_mulhi_epi16(a, z);
