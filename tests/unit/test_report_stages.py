@@ -86,7 +86,7 @@ def test_a_run_folder_without_stage_costs_is_named_not_guessed(tmp_path, results
 
 def test_each_node_is_set_against_its_own_verifiers_c_row(tmp_path, results):
     # node-0 runs the fast verifier, node-1 liboqs: each node and each pooled row takes its
-    # own C cost (fast 26.9 µs, liboqs 49.3 µs in the fixture), and says which row it took.
+    # own C cost (the fixture's fast and liboqs rows differ), and says which row it took.
     fast = node("node-0", 100, 0.004, 0.002)
     liboqs = NodeStageCosts("http://node-1", "node-1", "Falcon-512", "liboqs", 100, 0.006,
                             {**dict.fromkeys(COLUMNS, 0.0), "verify": 0.006}, {})
@@ -94,7 +94,7 @@ def test_each_node_is_set_against_its_own_verifiers_c_row(tmp_path, results):
     schemes, nodes = stage_rows(results, "r", record)
     fast_us = 1e6 / results.baseline.fast_verify_ops_per_s("Falcon-512")
     liboqs_us = 1e6 / results.baseline.verify_ops_per_s("Falcon-512")
-    assert fast_us == pytest.approx(26.9, abs=0.05) and liboqs_us == pytest.approx(49.3, abs=0.05)
+    assert fast_us < liboqs_us * 0.9          # far enough apart that taking the wrong one shows
     assert [(row.label, row.verifier, row.c_row) for row in schemes] == [
         ("Falcon-512 fast (r)", "fast", "fast, key cached"), ("Falcon-512 liboqs (r)", "liboqs", "liboqs")]
     assert [row.c_verify_us for row in schemes] == [pytest.approx(fast_us), pytest.approx(liboqs_us)]
@@ -103,4 +103,4 @@ def test_each_node_is_set_against_its_own_verifiers_c_row(tmp_path, results):
     section = stage_costs_section(results, tmp_path, [run_with(tmp_path, record)])
     row = next(line for line in section.body.splitlines() if line.startswith("| node-1 (run)"))
     cells = [cell.strip() for cell in row.strip("|").split("|")]
-    assert cells[4 + len(COLUMNS)] == "49.3" and cells[5 + len(COLUMNS)] == "liboqs"
+    assert cells[4 + len(COLUMNS)] == f"{liboqs_us:.1f}" and cells[5 + len(COLUMNS)] == "liboqs"
