@@ -100,15 +100,20 @@ def test_pause_node_short_catches_up_and_leaves_nothing(tmp_path: Path) -> None:
     assert_nothing_left(process.pid, out)
 
 
+def wait_for_event(process: subprocess.Popen, out: Path, what: bytes, timeout_s: float = 90) -> None:
+    """Until the runner's timeline records `what` (the runner still alive, within `timeout_s`)."""
+    deadline = time.monotonic() + timeout_s
+    timeline = out / "timeline.jsonl"
+    while not (timeline.exists() and what in timeline.read_bytes()):
+        assert process.poll() is None, process.communicate()[0]
+        assert time.monotonic() < deadline, f"the timeline never recorded {what.decode()!r}"
+        time.sleep(0.2)
+
+
 def test_sigterm_mid_run_stops_everything_and_exits_130(tmp_path: Path) -> None:
     out = tmp_path / "run"
     process = scenario("lan-baseline", out, "load.duration_s=30", "load.tps=100")
-    deadline = time.monotonic() + 90
-    timeline = out / "timeline.jsonl"
-    while not (timeline.exists() and b"load started" in timeline.read_bytes()):
-        assert process.poll() is None, process.communicate()[0]
-        assert time.monotonic() < deadline, "the load never started"
-        time.sleep(0.2)
+    wait_for_event(process, out, b"load started")
     assert leftovers(process.pid) != []           # the hosts exist while it runs
     os.kill(process.pid, signal.SIGTERM)
     output, _ = process.communicate(timeout=60)
@@ -119,12 +124,7 @@ def test_sigterm_mid_run_stops_everything_and_exits_130(tmp_path: Path) -> None:
 def test_the_sweep_removes_what_a_killed_runner_left_behind(tmp_path: Path) -> None:
     out = tmp_path / "run"
     process = scenario("lan-baseline", out, "load.duration_s=30", "load.tps=100")
-    deadline = time.monotonic() + 90
-    timeline = out / "timeline.jsonl"
-    while not (timeline.exists() and b"nodes healthy" in timeline.read_bytes()):
-        assert process.poll() is None, process.communicate()[0]
-        assert time.monotonic() < deadline, "the nodes never became healthy"
-        time.sleep(0.2)
+    wait_for_event(process, out, b"nodes healthy")
     process.kill()                                # no cleanup: namespaces and nodes stay behind
     process.communicate(timeout=30)
     assert leftovers(process.pid) != [] and processes_using(out) != []
