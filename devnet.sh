@@ -55,7 +55,7 @@ target rate, and shows the live dashboard. Ctrl-C stops everything it started.
   --no-monitor       no dashboard: headless, for scripts and CI
   --reset            throw away the existing devnet (chain data, keys) and make a new one
   --no-baseline      do not measure a C baseline when this machine has none (the first run
-                     otherwise measures a quick, verify-only one, ~15 s, for the dashboard)
+                     otherwise measures a quick, verify-only one, 20-25 s, for the dashboard)
   --verifier V       the nodes' Falcon verifier: fast (default; variable-time hash-to-point,
                      cached keys, liboqs's verdicts) or liboqs
   --log-format F     text (default) or json: the nodes' and the generator's logs (in the

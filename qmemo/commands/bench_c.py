@@ -24,7 +24,8 @@ def register(parser: argparse.ArgumentParser) -> None:
                       help="tiny sizes for the test suite; the figures mean nothing")
     size.add_argument("--verify-only", action="store_true",
                       help="quick sizes, verify steps only (" + ",".join(VERIFY_ONLY_STEPS) + "; Falcon's fast "
-                           "verifier without instruction counts): the devnet's first-screen baseline, ~15 s")
+                           "verifier without instruction counts): the devnet's first-screen baseline, ~12 s "
+                           "(20-25 s with the bench_c build of a first run)")
     parser.add_argument("--if-missing", metavar="SCHEME", default=None,
                         help="do nothing when results/ already holds a baseline of this machine and liboqs "
                              "build with SCHEME's verify rate (devnet.sh's first run)")
@@ -62,9 +63,6 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"qmemo bench c: {kind}, results in {folder.path}")
 
     def on_step(name: str, record: StepRecord) -> None:
-        if name == "build":
-            progress.console.print(f"  {name:<18} [green]ok[/]")
-            return
         if name == "validate":
             mark = "[green]ok[/]" if record.ok else "[red]FAILED[/]"
         else:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ninja-progress.sh LABEL - follow a build's output on stdin as one terminal line.
 #
-# The setup's long steps (the liboqs build: 30-80 s on 2 cores; the fast Falcon verifier's
+# The setup's long steps (the liboqs build: 1-3 minutes on 2 cores; the fast Falcon verifier's
 # build, pip's install of the venv: a minute or two each on a fresh clone) would leave a
 # silent terminal that looks hung. This filter rewrites one line in place on stdout and
 # copies every input line, unchanged, to fd 3 (the step's log):
