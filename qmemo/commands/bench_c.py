@@ -113,6 +113,18 @@ def _print_brief(console: Any, summary: CSummary, out: Path) -> None:
         parts.append(f"{fast.ops_per_s:,.0f}/s (fast verifier, cached key)")
     console.print(f"C baseline {summary.run_id} ({baseline.kind}): {', '.join(parts) or 'no verify rate'}; "
                   f"single core; {out / 'summary.json'}")
+    _print_busy_note(console, summary)
+
+
+def _print_busy_note(console: Any, summary: CSummary) -> None:
+    """A baseline measured while other work held the cores is low, and a devnet set against
+    it looks better than it is (its "% of C" can pass 100%): say so where the figures are."""
+    system = summary.system
+    if system is None or not system.loadavg_at_start or system.loadavg_at_start[0] <= system.cores:
+        return
+    console.print(f"[yellow]note:[/] measured while the load average was {system.loadavg_at_start[0]:.1f} on "
+                  f"{system.cores} cores: the rates are lower than this machine's; run `qmemo bench c` when it is "
+                  f"quiet (a full run is preferred over this one)")
 
 
 def _step_progress(console: Any, *, quiet: bool) -> Any:
@@ -158,6 +170,7 @@ def print_summary(console: Any, summary: CSummary, out: Path) -> None:
     insp = summary.inspect
     if insp:
         console.print(f"inspect: {'ok' if insp.ok else '[red]SURPRISES[/]'}, {insp.notes} note(s)")
+    _print_busy_note(console, summary)
     console.print(f"summary: {out / 'summary.json'}")
 
 
