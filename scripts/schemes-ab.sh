@@ -4,8 +4,8 @@
 #   scripts/schemes-ab.sh                         the figures of docs/schemes.md (~15 min)
 #   scripts/schemes-ab.sh --update-docs           ... and write its table into docs/schemes.md
 #                                                 and its plot into docs/img/
-#   scripts/schemes-ab.sh --sweep 100:2:200 --stage 3 --accounts 200 --schemes Ed25519,Falcon-512
-#                                                 a tiny end-to-end check (a minute or two)
+#   scripts/schemes-ab.sh --sweep 100:2:200 --stage 3 --accounts 200
+#                                                 a tiny end-to-end check of all five (199 s here)
 #
 # For each scheme: a devnet of that scheme in its own folder (OUT/devnet-SCHEME, so they
 # never mix), `devnet.sh --no-monitor --sweep ...` against it, which stops everything

@@ -71,3 +71,15 @@ def test_the_command_writes_the_doc_and_leaves_it_alone_on_error(tmp_path, capsy
 def test_the_schemes_doc_holds_the_markers_once():
     text = (REPO_ROOT / "docs" / "schemes.md").read_text()
     assert text.count(BEGIN) == 1 and text.count(END) == 1 and text.index(BEGIN) < text.index(END)
+
+
+def test_the_script_documents_its_options_and_refuses_unknown_ones():
+    import subprocess
+
+    script = REPO_ROOT / "scripts" / "schemes-ab.sh"
+    shown = subprocess.run(["bash", str(script), "--help"], capture_output=True, text=True, timeout=30)
+    assert shown.returncode == 0
+    for option in ("--schemes", "--sweep", "--stage", "--accounts", "--out", "--update-docs"):
+        assert option in shown.stdout
+    refused = subprocess.run(["bash", str(script), "--no-such-option"], capture_output=True, text=True, timeout=30)
+    assert refused.returncode == 2 and "unknown option '--no-such-option'" in refused.stderr
