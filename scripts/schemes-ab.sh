@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # schemes-ab.sh - one sweep per signature scheme, then one report setting them side by side.
 #
-#   scripts/schemes-ab.sh                         the figures of docs/schemes.md (~15 min)
+#   scripts/schemes-ab.sh                         the figures of docs/schemes.md (about 15 min, estimated)
 #   scripts/schemes-ab.sh --update-docs           ... and write its table into docs/schemes.md
 #                                                 and its plot into docs/img/
 #   scripts/schemes-ab.sh --sweep 100:2:200 --stage 3 --accounts 200
