@@ -55,7 +55,7 @@ target rate, and shows the live dashboard. Ctrl-C stops everything it started.
   --no-monitor       no dashboard: headless, for scripts and CI
   --reset            throw away the existing devnet (chain data, keys) and make a new one
   --no-baseline      do not measure a C baseline when this machine has none (the first run
-                     otherwise measures a quick, verify-only one, ~15 s, for the dashboard)
+                     otherwise measures a quick, verify-only one, 20-25 s, for the dashboard)
   --verifier V       the nodes' Falcon verifier: fast (default; variable-time hash-to-point,
                      cached keys, liboqs's verdicts) or liboqs
   --log-format F     text (default) or json: the nodes' and the generator's logs (in the
@@ -130,8 +130,8 @@ if [ "$RESET" = 1 ] || [ ! -f "$DEVNET_DIR/genesis.json" ] || [ "$(cat "$DEVNET_
     echo "devnet.sh: making a new devnet in $DEVNET_DIR ($PARAMS; the old chain is discarded)"
   fi
   rm -rf "$DEVNET_DIR"
-  # Key generation has no progress bar of its own: say what the wait is (1,200 Falcon-512
-  # accounts took 51 s on 2 busy cores; Ed25519 and ECDSA keys take well under a second).
+  # qmemo genesis shows a live key count (1,200 Falcon-512 accounts: ~6 s on 2 idle cores,
+  # 51 s on busy ones; Ed25519 and ECDSA keys take well under a second).
   echo "devnet.sh: generating $NODES validator and $ACCOUNTS account keys ($SCHEME) for a new devnet in $DEVNET_DIR"
   "$QMEMO" genesis --out "$DEVNET_DIR" --validators "$NODES" --accounts "$ACCOUNTS" --scheme "$SCHEME" \
     --max-block-transactions "$BLOCK_TXS"

@@ -205,12 +205,12 @@ step_liboqs() {
   local want
   want=$(liboqs_stamp)
   [ -L "$LIBOQS_PREFIX" ] && rm -f "$LIBOQS_PREFIX"
-  say "building liboqs $OQS_VERSION (first run only; 30-80 s on 2 cores; log: $LOGS/liboqs-build.log)"
+  say "building liboqs $OQS_VERSION (first run only; 1-3 minutes on 2 cores; log: $LOGS/liboqs-build.log)"
   local started=$SECONDS src build="$DEPS/build/liboqs"
   : >"$LOGS/liboqs-fetch.log"; : >"$LOGS/liboqs-build.log"
   src=$(fetch_liboqs_source)
   rm -rf "$build" "$LIBOQS_PREFIX"
-  run liboqs-build cmake -S "$src" -B "$build" "${OQS_CMAKE_FLAGS[@]}" \
+  run_progress liboqs-build cmake -S "$src" -B "$build" "${OQS_CMAKE_FLAGS[@]}" \
     "-DCMAKE_PROJECT_liboqs_INCLUDE=$ROOT/scripts/liboqs/compat.cmake" \
     "-DCMAKE_INSTALL_PREFIX=$LIBOQS_PREFIX"
   run_progress liboqs-build cmake --build "$build" --parallel "$(nproc)" --target oqs speed_sig kat_sig
@@ -381,8 +381,10 @@ step_venv() {
   local py="${QMEMO_PYTHON:-python3}"
   "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' ||
     die "Python 3.11 or newer is needed (found $("$py" --version 2>&1)); set QMEMO_PYTHON"
-  [ -x "$VENV/bin/python" ] || run venv "$py" -m venv "$VENV"
-  run venv "$VENV/bin/python" -m pip install --upgrade pip
+  # Every pip call under the live line: creating the venv and upgrading pip alone took
+  # 27 s on a busy fresh clone, and pip prints nothing while it installs (28 s more).
+  [ -x "$VENV/bin/python" ] || run_progress venv "$py" -m venv "$VENV"
+  run_progress venv "$VENV/bin/python" -m pip install --upgrade pip
   run_progress venv "$VENV/bin/python" -m pip install -e "$ROOT[dev]"
   echo "$want" >"$VENV/.qmemo-stamp"
 }

@@ -51,3 +51,49 @@ def test_genesis_command_refuses_an_account_scheme_transactions_may_not_use(tmp_
     assert main(["genesis", "--out", str(tmp_path), "--accounts", "1", "--scheme", "Ed25519",
                  "--tx-schemes", "Falcon-512"]) == 1
     assert not (tmp_path / "genesis.json").exists()
+
+
+def test_create_devnet_reports_every_key_as_it_is_made(tmp_path):
+    from qmemo.devnet.files import DevnetSpec, create_devnet
+
+    seen: list[tuple[int, int]] = []
+    create_devnet(DevnetSpec(out=tmp_path, validators=2, accounts=5, scheme="Ed25519"),
+                  on_keys=lambda done, total: seen.append((done, total)))
+    assert seen == [(n, 7) for n in range(8)]
+
+
+def _genesis_output(tmp_path, *, terminal: bool) -> str:
+    """`qmemo genesis` in a child process, its stdout a pseudo-terminal or a pipe."""
+    import os
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "qmemo.cli", "genesis", "--out", str(tmp_path / "devnet"), "--validators", "1",
+            "--accounts", "40", "--scheme", "Ed25519"]
+    env = {**os.environ, "COLUMNS": "100", "TERM": "xterm"}
+    if not terminal:
+        return subprocess.run(argv, capture_output=True, check=True, timeout=60, env=env).stdout.decode()
+    leader, follower = os.openpty()
+    with subprocess.Popen(argv, stdout=follower, stderr=subprocess.STDOUT, env=env) as child:
+        os.close(follower)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:          # EIO: the child closed its end
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        assert child.wait(timeout=60) == 0
+    os.close(leader)
+    return b"".join(chunks).decode()
+
+
+def test_genesis_shows_a_live_key_count_on_a_terminal_and_one_line_elsewhere(tmp_path):
+    shown = _genesis_output(tmp_path / "tty", terminal=True)
+    assert "generating Ed25519 keys" in shown and "41/41" in shown
+    # the bar is wiped (transient): the last line is the closing one, after the erase
+    assert shown.rstrip().splitlines()[-1].removeprefix("\x1b[1A\x1b[2K").startswith("devnet in ")
+    logged = _genesis_output(tmp_path / "pipe", terminal=False)
+    assert len(logged.splitlines()) == 1 and logged.startswith("devnet in ") and "generating" not in logged
