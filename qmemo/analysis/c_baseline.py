@@ -53,6 +53,18 @@ class CBaseline:
         return self.summary.schemes
 
     @property
+    def busy_load(self) -> float | None:
+        """The load average at the run's start when it exceeded the cores, else None.
+
+        A baseline measured while other work held the cores is low, and a devnet set
+        against it looks better than it is (its "% of C" can pass 100%): readers say so
+        next to the figures."""
+        system = self.summary.system
+        if system is None or not system.loadavg_at_start or system.loadavg_at_start[0] <= system.cores:
+            return None
+        return system.loadavg_at_start[0]
+
+    @property
     def single_core(self) -> dict[str, StatisticalVerify]:
         """The careful single-core verify figures (`statistical`), by scheme."""
         return {k: e.statistical for k, e in self.summary.single_core_verify.items() if e.statistical}

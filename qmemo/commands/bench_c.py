@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from qmemo.bench.c_runner import STEP_NAMES, VERIFY_ONLY_STEPS   # light: no liboqs, no benchmark runs on import
 
 if TYPE_CHECKING:
+    from qmemo.analysis.c_baseline import CBaseline
     from qmemo.bench.c_summary import CSummary
 
 
@@ -113,18 +114,18 @@ def _print_brief(console: Any, summary: CSummary, out: Path) -> None:
         parts.append(f"{fast.ops_per_s:,.0f}/s (fast verifier, cached key)")
     console.print(f"C baseline {summary.run_id} ({baseline.kind}): {', '.join(parts) or 'no verify rate'}; "
                   f"single core; {out / 'summary.json'}")
-    _print_busy_note(console, summary)
+    _print_busy_note(console, baseline)
 
 
-def _print_busy_note(console: Any, summary: CSummary) -> None:
-    """A baseline measured while other work held the cores is low, and a devnet set against
-    it looks better than it is (its "% of C" can pass 100%): say so where the figures are."""
-    system = summary.system
-    if system is None or not system.loadavg_at_start or system.loadavg_at_start[0] <= system.cores:
+def _print_busy_note(console: Any, baseline: CBaseline) -> None:
+    """Say so where the figures are when the run was measured on a busy machine
+    (`CBaseline.busy_load`)."""
+    load = baseline.busy_load
+    if load is None:
         return
-    console.print(f"[yellow]note:[/] measured while the load average was {system.loadavg_at_start[0]:.1f} on "
-                  f"{system.cores} cores: the rates are lower than this machine's; run `qmemo bench c` when it is "
-                  f"quiet (a full run is preferred over this one)")
+    console.print(f"[yellow]note:[/] measured while the load average was {load:.1f} on "
+                  f"{baseline.system.cores} cores: the rates are lower than this machine's; run `qmemo bench c` when it "
+                  f"is quiet (a full run is preferred over this one)")
 
 
 def _step_progress(console: Any, *, quiet: bool) -> Any:
@@ -170,7 +171,9 @@ def print_summary(console: Any, summary: CSummary, out: Path) -> None:
     insp = summary.inspect
     if insp:
         console.print(f"inspect: {'ok' if insp.ok else '[red]SURPRISES[/]'}, {insp.notes} note(s)")
-    _print_busy_note(console, summary)
+    from qmemo.analysis.c_baseline import CBaseline
+
+    _print_busy_note(console, CBaseline(out / "summary.json", summary))
     console.print(f"summary: {out / 'summary.json'}")
 
 

@@ -64,7 +64,7 @@ def load_baseline(config: MonitorConfig) -> Baseline:
                     run_id=baseline.run_id, measured_at_s=started, kind=baseline.kind,
                     library=baseline.scheme(config.scheme).library,
                     this_machine=here is not None and baseline.summary.fingerprint == here,
-                    fast_applies=config.scheme.startswith("Falcon"))
+                    fast_applies=config.scheme.startswith("Falcon"), busy_load=baseline.busy_load)
 
 
 async def poll_node(session: aiohttp.ClientSession, url: str, timeout_s: float) -> NodePoll:

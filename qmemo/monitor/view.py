@@ -56,6 +56,7 @@ class Baseline:
     library: str = "liboqs"               # whose verify `verify_per_s` times (libsecp256k1 for ECDSA, ...)
     this_machine: bool = True             # False: another machine's or liboqs build's run, shown as such
     fast_applies: bool = True             # the scheme is one the fast Falcon verifier serves
+    busy_load: float | None = None        # load average at the run's start, when above the cores
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,7 +248,8 @@ def baseline_title(snapshot: Snapshot) -> str:
         return f"against the C baseline ({base.source})"
     age = age_text(snapshot.time_s - base.measured_at_s if base.measured_at_s is not None else None)
     other = "" if base.this_machine else "; NOT this machine or liboqs build"
-    return f"against the C baseline: run {base.run_id} ({base.kind}, {age}{other}) - {base.source}"
+    busy = "" if base.busy_load is None else f"; measured BUSY (load {base.busy_load:.1f}): C figures low"
+    return f"against the C baseline: run {base.run_id} ({base.kind}, {age}{other}{busy}) - {base.source}"
 
 
 def _reference(base: Baseline, row: NodeRow) -> tuple[str, float | None]:

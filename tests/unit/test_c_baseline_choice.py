@@ -125,6 +125,13 @@ def test_another_machines_baseline_is_shown_as_such():
     assert "NOT this machine or liboqs build" in text
 
 
+def test_a_baseline_measured_on_a_busy_machine_says_so_on_the_first_screen():
+    # Its rates are low, so a node set against it can show more than 100% of C.
+    assert "BUSY" not in text_of(two_polls(QUICK, node("node-0", "liboqs")))
+    text = text_of(two_polls(dataclasses.replace(QUICK, busy_load=7.4), node("node-0", "liboqs")))
+    assert "measured BUSY (load 7.4): C figures low" in text
+
+
 def test_ages_read_as_a_person_would_say_them():
     assert age_text(42) == "measured 42 s ago"
     assert age_text(185) == "measured 3 min ago"
