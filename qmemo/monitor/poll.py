@@ -33,7 +33,7 @@ class MonitorConfig:
     results_dir: Path = RESULTS_DIR        # where this machine's C baselines are
 
 
-NO_BASELINE = "no C baseline of this machine yet: run `.venv/bin/qmemo bench c --verify-only` (about 15 s)"
+NO_BASELINE = "no C baseline of this machine yet: run `.venv/bin/qmemo bench c --verify-only` (about 20 s)"
 
 
 def load_baseline(config: MonitorConfig) -> Baseline:
