@@ -48,6 +48,7 @@ from qmemo.core.transaction import Transaction
 from qmemo.errors import ConfigError, StoreError
 
 STORE_FORMAT = "qmemo-store/1"
+PAGE_BYTES = 65536      # SQLite's largest page size (see ChainStore.__init__)
 _U32 = struct.Struct("<I")
 
 _SCHEMA = """
@@ -115,6 +116,12 @@ class ChainStore:
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._lock = threading.Lock()
         try:
+            # Large pages for a new store (an existing one keeps its own: SQLite fixes the size
+            # at creation): a block's transactions are ~1.9 KB rows written by the thousand,
+            # and with 4 KB pages each row spilled to an overflow page and each page cost a
+            # WAL frame; 64 KB pages cut the store's CPU per transaction by about a third
+            # (docs/methodology.md, "The node's hot path").
+            self._db.execute(f"PRAGMA page_size={PAGE_BYTES}")
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={synchronous}")
             with self._transaction():

@@ -51,6 +51,13 @@ def test_new_store_starts_at_the_genesis(tmp_path):
     assert state.tip_timestamp_ms == genesis.genesis_time_ms
 
 
+def test_a_new_store_takes_large_pages(tmp_path):
+    from qmemo.node.store import PAGE_BYTES
+    net = Devnet()
+    with ChainStore(tmp_path / "chain.db", net.genesis) as store:
+        assert store._db.execute("PRAGMA page_size").fetchone()[0] == PAGE_BYTES == 65536
+
+
 def test_reopening_restores_tip_and_state(chain, tmp_path):
     net, store = chain
     store.close()
