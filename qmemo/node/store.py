@@ -267,8 +267,8 @@ class ChainStore:
             self._write_accounts({address: Account(balance, 0) for address, balance in self.genesis.balances})
             return
         if stored.get("format") != STORE_FORMAT:
-            raise StoreError(f"{self.path} is in format {stored.get('format')!r}, not {STORE_FORMAT!r}",
-                             code="store_format")
+            raise StoreError(f"{self.path} is in format {stored.get('format')!r}, not {STORE_FORMAT!r}: start "
+                             "the node on a new data folder (devnet.sh --reset)", code="store_format")
         if stored.get("genesis_hash") != self.genesis.hash:
             raise StoreError(f"{self.path} holds another chain (genesis {bytes(stored['genesis_hash']).hex()[:16]}.., "
                              f"this genesis is {self.genesis.hash.hex()[:16]}..)", code="wrong_chain")
