@@ -21,7 +21,10 @@ hand-off is part of what a node pays per signature). It is the share of the mach
 CPU that went into the verify stage; what the rest of the node costs is what the ratio
 loses. A second ratio counts only the verifies the chain needed: each committed
 transaction once on every node (`committed_ratio`); re-verifies (a relay that lost the
-race with its block, a branch switch) and rejected transactions fall out of it.
+race with its block, a branch switch) and rejected transactions fall out of it. Below
+saturation both are low by construction (the cores idle part of the time, and a shared
+machine's other work is in no node): `node_share`, the verify stage's share of the
+nodes' own CPU, is what survives of the CPU the nodes did use.
 
 A node that did not answer, or has no `stages` (an older node), is left out. Nothing
 here reads a clock or the network: the generator fetches the /metrics documents
@@ -93,6 +96,9 @@ class Survival:
     verifies_per_core_s: float    # verifies / span / cores
     ratio: float                  # verifies_per_core_s / (1e6 / verify_us)
     committed_ratio: float | None  # the same with committed_tps * nodes as the verifies (None: not given)
+    # The verify stage's share of the nodes' own CPU: what survives of the CPU they used, which
+    # (unlike `ratio`) neither idle cores below saturation nor other work on the machine lowers.
+    node_share: float | None = None
 
 
 def survival(costs: NodeStagesFile, committed_tps: float | None = None) -> Survival | None:
@@ -111,8 +117,10 @@ def survival(costs: NodeStagesFile, committed_tps: float | None = None) -> Survi
     per_core_s = verifies / span_s / costs.cores
     verifiers = {node.verifier for node in nodes}
     committed = None if committed_tps is None else committed_tps * len(nodes) / costs.cores * verify_us / 1e6
+    node_cpu_s = sum(node.process_cpu_s for node in nodes)
     return Survival(len(nodes), costs.cores, verifiers.pop() if len(verifiers) == 1 else "mixed", span_s, verifies,
-                    verify_cpu_s, verify_us, per_core_s, per_core_s * verify_us / 1e6, committed)
+                    verify_cpu_s, verify_us, per_core_s, per_core_s * verify_us / 1e6, committed,
+                    verify_cpu_s / node_cpu_s if node_cpu_s > 0 else None)
 
 
 def run_costs(url: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> NodeStageCosts | None:

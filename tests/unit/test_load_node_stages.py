@@ -119,6 +119,7 @@ def test_survival_is_the_verify_work_per_core_second_over_the_same_runs_verify_r
     assert figures.ratio == pytest.approx(0.5 / (10.0 * 2))                # = the verify stage's share of the machine
     assert figures.committed_ratio == pytest.approx(400.0 * 2 / 2 / 20_000.0)
     assert (figures.nodes, figures.verifier) == (2, "fast")
+    assert figures.node_share == pytest.approx(0.5 / 4.0)                  # of the nodes' 2 + 2 s of CPU
     assert survival(record).committed_ratio is None
 
 
