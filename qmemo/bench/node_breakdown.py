@@ -26,6 +26,7 @@ from qmemo.devnet.files import GENESIS_FILE
 from qmemo.errors import BenchmarkError
 from qmemo.frames import decode_frames
 from qmemo.net.wire import encode_tx_batch, encode_tx_results
+from qmemo.crypto.admit_kernel import transaction_from_row
 from qmemo.node.admission import native_kernel
 from qmemo.node.answers import ACCEPTED, TxOutcome
 
@@ -57,9 +58,10 @@ def admission_breakdown(devnet: BenchDevnet, transactions: list[Transaction], ve
     batches = timed("kernel: frame, decode, ids, digests",
                     lambda: [kernel.admit(part, batch, verify=False) for part in bodies])
 
-    def build(part) -> list[Transaction]:
-        return [Transaction.decode_with_digests(part.body[row[0]:row[0] + row[1]], row[18], row[17], row[19])
-                for row in part.rows()]
+    keys: dict[bytes, bytes] = {}
+
+    def build(part) -> list[Transaction]:     # as Admission._records does for what is not a duplicate
+        return [transaction_from_row(part.body, row, keys) for row in part.rows()]
 
     steps["transactions from records"] = 0.0
     for part in batches:
