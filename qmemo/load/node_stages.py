@@ -98,7 +98,7 @@ class Survival:
     committed_ratio: float | None  # the same with committed_tps * nodes as the verifies (None: not given)
     # The verify stage's share of the nodes' own CPU: what survives of the CPU they used, which
     # (unlike `ratio`) neither idle cores below saturation nor other work on the machine lowers.
-    node_share: float | None = None
+    node_share: float | None = field(default=None, metadata=OMIT_NONE)
 
 
 def survival(costs: NodeStagesFile, committed_tps: float | None = None) -> Survival | None:
