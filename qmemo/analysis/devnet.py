@@ -35,6 +35,7 @@ class SweepPoint:
     p50_ms: float | None
     p99_ms: float | None
     throughput_saturated: bool
+    survival_ratio: float | None = None           # issue 11's P5 for the stage (older sweeps: None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +99,8 @@ def devnet_run(summary: LoadSummary, source: Path, run_id: str) -> DevnetRun:
 
 
 def sweep_points(sweep: Sweep) -> tuple[SweepPoint, ...]:
-    return tuple(sorted((SweepPoint(r.target_tps, r.committed_tps, r.p50_ms, r.p99_ms, r.throughput_saturated)
+    return tuple(sorted((SweepPoint(r.target_tps, r.committed_tps, r.p50_ms, r.p99_ms, r.throughput_saturated,
+                                      r.survival_ratio)
                          for r in sweep.rows), key=lambda p: p.target_tps))
 
 

@@ -27,7 +27,7 @@ from qmemo.analysis.devnet import DevnetRun
 from qmemo.analysis.markdown import Section, image, num, source_note, table, times
 from qmemo.analysis.results import Results, display_path
 from qmemo.errors import DecodeError, UnknownScheme
-from qmemo.load.node_stages import NODE_STAGES_FILE, NodeStageCosts, NodeStagesFile, read_node_stages
+from qmemo.load.node_stages import NODE_STAGES_FILE, NodeStageCosts, NodeStagesFile, Survival, read_node_stages, survival
 from qmemo.node.stages import OTHER, STAGES
 
 TITLE = "Stage costs per transaction"
@@ -35,6 +35,8 @@ COLUMNS = (*STAGES, OTHER)
 PLOT = "stage_costs.png"
 C_FAST = "fast, key cached"     # the C row names in the table and on the bars
 C_LIBOQS = "liboqs"
+# How each node verifier hashes to the lattice point: what the survival ratio's verify cost is.
+VERIFIER_TIMING = {"fast": "variable-time hash-to-point", "liboqs": "constant-time (PQClean via liboqs)"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +120,34 @@ def _table_rows(rows: Sequence[StageCostRow]) -> list[tuple[str, ...]]:
             for row in rows]
 
 
+def survival_table(rows: Sequence[tuple[DevnetRun, Survival]]) -> str:
+    """Issue 11's P5 per run (qmemo.load.node_stages.survival), with the verifier and whether
+    its verify is constant-time, and a sweep's stages' ratios as their summaries hold them."""
+    headers = ("run", "nodes", "cores", "verifier", "verifies/s (all nodes)", "verify µs (nodes' stage)",
+               "verifies per core-s", "same-run verify/s per core", "survival ratio", "committed TPS",
+               "committed ratio", "share of node CPU")
+    body = [(run.run_id, str(fig.nodes), str(fig.cores),
+             f"{fig.verifier or '-'} ({VERIFIER_TIMING.get(fig.verifier or '', 'unknown')})",
+             num(fig.verifies / fig.span_s), num(fig.verify_us, 1), num(fig.verifies_per_core_s),
+             num(1e6 / fig.verify_us), num(fig.ratio, 3), num(run.committed_tps), num(fig.committed_ratio, 3),
+             num(fig.node_share, 3))
+            for run, fig in rows]
+    text = [
+        "End-to-end survival ratio (issue 11, P5): the signatures all nodes verified per second per core of the "
+        "machine, over the verify rate one core reaches in the same run as the nodes' own `verify` stage measured "
+        "it (its CPU per verify, the pool's hand-off included). It is the verify stage's share of the machine's "
+        "CPU; the rest of the node is what it loses. `committed ratio` counts only the verifies the chain needed "
+        "(each committed transaction once on each node), not re-verifies or rejected transactions. Both are low "
+        "below saturation by construction (idle cores; on a shared machine, other work): `share of node CPU` is the "
+        "verify stage's share of the CPU the nodes did use.",
+        table(headers, body, "l" + "r" * (len(headers) - 1))]
+    stages = [f"{run.run_id} at {num(point.target_tps)} TPS offered: {num(point.survival_ratio, 3)}"
+              for run, _ in rows for point in run.sweep if point.survival_ratio is not None]
+    if stages:
+        text.append("By sweep stage (survival ratio): " + "; ".join(stages) + ".")
+    return "\n\n".join(text)
+
+
 def stage_costs_section(results: Results, plot_dir: Path, runs: Sequence[DevnetRun]) -> Section:
     if not runs:
         return Section(TITLE, "No devnet run folder was given (`qmemo report --devnet RUN_DIR`): the stage costs "
@@ -126,11 +156,14 @@ def stage_costs_section(results: Results, plot_dir: Path, runs: Sequence[DevnetR
     node_rows: list[StageCostRow] = []
     sources: list[str] = []
     missing: list[str] = []
+    survivals: list[tuple[DevnetRun, Survival]] = []
     for run in runs:
         path, costs = load_stage_costs(run)
         if costs is None:
             missing.append(display_path(path))
             continue
+        if (figures := survival(costs, run.committed_tps)) is not None:
+            survivals.append((run, figures))
         schemes, nodes = stage_rows(results, run.run_id, costs)
         scheme_rows += schemes
         node_rows += nodes
@@ -161,6 +194,11 @@ def stage_costs_section(results: Results, plot_dir: Path, runs: Sequence[DevnetR
         plots.stage_costs(plot_dir / PLOT, bars, parts,
                           f"{results.machine_caption()} - " + ", ".join(sources))
         body.append(image(PLOT, "CPU per transaction by stage against the C verify cost"))
+    if survivals:
+        body += [survival_table(survivals), source_note(*sources)]
+    elif scheme_rows:
+        body.append("No survival ratio: these node-stages files predate its fields (`span_s`, `cores`); a new "
+                    "`qmemo gen` run writes them.")
     if missing:
         body.append("No stage costs in " + ", ".join(f"`{m}`" for m in missing) + ": that run folder predates "
                     "them (or its nodes did not answer); a new `qmemo gen` run writes them.")

@@ -87,7 +87,7 @@ def run_node_bench(config: NodeBenchConfig, progress: Callable[[str], None]) -> 
         progress(f"signing {config.warmup + config.txs:,} {config.scheme} transactions ...")
         transactions = sign_transactions(devnet, config.warmup + config.txs)
         references = same_run_references(config.scheme, config.verifier, transactions[:3000])
-        breakdown = admission_breakdown(devnet, transactions[:4000], config.verifier)
+        breakdown = admission_breakdown(devnet, transactions[:4000], config.verifier, config.batch)
         runs = [run_node(workdir, devnet, transactions, threads, batch=config.batch, warmup=config.warmup,
                          concurrency=config.concurrency, gil_switch_interval_s=config.gil_switch_interval_s,
                          verifier=config.verifier, progress=progress)

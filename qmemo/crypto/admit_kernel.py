@@ -35,7 +35,7 @@ from enum import IntEnum
 from functools import cache
 from typing import NamedTuple
 
-from qmemo.core.transaction import Transaction
+from qmemo.core.transaction import ADDRESS_BYTES, Transaction
 from qmemo.crypto.batch import LengthRule, native_length_rule
 from qmemo.crypto.liboqs import REPO_ROOT, SETUP_COMMAND, native
 from qmemo.crypto.schemes import FastFalconScheme, OqsScheme, get_scheme
@@ -52,6 +52,12 @@ _VERDICT_AT = struct.calcsize("<IIB")
 _VERIFY_NS_AT = struct.calcsize("<IIBBBBIQQQ")
 _U64 = struct.Struct("<Q")
 _FRAME_SPAN = struct.Struct("<II")          # record_offset, record_length: the record's place in the body
+
+# Where the recipient lies in a transaction's encoding (qmemo.core.transaction's layout:
+# version, chain_id, scheme_id, nonce, then the 32-byte recipient), which the record does not carry.
+_RECIPIENT_AT = struct.calcsize("<BIBQ")
+_RECIPIENT_END = _RECIPIENT_AT + ADDRESS_BYTES
+KEY_MEMORY = 1 << 14        # senders whose public key `transaction_from_row` shares (~15 MB of Falcon-512 keys)
 
 # Per record, `status`: index -> the DecodeError code Transaction.decode raises (0: decoded).
 STATUS_CODES: tuple[str | None, ...] = (None, "truncated", "unsupported_version", "oversized", "trailing_bytes")
@@ -210,6 +216,25 @@ class AdmitResults:
                 raise AssertionError(f"kernel says {code}, Transaction.decode says {exc.code}") from exc
             return exc
         raise AssertionError(f"kernel says {code}, Transaction.decode accepts record {index}")
+
+
+def transaction_from_row(body: bytes, row: tuple, keys: dict[bytes, bytes]) -> Transaction:
+    """The transaction of a record that decoded (a row of `AdmitResults.rows()` over `body`),
+    its fields and digests as the kernel gave them: nothing parsed or hashed again. Its
+    public key is the one object `keys` (sender -> key, filled here, bounded) holds for its
+    sender: a sender signs many transactions, and equal senders mean equal keys (the
+    sender is a digest of scheme and key, computed by the kernel from this very record)."""
+    offset, sender, key_at, key_length = row[0], row[19], row[11], row[12]
+    public_key = keys.get(sender)
+    if public_key is None:
+        if len(keys) >= KEY_MEMORY:
+            keys.clear()
+        public_key = keys[sender] = body[key_at:key_at + key_length]
+    payload_at, signature_at = key_at + key_length, row[14]
+    return Transaction.from_parsed(body[offset:offset + row[1]], row[6], row[4], public_key, row[7],
+                                   body[offset + _RECIPIENT_AT:offset + _RECIPIENT_END], row[8], row[9],
+                                   body[payload_at:payload_at + row[13]], body[signature_at:signature_at + row[15]],
+                                   row[18], row[17], sender)
 
 
 class AdmitKernel:

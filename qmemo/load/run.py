@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import math
+import os
 import random
 import signal
 import time
@@ -35,7 +36,7 @@ from qmemo.load import live_status
 from qmemo.load.live_status import OnStatus
 from qmemo.load.node_record import NODES_FILE, NODES_SCHEMA, NodeEnds, RunNodes, scheme_of, tx_sizes, write_nodes
 from qmemo.load.latency import ACCEPTED, DUPLICATE, STATUS_NAMES, RunSummary, Timings, summarize
-from qmemo.load.node_stages import NODE_STAGES_FILE, NodeStagesFile, costs_file, write_node_stages
+from qmemo.load.node_stages import NODE_STAGES_FILE, NodeStagesFile, costs_file, survival, write_node_stages
 from qmemo.load.sender import SendConfig, SendProgress, send_batches
 from qmemo.load.summary import (SWEEP_SCHEMA, Failover, LoadSummary, Sweep, SweepRow, load_summary, sweep_row,
                                 write)
@@ -229,7 +230,7 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
         metrics_after = await read_metrics(session, config.nodes)    # one /metrics per node serves all three
     verifiers = {url: node_verifier(metrics_after.get(url)) for url in config.nodes}
-    node_stages = costs_file(config.nodes, metrics_before, metrics_after)
+    node_stages = costs_file(config.nodes, metrics_before, metrics_after, os.cpu_count())
     ends = tuple(NodeEnds(url, metrics_before.get(url), metrics_after.get(url)) for url in config.nodes)
     nodes = RunNodes(NODES_SCHEMA, scheme_of(ends), ends, tuple(state.blocks[h] for h in sorted(state.blocks)))
     lost = [tx_id for tx_id, i in pending.items() if timings.status[i] in (ACCEPTED, DUPLICATE)]
@@ -314,7 +315,8 @@ def run_load(config: GenConfig, *, quiet: bool = False, genesis: Genesis | None 
                                 block_interval_s=genesis.block_interval_ms / 1e3,
                                 failover=Failover(sender["failovers"], sender["failover_txs"],
                                                   sender["node_failures"]))
-    file_summary = replace(file_summary, counts=replace(file_summary.counts, lost_reasons=sender["lost_reasons"]))
+    file_summary = replace(file_summary, counts=replace(file_summary.counts, lost_reasons=sender["lost_reasons"]),
+                           survival=survival(node_stages, summary.committed_tps))
     config.out.mkdir(parents=True, exist_ok=True)
     write(config.out / "summary.json", file_summary)
     write_node_stages(config.out / NODE_STAGES_FILE, node_stages)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from qmemo.load.latency import LatencySummary, RunCounts, RunSummary
+from qmemo.load.node_stages import Survival
 from qmemo.records import OMIT_NONE, read_record, write_record
 
 # /2 had one "saturated" for all three reasons; /3 keeps the verdicts apart.
@@ -101,6 +102,9 @@ class LoadSummary:
     why: str                                    # the verdicts that hold, "; "-separated ("" if none)
     # None (and absent from the file) in summaries written before the sender failed over.
     failover: Failover | None = field(default=None, metadata=OMIT_NONE)
+    # Issue 11's P5 from the nodes' stage costs (qmemo.load.node_stages.survival); None (and
+    # absent) when the nodes gave no stage costs, and in summaries written before it.
+    survival: Survival | None = field(default=None, metadata=OMIT_NONE)
 
     @property
     def limited(self) -> bool:
@@ -122,6 +126,7 @@ class SweepRow:
     generator_fell_behind: bool
     why: str
     run: str                                    # the stage's run folder
+    survival_ratio: float | None = field(default=None, metadata=OMIT_NONE)   # its summary's `survival.ratio`
 
     @property
     def limited(self) -> bool:
@@ -204,7 +209,7 @@ def sweep_row(summary: LoadSummary, run_dir: Path) -> SweepRow:
     return SweepRow(summary.target_tps, summary.committed_tps, percentiles["p50"], percentiles["p99"],
                     summary.counts.lost, summary.counts.rejected_total, summary.counts.failed,
                     summary.throughput_saturated, summary.latency_saturated, summary.generator_fell_behind,
-                    summary.why, str(run_dir))
+                    summary.why, str(run_dir), summary.survival.ratio if summary.survival else None)
 
 
 # --- files ------------------------------------------------------------------------------------

@@ -31,8 +31,9 @@ in clear phases that per-stage timing can wrap:
   decode+hash  `unframe`: one native call frames, decodes and hashes the whole body
                (ids, signing digests, senders; no signature yet);
   checks       duplicates from the compact records (no object for a duplicate), then a
-               `Transaction` built from the kernel's digests (nothing hashed again) for
-               the rest, and steps 3-4 as above;
+               `Transaction` built from the kernel's fields and digests (nothing parsed
+               or hashed again; a sender's public key one shared object) for the rest,
+               and steps 3-4 as above;
   verify       the survivors' records verified in one native call per verify thread
                (`VerifyPool.verify_records`: the node's verifier, its key cache, the
                shared signature cache);
@@ -59,7 +60,7 @@ from qmemo.core.genesis import Genesis
 from qmemo.core.mempool import Mempool
 from qmemo.core.state import EMPTY_ACCOUNT, Account, charge, check_transaction_form
 from qmemo.core.transaction import Transaction
-from qmemo.crypto.admit_kernel import AdmitKernel, AdmitResults
+from qmemo.crypto.admit_kernel import AdmitKernel, AdmitResults, transaction_from_row
 from qmemo.errors import DecodeError, InvalidTransaction, MempoolFull, QmemoError, SetupError, UnknownScheme
 from qmemo.frames import decode_frames, encode_frames
 from qmemo.node.answers import ACCEPTED, DUPLICATE, REJECTED, Item, TxOutcome
@@ -115,6 +116,7 @@ class Admission:
         self.committed: OrderedDict[bytes, None] = OrderedDict()
         self.decoded = decoded      # shared with block intake: a transaction is decoded once
         self.kernel, self.kernel_missing = native_kernel(genesis, pool.verifier.verifier)
+        self._keys: dict[bytes, bytes] = {}     # sender -> its public key, shared by its transactions
 
     # --- queries ------------------------------------------------------------------------------
 
@@ -215,19 +217,18 @@ class Admission:
         `Transaction.decode`'s own error, the rest transactions built from the kernel's
         digests."""
         inflight, mempool, future, committed = self._inflight, self.mempool, self.future, self.committed
-        build, body = Transaction.decode_with_digests, results.body
+        body, keys = results.body, self._keys
         items: list[Item | None] = []
         append = items.append
         for position, row in enumerate(results.rows()):
-            offset, length, status = row[0], row[1], row[2]
             tx_id = row[17]
-            if status:
+            if row[2]:      # status: did not decode
                 append(results.decode_error(position).detached())    # type: ignore[union-attr]
             elif tx_id in inflight or tx_id in mempool or tx_id in future or tx_id in committed:
                 outcomes[position] = TxOutcome(tx_id, DUPLICATE)
                 append(None)
             else:
-                append(build(body[offset:offset + length], row[18], tx_id, row[19]))
+                append(transaction_from_row(body, row, keys))
         return items
 
     def _precheck(self, items: Sequence[Item | None], outcomes: list[TxOutcome | None],

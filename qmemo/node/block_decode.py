@@ -88,4 +88,4 @@ class DecodedCache:
             offset = end
         if offset != size:
             return Block.decode(data)                  # raises: trailing bytes
-        return Block(header, tuple(transactions))
+        return Block.parsed(header, tuple(transactions), data)    # each transaction equal to its slice

@@ -9,7 +9,7 @@ without peers needs only its own, since nobody can fork its chain). Above the
 store's tip, each block keeps an undo record - the accounts it touched, as they were
 before it - so `rollback_to(height)` restores the state exactly, without a database.
 Those undoable blocks are also written, as one encoding each, to the store's
-`recent_blocks` table before the node serves or relays them (`durable_height` says how
+`block_encodings` table before the node serves or relays them (`durable_height` says how
 far that has gone on the current branch); a restarted node applies them again, so a
 SIGKILL loses no block the node had served.
 
@@ -79,7 +79,7 @@ class Chain:
         self.written_height = store.height      # the store's tip, as far as writes completed
         self.final_height = store.height        # highest height handed to the store writer
         # Highest height of the current branch whose block is in the store (final, or in
-        # `recent_blocks`): what the node may serve and relay.
+        # `block_encodings`): what the node may serve and relay.
         self.durable_height = store.height
 
     # --- the tip --------------------------------------------------------------------------

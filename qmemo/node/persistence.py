@@ -1,10 +1,10 @@
 """Persistence: final blocks into SQLite's tables, and the undoable blocks back at start.
 
 - Every applied block is in the store before it is served (qmemo.node.intake,
-  `make_durable`: one row per block in `recent_blocks`). The flusher then writes the
-  blocks that became final (qmemo.node.chain) into the indexed tables, one SQL
-  transaction per block, on the store's writer thread (a 4,000-transaction block is
-  ~7 MB of inserts): the event loop never waits for SQLite.
+  `make_durable`: one row per block in `block_encodings`). The flusher then indexes the
+  blocks that became final (qmemo.node.chain), one SQL transaction per block (its
+  header, ids and one index row per transaction), on the store's writer thread: the
+  event loop never waits for SQLite.
 - At start, the stored undoable blocks are applied again with full validation: a node
   stopped or killed at any moment comes back with every block it had served.
 - Accepted transactions are in the journal (qmemo.node.journal) before they are

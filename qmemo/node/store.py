@@ -3,17 +3,24 @@
 Tables (docs/protocol.md, "Storage"):
 - `metadata(key, value)`: the store format, the chain id and the genesis hash (a
   store is bound to one chain; opening it with another genesis is refused);
-- `blocks(height, hash, header)`: each block's signed header;
-- `transactions(height, position, id, encoded)`: each block's transactions in order,
-  looked up by id (the transaction index) or by (height, position);
-- `accounts(address, balance, nonce)`: the state as of the tip;
-- `recent_blocks(height, hash, encoded)`: the blocks above the final tip (still
-  undoable by a branch switch), one row each holding the block's encoding, written
-  before the node serves or relays the block and replaced on a branch switch
-  (`keep_branch`); `append` drops a block's row as the block becomes final.
+- `block_encodings(height, hash, encoded)`: each stored block's encoding, one row, in
+  the very bytes it is served and relayed in. A block above the final tip (still
+  undoable by a branch switch) is written here before the node serves or relays it,
+  and replaced on a branch switch (`keep_branch`); when it becomes final its row stays:
+  the bytes of a block are written once, not again per transaction;
+- `blocks(height, hash, header, ids)`: each final block's signed header and its
+  transactions' ids in order (64 bytes each: the Merkle proofs of `transaction`);
+- `tx_index(id, height, position, offset, length)`: where each final transaction's
+  encoding lies in its block's encoding (the transaction index);
+- `accounts(address, balance, nonce)`: the state as of the final tip.
+
+Why one row per block (qmemo-store/2): format 1 wrote every transaction of a final
+block again as its own row, ~1.9 KB each, after the block's encoding had been written
+whole; writing the bytes once and indexing them by id cut the store's CPU per
+transaction by about half (docs/methodology.md, "The node's hot path").
 
 Atomicity: `keep_branch` replaces the undoable blocks in one SQL transaction (a crash
-leaves the old branch or the new one, never a mix). `append` writes a block, its transactions and every account it changed in
+leaves the old branch or the new one, never a mix). `append` writes a block, its transaction index and every account it changed in
 one SQL transaction, so after a crash at any moment the database holds the state of
 exactly the last committed block. WAL with synchronous=NORMAL survives a killed
 process with nothing lost; after a power failure the last commits may be gone but the
@@ -33,7 +40,7 @@ from __future__ import annotations
 import sqlite3
 import struct
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,12 +49,14 @@ import orjson
 
 from qmemo.core.block import Block, BlockHeader
 from qmemo.core.genesis import Genesis, parse_genesis
+from qmemo.core.hashing import DIGEST_BYTES
 from qmemo.core.merkle import MerkleProof, merkle_proof
 from qmemo.core.state import Account, AppliedBlock, ChainState
 from qmemo.core.transaction import Transaction
 from qmemo.errors import ConfigError, StoreError
 
-STORE_FORMAT = "qmemo-store/1"
+STORE_FORMAT = "qmemo-store/2"
+PAGE_BYTES = 65536      # SQLite's largest page size (see ChainStore.__init__)
 _U32 = struct.Struct("<I")
 
 _SCHEMA = """
@@ -55,16 +64,17 @@ CREATE TABLE IF NOT EXISTS metadata (key TEXT PRIMARY KEY, value BLOB NOT NULL) 
 CREATE TABLE IF NOT EXISTS blocks (
     height INTEGER PRIMARY KEY,
     hash   BLOB NOT NULL UNIQUE,
-    header BLOB NOT NULL
+    header BLOB NOT NULL,
+    ids    BLOB NOT NULL
 );
-CREATE TABLE IF NOT EXISTS transactions (
+CREATE TABLE IF NOT EXISTS tx_index (
+    id       BLOB PRIMARY KEY,
     height   INTEGER NOT NULL,
     position INTEGER NOT NULL,
-    id       BLOB NOT NULL UNIQUE,
-    encoded  BLOB NOT NULL,
-    PRIMARY KEY (height, position)
-);
-CREATE TABLE IF NOT EXISTS recent_blocks (
+    offset   INTEGER NOT NULL,
+    length   INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS block_encodings (
     height  INTEGER PRIMARY KEY,
     hash    BLOB NOT NULL,
     encoded BLOB NOT NULL
@@ -115,6 +125,12 @@ class ChainStore:
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._lock = threading.Lock()
         try:
+            # Large pages for a new store (an existing one keeps its own: SQLite fixes the size
+            # at creation): a block's encoding is megabytes (~15 MB for 8,000 Falcon-512
+            # transactions), written as a chain of overflow pages, each a WAL frame; 64 KB
+            # pages cut the CPU per stored transaction by about a third against 4 KB
+            # (docs/methodology.md, "The node's hot path").
+            self._db.execute(f"PRAGMA page_size={PAGE_BYTES}")
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={synchronous}")
             with self._transaction():
@@ -148,23 +164,29 @@ class ChainStore:
         if header.height != self.height + 1 or header.previous_hash != self.tip_hash:
             raise StoreError(f"block {header.height} does not extend the stored tip {self.height}",
                              code="not_the_next_block")
+        transactions = applied.block.transactions
+        height = header.height
         with self._lock, self._transaction():
-            self._db.execute("INSERT INTO blocks (height, hash, header) VALUES (?, ?, ?)",
-                             (header.height, header.hash, header.encoded))
-            self._db.executemany(
-                "INSERT INTO transactions (height, position, id, encoded) VALUES (?, ?, ?, ?)",
-                ((header.height, position, tx.id, tx.encoded)
-                 for position, tx in enumerate(applied.block.transactions)))
+            self._db.execute("INSERT INTO blocks (height, hash, header, ids) VALUES (?, ?, ?, ?)",
+                             (height, header.hash, header.encoded, b"".join(tx.id for tx in transactions)))
+            # Its encoding is normally there already (`keep_branch`, before it was served); a
+            # block appended without it (or another block at its height) gets it written here.
+            self._db.execute(
+                "INSERT INTO block_encodings (height, hash, encoded) VALUES (?, ?, ?) ON CONFLICT (height) "
+                "DO UPDATE SET hash = excluded.hash, encoded = excluded.encoded WHERE hash != excluded.hash",
+                (height, header.hash, applied.block.encode()))
+            self._db.executemany("INSERT INTO tx_index (id, height, position, offset, length) VALUES (?, ?, ?, ?, ?)",
+                                 _index_rows(height, len(header.encoded), transactions))
             self._write_accounts(applied.accounts)
-            self._db.execute("DELETE FROM recent_blocks WHERE height <= ?", (header.height,))
-        self.height, self.tip_hash = header.height, header.hash
+        self.height, self.tip_hash = height, header.hash
 
     def keep_branch(self, fork_height: int, blocks: list[tuple[int, bytes, bytes]]) -> None:
         """Make the undoable blocks above `fork_height` exactly `blocks` ((height, hash,
         encoding), ascending), atomically: the node's branch above its final tip."""
         with self._lock, self._transaction():
-            self._db.execute("DELETE FROM recent_blocks WHERE height > ?", (fork_height,))
-            self._db.executemany("INSERT INTO recent_blocks (height, hash, encoded) VALUES (?, ?, ?)", blocks)
+            # Never a final block's row: a branch cannot fork below the final tip.
+            self._db.execute("DELETE FROM block_encodings WHERE height > ?", (max(fork_height, self.height),))
+            self._db.executemany("INSERT INTO block_encodings (height, hash, encoded) VALUES (?, ?, ?)", blocks)
 
     # --- reading ------------------------------------------------------------------------
 
@@ -180,22 +202,17 @@ class ChainStore:
     def recent_blocks(self) -> list[bytes]:
         """The encodings of the stored undoable blocks above the final tip, ascending."""
         return [encoded for (encoded,) in self._all(
-            "SELECT encoded FROM recent_blocks WHERE height > ? ORDER BY height", self.height)]
+            "SELECT encoded FROM block_encodings WHERE height > ? ORDER BY height", self.height)]
 
     def header(self, height: int) -> BlockHeader | None:
         row = self._one("SELECT header FROM blocks WHERE height = ?", height)
         return BlockHeader.decode_from(row[0])[0] if row else None
 
     def block_bytes(self, height: int) -> bytes | None:
-        """The block encoding at `height` (what peers sync), assembled without decoding."""
-        row = self._one("SELECT header FROM blocks WHERE height = ?", height)
-        if row is None:
-            return None
-        parts = [row[0]]
-        for (encoded,) in self._all("SELECT encoded FROM transactions WHERE height = ? ORDER BY position",
-                                    height):
-            parts += [_U32.pack(len(encoded)), encoded]
-        return b"".join(parts)
+        """The final block's encoding at `height` (what peers sync), as stored: one row."""
+        row = self._one("SELECT e.encoded FROM blocks b JOIN block_encodings e ON e.height = b.height "
+                        "AND e.hash = b.hash WHERE b.height = ?", height)
+        return row[0] if row else None
 
     def block(self, height: int) -> Block | None:
         data = self.block_bytes(height)
@@ -203,12 +220,13 @@ class ChainStore:
 
     def transaction(self, tx_id: bytes) -> CommittedTransaction | None:
         """A committed transaction with its block and Merkle inclusion proof."""
-        row = self._one("SELECT height, position, encoded FROM transactions WHERE id = ?", tx_id)
+        row = self._one("SELECT i.height, i.position, substr(e.encoded, i.offset + 1, i.length), b.ids "
+                        "FROM tx_index i JOIN blocks b ON b.height = i.height "
+                        "JOIN block_encodings e ON e.height = b.height AND e.hash = b.hash WHERE i.id = ?", tx_id)
         if row is None:
             return None
-        height, position, encoded = row
-        ids = [tx_id for (tx_id,) in self._all("SELECT id FROM transactions WHERE height = ? ORDER BY position",
-                                                height)]
+        height, position, encoded, packed = row
+        ids = [packed[i:i + DIGEST_BYTES] for i in range(0, len(packed), DIGEST_BYTES)]
         header = self.header(height)
         return CommittedTransaction(Transaction.decode(encoded), height, position, header.hash,
                                     header.merkle_root, merkle_proof(ids, position))
@@ -249,8 +267,8 @@ class ChainStore:
             self._write_accounts({address: Account(balance, 0) for address, balance in self.genesis.balances})
             return
         if stored.get("format") != STORE_FORMAT:
-            raise StoreError(f"{self.path} is in format {stored.get('format')!r}, not {STORE_FORMAT!r}",
-                             code="store_format")
+            raise StoreError(f"{self.path} is in format {stored.get('format')!r}, not {STORE_FORMAT!r}: start "
+                             "the node on a new data folder (devnet.sh --reset)", code="store_format")
         if stored.get("genesis_hash") != self.genesis.hash:
             raise StoreError(f"{self.path} holds another chain (genesis {bytes(stored['genesis_hash']).hex()[:16]}.., "
                              f"this genesis is {self.genesis.hash.hex()[:16]}..)", code="wrong_chain")
@@ -258,3 +276,13 @@ class ChainStore:
     def _read_tip(self) -> tuple[int, bytes]:
         row = self._db.execute("SELECT height, hash FROM blocks ORDER BY height DESC LIMIT 1").fetchone()
         return (row[0], row[1]) if row else (0, self.genesis.hash)
+
+
+def _index_rows(height: int, header_bytes: int, transactions: Sequence[Transaction]) -> Iterator[tuple]:
+    """(id, height, position, offset, length) of each transaction in its block's encoding:
+    after the header, each is a u32 length and then its bytes."""
+    offset = header_bytes
+    for position, tx in enumerate(transactions):
+        length = len(tx.encoded)
+        yield tx.id, height, position, offset + _U32.size, length
+        offset += _U32.size + length

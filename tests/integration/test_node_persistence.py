@@ -49,7 +49,7 @@ async def test_undoable_blocks_are_stored_and_pending_transactions_kept_at_a_cle
         assert node.store.height == 0
     # The undoable block is in the store (written before it was served), not in a kept file.
     with sqlite3.connect(data / "chain.sqlite") as db:
-        assert [h for (h,) in db.execute("SELECT height FROM recent_blocks")] == [1]
+        assert [h for (h,) in db.execute("SELECT height FROM block_encodings")] == [1]
     # The pending transaction is in the journal (written before it was answered "accepted").
     assert not (data / RECENT_BLOCKS_FILE).exists() and not (data / PENDING_TXS_FILE).exists()
     journal = Journal(data, "reader")
@@ -86,4 +86,4 @@ async def test_an_old_kept_blocks_file_is_applied_once_and_its_block_stored(devn
         assert node.height == 1 and node.chain.tip_hash == block.hash
         assert not (data / RECENT_BLOCKS_FILE).exists() and not list(data.glob("*.restoring"))
     with sqlite3.connect(data / "chain.sqlite") as db:
-        assert db.execute("SELECT hash FROM recent_blocks WHERE height = 1").fetchone()[0] == block.hash
+        assert db.execute("SELECT hash FROM block_encodings WHERE height = 1").fetchone()[0] == block.hash

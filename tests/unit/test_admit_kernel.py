@@ -16,7 +16,8 @@ import orjson
 import pytest
 
 from qmemo.core.transaction import Transaction, derive_address
-from qmemo.crypto.admit_kernel import RECORD, AdmitKernel, AdmitResults, Verdict, blake3_c_version
+from qmemo.crypto.admit_kernel import (RECORD, AdmitKernel, AdmitResults, Verdict, blake3_c_version,
+                                       transaction_from_row)
 from qmemo.crypto.verifier import RegistryVerifier
 from qmemo.errors import DecodeError, UnknownScheme
 from qmemo.frames import decode_frames, encode_frames
@@ -134,6 +135,21 @@ def test_records_give_the_fields_offsets_into_the_body(kernel):
         (tx.chain_id, tx.scheme_id, tx.nonce, tx.amount, tx.fee)
     assert record.verdict == Verdict.VALID and record.verify_ns > 0
     assert list(results.rows()) == [tuple(r) for r in results.records()]
+
+
+def test_a_transaction_from_a_row_is_transaction_decodes_in_every_slot(kernel):
+    encodings = [bytes.fromhex(v["encoded"]) for v in CORE["transactions"]]
+    encodings += decode_frames(every_scheme_body(), 10)
+    results = kernel.admit(encode_frames(encodings + encodings), 100, verify=False)
+    keys: dict[bytes, bytes] = {}
+    built = [transaction_from_row(results.body, row, keys) for row in results.rows()]
+    for tx, encoded in zip(built, encodings + encodings):
+        expected = Transaction.decode(encoded)
+        assert [getattr(tx, slot) for slot in Transaction.__slots__] == \
+            [getattr(expected, slot) for slot in Transaction.__slots__]
+    half = len(encodings)
+    assert all(first.public_key is again.public_key for first, again in zip(built[:half], built[half:]))
+    assert set(keys) == {tx.sender for tx in built}
 
 
 def every_scheme_body() -> bytes:

@@ -56,6 +56,27 @@ def test_block_binary_round_trip(block):
     assert decoded == block and decoded.hash == block.hash and decoded.encode() == block.encode()
 
 
+def test_a_decoded_block_keeps_the_bytes_it_came_from_as_its_encoding(block):
+    received = bytes(bytearray(block.encode()))          # a copy, as from the network
+    decoded = Block.decode(received)
+    assert decoded.encode() is received                  # never encoded again
+
+
+def test_parsed_keeps_only_canonical_bytes(block):
+    data = block.encode()
+    longer = Block.parsed(block.header, block.transactions, data + b"x")      # a byte the transactions do not hold
+    assert longer.encode() == data
+    other_header = replace(block.header, signature=bytes(len(block.header.signature)))
+    assert Block.parsed(other_header, block.transactions, data).encode() != data   # the header re-encodes otherwise
+
+
+def test_a_changed_block_is_encoded_afresh(block):
+    block.encode()
+    fewer = replace(block, transactions=block.transactions[:1])
+    assert fewer.encode() == block.header.encoded + len(block.transactions[0].encoded).to_bytes(4, "little") + \
+        block.transactions[0].encoded
+
+
 def test_block_json_round_trip(block):
     text = orjson.dumps(block.to_json())
     assert Block.from_json(orjson.loads(text)) == block

@@ -11,7 +11,7 @@ import pytest
 
 from qmemo.errors import DecodeError
 from qmemo.load.node_stages import (NODE_STAGES_SCHEMA, NodeStageCosts, NodeStagesFile, costs_file, read_node_stages,
-                                    run_costs, write_node_stages)
+                                    run_costs, survival, write_node_stages)
 from qmemo.node.stages import OTHER, STAGES
 
 
@@ -97,6 +97,41 @@ def test_reading_the_schema_loads_no_http_client():
     loaded = subprocess.run([sys.executable, "-c", "import sys, qmemo.load.node_stages, qmemo.analysis.report_stages;"
                              "print('aiohttp' in sys.modules)"], capture_output=True, text=True, check=True)
     assert loaded.stdout.strip() == "False"
+
+
+def timed(document: dict, uptime_s: float) -> dict:
+    return {**document, "uptime_s": uptime_s}
+
+
+def test_survival_is_the_verify_work_per_core_second_over_the_same_runs_verify_rate():
+    # Two nodes over 10 s on 2 cores: 4,000 + 6,000 verifies, 0.2 + 0.3 s of verify CPU (50 us each).
+    urls = ["http://a", "http://b"]
+    before = {"http://a": timed(metrics("node-0", 0, 1.0, {"verify": 1.0}, txs=0), 5.0),
+              "http://b": timed(metrics("node-1", 0, 1.0, {"verify": 2.0}, txs=0), 7.0)}
+    after = {"http://a": timed(metrics("node-0", 4_000, 3.0, {"verify": 1.2}, txs=4_000), 15.0),
+             "http://b": timed(metrics("node-1", 6_000, 3.0, {"verify": 2.3}, txs=6_000), 17.0)}
+    record = costs_file(urls, before, after, cores=2)
+    assert [node.span_s for node in record.nodes] == [10.0, 10.0] and record.cores == 2
+    figures = survival(record, committed_tps=400.0)
+    assert figures.verifies == 10_000 and figures.verify_us == pytest.approx(50.0)
+    assert figures.verifies_per_core_s == pytest.approx(500.0)             # 10,000 / 10 s / 2 cores
+    assert figures.ratio == pytest.approx(500.0 / 20_000.0)                # one core verifies 20,000/s
+    assert figures.ratio == pytest.approx(0.5 / (10.0 * 2))                # = the verify stage's share of the machine
+    assert figures.committed_ratio == pytest.approx(400.0 * 2 / 2 / 20_000.0)
+    assert (figures.nodes, figures.verifier) == (2, "fast")
+    assert figures.node_share == pytest.approx(0.5 / 4.0)                  # of the nodes' 2 + 2 s of CPU
+    assert survival(record).committed_ratio is None
+
+
+def test_survival_needs_spans_cores_and_verifies():
+    before, after = timed(metrics("node-0", 0, 1.0, {}), 1.0), timed(metrics("node-0", 10, 2.0, {"verify": 0.1}, 10), 2.0)
+    assert survival(costs_file(["u"], {"u": before}, {"u": after})) is None                  # no cores
+    assert survival(costs_file(["u"], {"u": before}, {"u": before}, cores=2)) is None         # nothing verified
+    untimed = costs_file(["u"], {"u": metrics("node-0", 0, 1.0, {})}, {"u": metrics("node-0", 10, 2.0, {"verify": 0.1}, 10)},
+                         cores=2)
+    assert untimed.nodes[0].span_s is None and survival(untimed) is None                     # an older node's readings
+    older = Path(__file__).resolve().parents[1] / "fixtures" / "devnet-run" / "node-stages.json"
+    assert survival(read_node_stages(older)) is None
 
 
 def test_the_manifests_verifier_comes_from_the_same_metrics_document():

@@ -103,6 +103,18 @@ def test_summary_and_sweep_read_back_what_was_written(tmp_path):
     assert to_json(sweep.rows[1])["throughput_saturated"] is True and sweep.rows[1].run == str(tmp_path / "b")
 
 
+def test_the_survival_ratio_is_kept_in_the_summary_and_its_sweep_row(tmp_path):
+    from qmemo.load.node_stages import Survival
+
+    figures = Survival(nodes=3, cores=2, verifier="fast", span_s=20.0, verifies=60_000, verify_cpu_s=0.6,
+                       verify_us=10.0, verifies_per_core_s=1_500.0, ratio=0.015, committed_ratio=0.012)
+    s = replace(summary(150.0), survival=figures)
+    write(tmp_path / "summary.json", s)
+    assert read_summary(tmp_path / "summary.json").survival == figures
+    assert sweep_row(s, tmp_path).survival_ratio == 0.015 and sweep_row(summary(150.0), tmp_path).survival_ratio is None
+    assert "survival" not in json.loads((write(tmp_path / "old.json", summary(1.0)), tmp_path / "old.json")[1].read_text())
+
+
 def test_the_recorded_fixtures_are_in_the_current_schema():
     assert read_summary(FIXTURES / "devnet-run" / "summary.json").schema == SUMMARY_SCHEMA
     sweep = read_sweep(FIXTURES / "devnet-sweep" / "sweep.json")

@@ -104,3 +104,19 @@ def test_each_node_is_set_against_its_own_verifiers_c_row(tmp_path, results):
     row = next(line for line in section.body.splitlines() if line.startswith("| node-1 (run)"))
     cells = [cell.strip() for cell in row.strip("|").split("|")]
     assert cells[4 + len(COLUMNS)] == f"{liboqs_us:.1f}" and cells[5 + len(COLUMNS)] == "liboqs"
+
+
+def test_the_section_states_the_survival_ratio_with_its_verifier(tmp_path, results):
+    timed = [NodeStageCosts(n.url, n.node, n.scheme, n.verifier, n.admitted, n.process_cpu_s, n.cpu_s,
+                            {"verify": verifies}, span_s=10.0)
+             for n, verifies in ((node("node-0", 1_000, 0.05, 0.05), 1_000), (node("node-1", 1_000, 0.03, 0.07), 1_500))]
+    run = run_with(tmp_path, NodeStagesFile(NODE_STAGES_SCHEMA, tuple(timed), cores=2))
+    text = stage_costs_section(results, tmp_path, [run]).body
+    # 2,500 verifies in 0.08 s of verify CPU (32 us each); 2,500 / 10 s / 2 cores = 125 per core-s of 31,250
+    assert "survival ratio" in text and "| 0.004 |" in text and "| 32.0 |" in text
+    assert "fast (variable-time hash-to-point)" in text
+
+
+def test_stage_costs_without_spans_say_the_survival_ratio_is_missing(tmp_path, results):
+    run = run_with(tmp_path, NodeStagesFile(NODE_STAGES_SCHEMA, (node("node-0", 100, 0.004, 0.002),)))
+    assert "No survival ratio" in stage_costs_section(results, tmp_path, [run]).body

@@ -51,6 +51,13 @@ def test_new_store_starts_at_the_genesis(tmp_path):
     assert state.tip_timestamp_ms == genesis.genesis_time_ms
 
 
+def test_a_new_store_takes_large_pages(tmp_path):
+    from qmemo.node.store import PAGE_BYTES
+    net = Devnet()
+    with ChainStore(tmp_path / "chain.db", net.genesis) as store:
+        assert store._db.execute("PRAGMA page_size").fetchone()[0] == PAGE_BYTES == 65536
+
+
 def test_reopening_restores_tip_and_state(chain, tmp_path):
     net, store = chain
     store.close()
@@ -97,6 +104,33 @@ def test_transaction_by_id_with_a_proof_against_its_block(chain):
     assert found.block_hash == block.hash and found.merkle_root == block.header.merkle_root
     assert verify_proof(block.header.merkle_root, tx.id, found.proof)
     assert store.transaction(bytes(64)) is None
+
+
+def test_a_final_block_is_kept_as_one_encoding_that_a_branch_switch_never_replaces(tmp_path):
+    net = Devnet()
+    with ChainStore(tmp_path / "chain.sqlite", net.genesis) as store:
+        first = net.next_block([net.transfer(net.alice, net.bob, 3)])
+        applied = net.apply(first)
+        store.keep_branch(0, [(1, first.hash, first.encode())])
+        assert store.block_bytes(1) is None and store.recent_blocks() == [first.encode()]   # undoable: not served from here
+        store.append(applied)
+        assert store.block_bytes(1) == first.encode() and store.recent_blocks() == []
+        assert store.transaction(first.transactions[0].id).tx == first.transactions[0]
+        second = net.next_block([net.transfer(net.carol, net.alice, 4)])
+        store.keep_branch(0, [(2, second.hash, second.encode())])      # a fork height below the final tip
+        assert store.block_bytes(1) == first.encode() and store.recent_blocks() == [second.encode()]
+        rows = store._db.execute("SELECT height, hash FROM block_encodings ORDER BY height").fetchall()
+        assert rows == [(1, first.hash), (2, second.hash)]
+
+
+def test_appending_a_block_another_branch_left_at_its_height_stores_the_final_one(tmp_path):
+    net = Devnet()
+    with ChainStore(tmp_path / "chain.sqlite", net.genesis) as store:
+        block = net.next_block([net.transfer(net.alice, net.bob, 3)])
+        other = replace(block, header=replace(block.header, timestamp_ms=block.header.timestamp_ms + 1))
+        store.keep_branch(0, [(1, other.hash, other.encode())])
+        store.append(net.apply(block))
+        assert store.block_bytes(1) == block.encode() and store.block(1) == block
 
 
 def test_only_the_next_block_may_be_appended(chain):

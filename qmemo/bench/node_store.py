@@ -1,0 +1,71 @@
+"""The node store's CPU per transaction: `ChainStore.keep_branch` (a block's encoding, before
+it is served) and `ChainStore.append` (when it becomes final), timed in thread CPU.
+
+    .venv/bin/python -m qmemo.bench.node_store [--blocks 4] [--txs 8000] [--sync FULL]
+
+Blocks of `--txs` transactions of Falcon-512 sizes (897-byte key, 256-byte payload,
+666-byte signature: ~1.9 KB each) go through both calls in turn, as a node's store
+thread runs them (docs/methodology.md section 12). The transactions are well formed
+but not signed: the store never verifies (`apply_block` did, before), so signing would
+only cost the benchmark time. Prints one line; a benchmark, never a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from qmemo.bench.node_setup import make_devnet
+from qmemo.core.block import make_block
+from qmemo.core.state import AppliedBlock
+from qmemo.core.transaction import Transaction
+from qmemo.devnet.files import GENESIS_FILE
+from qmemo.node.store import PAGE_BYTES, STORE_FORMAT, ChainStore, load_genesis
+
+KEY_BYTES, PAYLOAD_BYTES, SIGNATURE_BYTES = 897, 256, 666      # Falcon-512's key, MEMO's body, a long signature
+
+
+def store_costs(blocks: int, txs: int, synchronous: str) -> dict[str, float]:
+    """µs of thread CPU per transaction in `keep_branch` and in `append`, over `blocks` blocks."""
+    with tempfile.TemporaryDirectory(prefix="qmemo-store-bench-") as tmp:
+        genesis = load_genesis(make_devnet(Path(tmp), "Falcon-512", 1).dir / GENESIS_FILE)
+        cpu_keep = cpu_append = 0.0
+        with ChainStore(Path(tmp) / "chain.sqlite", genesis, synchronous=synchronous) as store:
+            previous = genesis.hash
+            for height in range(1, blocks + 1):
+                transactions = [Transaction(genesis.chain_id, 1, os.urandom(KEY_BYTES), nonce, os.urandom(32), 1, 1,
+                                            os.urandom(PAYLOAD_BYTES), os.urandom(SIGNATURE_BYTES))
+                                for nonce in range(txs)]
+                block = make_block(chain_id=genesis.chain_id, height=height, previous_hash=previous,
+                                   timestamp_ms=genesis.genesis_time_ms + height, producer_index=0,
+                                   transactions=transactions, sign=lambda digest: bytes(SIGNATURE_BYTES))
+                previous = block.hash
+                encoded = block.encode()
+                started = time.thread_time()
+                store.keep_branch(height - 1, [(height, block.hash, encoded)])
+                cpu_keep += time.thread_time() - started
+                started = time.thread_time()
+                store.append(AppliedBlock(block, {}, 0))
+                cpu_append += time.thread_time() - started
+    per_tx = 1e6 / (blocks * txs)
+    return {"keep_branch_us_per_tx": cpu_keep * per_tx, "append_us_per_tx": cpu_append * per_tx}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--blocks", type=int, default=4)
+    parser.add_argument("--txs", type=int, default=8000, help="transactions per block")
+    parser.add_argument("--sync", choices=("NORMAL", "FULL"), default="FULL", help="the store's synchronous mode "
+                        "(the node's: FULL)")
+    args = parser.parse_args()
+    costs = store_costs(args.blocks, args.txs, args.sync)
+    print(f"{STORE_FORMAT}, {PAGE_BYTES // 1024} KB pages on new stores, synchronous={args.sync}, load average "
+          f"{os.getloadavg()[0]:.1f}: keep_branch {costs['keep_branch_us_per_tx']:.2f} µs/tx, append "
+          f"{costs['append_us_per_tx']:.2f} µs/tx, total {sum(costs.values()):.2f} µs/tx")
+
+
+if __name__ == "__main__":
+    main()
