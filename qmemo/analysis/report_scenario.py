@@ -19,7 +19,7 @@ from typing import Any
 from qmemo.analysis import plots  # first: it sets matplotlib's backend
 from matplotlib.ticker import MaxNLocator  # noqa: E402  (after the backend is chosen)
 from qmemo.analysis.footprint import propagation_time_s
-from qmemo.analysis.markdown import Section, image, num, seconds, source_note, table, times
+from qmemo.analysis.markdown import Section, image, num, source_note, table, times
 from qmemo.analysis.results import display_path
 from qmemo.analysis.scenario_run import ScenarioRun
 
@@ -172,17 +172,18 @@ def _propagation(run: ScenarioRun) -> list[str]:
     for entry in found["profiles"]:
         profile = entry["profile_facts"]
         model = model_propagation_s(found["block_bytes"], profile)
+        # One unit (ms) in every column: "980.0 ms" above "1.42 s" is read as the smaller.
         rows.append((entry["profile"], entry.get("links", "-"), num(profile["delay_ms"], 1),
-                     seconds(entry["median_s"]), seconds(entry["max_s"]), num(entry["samples"]), seconds(model),
-                     times(entry["median_s"] / model, 1)))
+                     num(entry["median_s"] * 1000.0), f"{num(entry['min_s'] * 1000.0)} - {num(entry['max_s'] * 1000.0)}",
+                     num(entry["samples"]), num(model * 1000.0), times(entry["median_s"] / model, 1)))
     return [
         f"### {PROPAGATION_TITLE}",
         f"A full {found['transactions']:,}-transaction {found['scheme']} block ({num(found['block_bytes'])} bytes) "
         "from its producer to each other node, every pair of nodes on the profile. The model is the report's: "
         "one-way delay plus the block's serialisation time at the profile's rate (no storing, no decoding, "
         "no validation, no relay hops).",
-        table(("profile", "delays by", "one-way delay ms", "measured median", "measured max", "samples", "model",
-               "measured / model"), rows),
+        table(("profile", "delays by", "one-way delay ms", "measured median ms", "min - max ms", "samples",
+               "model ms", "measured / model"), rows, align="llrrrrrr"),
         found.get("note", ""),
         source_note(display_path(run.source / "propagation.json")),
     ]
