@@ -16,15 +16,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from qmemo.analysis import plots
+from qmemo.analysis import plots  # first: it sets matplotlib's backend
+from matplotlib.ticker import MaxNLocator  # noqa: E402  (after the backend is chosen)
 from qmemo.analysis.footprint import propagation_time_s
-from qmemo.analysis.markdown import Section, image, num, seconds, source_note, table, times
+from qmemo.analysis.markdown import Section, image, num, source_note, table, times
 from qmemo.analysis.results import display_path
 from qmemo.analysis.scenario_run import ScenarioRun
 
 BOOKKEEPING_COLOUR = "#7f7f7f"
 PROPAGATION_TITLE = "Block propagation per link profile"
 LEAD_S = 3.0        # node samples drawn from this long before the load starts
+# Healthy nodes draw the very same line; a style each keeps the one underneath visible.
+NODE_STYLES = ("-", "--", ":", "-.")
 
 
 def model_propagation_s(size_bytes: float, profile: dict[str, Any]) -> float:
@@ -38,24 +41,32 @@ def plot_timeline(path: Path, run: ScenarioRun, caption: str) -> Path:
     fig, axes = plots.plt.subplots(3, 1, figsize=(11.0, 8.0), dpi=plots.DPI, sharex=True)
     tps_ax, p99_ax, final_ax = axes
     fig.suptitle(f"Scenario {run.name}: throughput, latency and finality over time", fontsize=12, fontweight="bold")
-    t = [s.t_s for s in run.seconds]
-    tps_ax.bar(t, [s.committed for s in run.seconds], width=1.0, align="edge", color="#cfe2f3",
-               edgecolor="#9fc5e8", label="generator: committed per second")
+    # Blocks come every block interval: counted per second, commits alternate between a
+    # block's worth and nothing, so rates are drawn over one interval.
+    window_s = _block_interval_s(run)
+    bins = _binned(run.seconds, window_s)
+    tps_ax.bar([t for t, _ in bins], [rate for _, rate in bins], width=window_s, align="edge", color="#cfe2f3",
+               edgecolor="#9fc5e8", label=f"generator: committed tx/s, per {window_s:g} s")
     for i, (node, samples) in enumerate(sorted(run.nodes.items())):
         samples = tuple(s for s in samples if s.t_s >= -LEAD_S)    # not the minutes of signing before
-        rates = _node_rates(samples)
-        tps_ax.plot([r[0] for r in rates], [r[1] for r in rates], color=plots.COLOURS[i % len(plots.COLOURS)],
-                    linewidth=1.0, label=f"{node}: committed tx/s (metrics)")
+        for k, segment in enumerate(_node_rate_runs(samples, window_s)):
+            # One line per unbroken run of answers: no line is drawn across a pause or an outage.
+            tps_ax.plot([r[0] for r in segment], [r[1] for r in segment], color=plots.COLOURS[i % len(plots.COLOURS)],
+                        linestyle=NODE_STYLES[i % len(NODE_STYLES)], linewidth=1.2,
+                        label=f"{node}: committed tx/s over {window_s:g} s (metrics)" if k == 0 else None)
         lag = [(s.t_s, s.height - s.final_height) for s in samples
                if s.ok and s.height is not None and s.final_height is not None]
         final_ax.step([x for x, _ in lag], [y for _, y in lag], where="post",
-                      color=plots.COLOURS[i % len(plots.COLOURS)], linewidth=1.2, label=node)
+                      color=plots.COLOURS[i % len(plots.COLOURS)], linestyle=NODE_STYLES[i % len(NODE_STYLES)],
+                      linewidth=1.4, label=node)
     tps_ax.set_ylabel("transactions / s")
     p99 = [(s.t_s + 0.5, s.p99_ms / 1000.0) for s in run.seconds if s.p99_ms is not None]
     p99_ax.plot([x for x, _ in p99], [y for _, y in p99], color=plots.COLOURS[3], marker=".", linewidth=1.0,
                 label="p99 intended -> committed (final), by second intended")
     p99_ax.set_ylabel("p99 latency (s)")
     final_ax.set_ylabel("blocks not yet final")
+    final_ax.yaxis.set_major_locator(MaxNLocator(integer=True))   # a count of blocks
+    final_ax.set_ylim(bottom=0)
     final_ax.set_xlabel("seconds from the load's start")
     for ax in axes:
         ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0))
@@ -74,20 +85,57 @@ def plot_timeline(path: Path, run: ScenarioRun, caption: str) -> Path:
     return path
 
 
-def _node_rates(samples: tuple[Any, ...]) -> list[tuple[float, float]]:
-    """Committed transactions per second from consecutive samples of a node's counter
-    (a restarted node's counter starts again from its store: a drop is not a rate)."""
-    rates = []
-    previous = None
+def _block_interval_s(run: ScenarioRun) -> float:
+    """The chain's block interval in whole seconds (at least 1): the rates' window."""
+    interval_ms = float(run.manifest.get("chain", {}).get("block_interval_ms", 1000))
+    return float(max(1, round(interval_ms / 1000.0)))
+
+
+def _binned(seconds: tuple[Any, ...], window_s: float) -> list[tuple[float, float]]:
+    """The generator's commits per second averaged over bins of `window_s` seconds:
+    (bin start, transactions per second)."""
+    width = int(window_s)
+    totals: dict[int, int] = {}
+    for second in seconds:
+        start = (second.t_s // width) * width
+        totals[start] = totals.get(start, 0) + second.committed
+    return [(float(start), total / window_s) for start, total in sorted(totals.items())]
+
+
+def _node_rate_runs(samples: tuple[Any, ...], window_s: float = 1.0) -> list[list[tuple[float, float]]]:
+    """Committed transactions per second from a node's counter, over about `window_s`
+    seconds, as one list per unbroken run of answers. A run ends where the node did not
+    answer and where its counter fell (a restarted node counts again from its store: a
+    drop is not a rate)."""
+    runs: list[list[Any]] = []
     for sample in samples:
         if not sample.ok or sample.committed_total is None:
-            previous = None
+            runs.append([])
             continue
-        if previous is not None and sample.t_s > previous.t_s and sample.committed_total >= previous.committed_total:
-            rates.append((sample.t_s, (sample.committed_total - previous.committed_total) /
-                          (sample.t_s - previous.t_s)))
-        previous = sample
-    return rates
+        if not runs or (runs[-1] and (sample.t_s <= runs[-1][-1].t_s
+                                      or sample.committed_total < runs[-1][-1].committed_total)):
+            runs.append([])
+        runs[-1].append(sample)
+    # Samples come about once a second, not exactly: a reference up to a quarter second
+    # inside the window still counts as a whole window back.
+    slack_s = 0.25
+    rate_runs = []
+    for run in runs:
+        rates = []
+        for k, sample in enumerate(run):
+            earlier = [s for s in run[:k] if s.t_s <= sample.t_s - window_s + slack_s]
+            if earlier:
+                reference = earlier[-1]
+                rates.append((sample.t_s, (sample.committed_total - reference.committed_total) /
+                              (sample.t_s - reference.t_s)))
+        if rates:
+            rate_runs.append(rates)
+    return rate_runs
+
+
+def _node_rates(samples: tuple[Any, ...], window_s: float = 1.0) -> list[tuple[float, float]]:
+    """Every rate of `_node_rate_runs`, in one list."""
+    return [rate for run in _node_rate_runs(samples, window_s) for rate in run]
 
 
 def _links(run: ScenarioRun) -> list[str]:
@@ -100,15 +148,18 @@ def _links(run: ScenarioRun) -> list[str]:
     rows = [(name, num(profiles[name]["delay_ms"], 1), num(profiles[name]["jitter_ms"], 2),
              num(profiles[name]["loss_pct"], 1), num(profiles[name]["rate_mbit"]), profiles[name]["source"])
             for name in sorted(p for p in used if p in profiles)]
+    delayed = any(float(profiles[name]["delay_ms"]) > 0 or float(profiles[name]["jitter_ms"]) > 0
+                  or float(profiles[name]["loss_pct"]) > 0 for name in used if name in profiles)
     how = ("tc netem on each node's egress" if backend == "netem" else
            "the user-space relay (`--links relay`: this kernel has no netem; no loss, and TCP's reaction to the "
            "long path is not reproduced, so WAN figures are a lower bound)")
+    delays = f"Delays made by {how}." if delayed else "No profile adds delay, jitter or loss: only HTB's rate applies."
     placement = ", ".join(f"node-{i}: {z}" for i, z in enumerate(zones)) or "-"
     links = "; ".join(f"{a}-{b}: {p}" for a, b, p in pairs) or "none"
     return [
         "### Links",
         f"Nodes by zone: {placement}. Zone pairs with their own profile: {links}; every other pair: "
-        f"`{network.get('default_profile')}`. Delays made by {how}.",
+        f"`{network.get('default_profile')}`. {delays}",
         table(("profile", "one-way delay ms", "jitter ms", "loss %", "rate Mbit/s", "source"), rows, align="lrrrrl"),
     ]
 
@@ -121,17 +172,18 @@ def _propagation(run: ScenarioRun) -> list[str]:
     for entry in found["profiles"]:
         profile = entry["profile_facts"]
         model = model_propagation_s(found["block_bytes"], profile)
+        # One unit (ms) in every column: "980.0 ms" above "1.42 s" is read as the smaller.
         rows.append((entry["profile"], entry.get("links", "-"), num(profile["delay_ms"], 1),
-                     seconds(entry["median_s"]), seconds(entry["max_s"]), num(entry["samples"]), seconds(model),
-                     times(entry["median_s"] / model, 1)))
+                     num(entry["median_s"] * 1000.0), f"{num(entry['min_s'] * 1000.0)} - {num(entry['max_s'] * 1000.0)}",
+                     num(entry["samples"]), num(model * 1000.0), times(entry["median_s"] / model, 1)))
     return [
         f"### {PROPAGATION_TITLE}",
         f"A full {found['transactions']:,}-transaction {found['scheme']} block ({num(found['block_bytes'])} bytes) "
         "from its producer to each other node, every pair of nodes on the profile. The model is the report's: "
         "one-way delay plus the block's serialisation time at the profile's rate (no storing, no decoding, "
         "no validation, no relay hops).",
-        table(("profile", "delays by", "one-way delay ms", "measured median", "measured max", "samples", "model",
-               "measured / model"), rows),
+        table(("profile", "delays by", "one-way delay ms", "measured median ms", "min - max ms", "samples",
+               "model ms", "measured / model"), rows, align="llrrrrrr"),
         found.get("note", ""),
         source_note(display_path(run.source / "propagation.json")),
     ]

@@ -96,8 +96,15 @@ def event_label(line: dict[str, Any]) -> str:
     for key in ("nodes", "node", "groups", "zones"):
         if key in line:
             value = line[key]
-            what += " " + ("/".join(str(v) for v in value) if isinstance(value, list) and key == "zones" else
-                           str(value).replace(" ", ""))
+            if key == "zones" and isinstance(value, list):
+                what += " " + "/".join(str(v) for v in value)
+            elif key in ("nodes", "node"):
+                # "SIGSTOP node-1", "kill -9 nodes 0,1,2": a bare [1] reads as a footnote.
+                names = value if isinstance(value, list) else [value]
+                what += (f" node-{names[0]}" if len(names) == 1 else
+                         " nodes " + ",".join(str(v) for v in names))
+            else:
+                what += " " + str(value).replace(" ", "")
     if "profile" in line:
         what += f" -> {line['profile']}"
     return what

@@ -7,10 +7,18 @@ one-shot `genesis` service writes the devnet into a shared volume first; each no
 binds 0.0.0.0 and advertises its service name (`--advertise http://node-i:8000`); the
 generator waits until every node answers /health.
 
-What it leaves out, and says so in the project's README.md: link profiles (netem in a
-container needs NET_ADMIN and a kernel with sch_netem; run the manifest with `qmemo
-scenario run` for those), perturbations and floods, and the invariants - compose starts
-the network and the load, it does not judge them.
+Link profiles: when a pair of the manifest's zones is joined by a profile with delay,
+jitter or loss, the project gets a fixed subnet with one address per node, and each node
+starts by shaping its own eth0 with the very tc commands the runner uses
+(`links.plan()`: HTB per destination zone, netem under it, a u32 filter per peer
+address) before it execs `qmemo node`; that takes `cap_add: NET_ADMIN` and a host kernel
+with sch_netem (a kernel without it makes the node exit with tc's error, not run
+unshaped). A manifest of `lan` links only is rendered unshaped: the container network
+as it is.
+
+What it leaves out, and says so in the project's README.md: perturbations (a `profile`
+change included) and floods, and the invariants - compose starts the network and the
+load, it does not judge them.
 
 Pure: `render(manifest, context)` returns the files' text; the command writes them.
 """
@@ -18,8 +26,10 @@ Pure: `render(manifest, context)` returns the files' text; the command writes th
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Any
 
+from qmemo.scenario import links
 from qmemo.scenario.argv import NODE_PORT, gen_arguments, genesis_arguments, node_arguments
 from qmemo.scenario.manifest import Manifest
 
@@ -27,6 +37,10 @@ IMAGE = "qmemo:local"
 PROMETHEUS_IMAGE = "prom/prometheus:v2.53.0"   # the 2.x line, as Debian 12's prometheus package
 DEVNET = "/devnet"
 RUNS = "/runs"
+# Shaped projects only: a fixed subnet, so that each node's tc filters can name its peers
+# by address before any of them has started. Edit it if it overlaps a network of yours.
+SHAPED_SUBNET_PREFIX = "172.31.231"
+FIRST_NODE_HOST = 10
 
 
 def to_yaml(value: Any, indent: int = 0) -> str:
@@ -61,9 +75,30 @@ def _health_check(url: str) -> dict[str, Any]:
     return {"test": ["CMD", "qmemo", "health", url], "interval": "2s", "timeout": "5s", "retries": 60}
 
 
+def is_shaped(manifest: Manifest) -> bool:
+    """True when some pair of the manifest's zones is joined by a profile that needs netem."""
+    network = manifest.network
+    return any(manifest.profiles[network.profile_between(a, b)].needs_netem
+               for a in network.zones for b in network.zones)
+
+
+def node_addresses(manifest: Manifest) -> list[str]:
+    """Each node's fixed address in a shaped project."""
+    return [f"{SHAPED_SUBNET_PREFIX}.{FIRST_NODE_HOST + i}" for i in range(manifest.network.nodes)]
+
+
+def shaping_entrypoint(manifest: Manifest, i: int) -> list[str]:
+    """`sh -ec`: node i's tc commands (the runner's plan for its zone), then `exec qmemo <command>`."""
+    commands = links.plan(manifest.network, manifest.profiles, i, node_addresses(manifest))
+    script = "\n".join([*(shlex.join(command) for command in commands), 'exec qmemo "$$@"'])
+    return ["sh", "-ec", script, f"node-{i}"]
+
+
 def services(manifest: Manifest, context: str) -> dict[str, Any]:
-    """The compose project as a dict: genesis, node-0..n-1, gen, prometheus."""
+    """The compose project as a dict: genesis, node-0..n-1, gen, prometheus (and, when
+    shaped, a network with fixed node addresses)."""
     n = manifest.network.nodes
+    shaped = is_shaped(manifest)
     build = {"context": context, "dockerfile": "Containerfile"}
     url = {i: f"http://node-{i}:{NODE_PORT}" for i in range(n)}
     project: dict[str, Any] = {
@@ -86,6 +121,12 @@ def services(manifest: Manifest, context: str) -> dict[str, Any]:
             "healthcheck": _health_check(url[i]),
             "labels": {"qmemo.zone": manifest.network.zones[i]},
         }
+        if shaped:
+            project[f"node-{i}"].update({
+                "entrypoint": shaping_entrypoint(manifest, i),
+                "cap_add": ["NET_ADMIN"],       # tc on the container's own eth0
+                "networks": {"default": {"ipv4_address": node_addresses(manifest)[i]}},
+            })
     project["gen"] = {
         "image": IMAGE,
         "command": gen_arguments(manifest.load, DEVNET, f"{DEVNET}/accounts.keys.json",
@@ -100,8 +141,11 @@ def services(manifest: Manifest, context: str) -> dict[str, Any]:
         "depends_on": [f"node-{i}" for i in range(n)],
     }
     volumes: dict[str, Any] = {"devnet": {}, **{f"node-{i}-data": {} for i in range(n)}}
+    rendered: dict[str, Any] = {"services": project, "volumes": volumes}
+    if shaped:
+        rendered["networks"] = {"default": {"ipam": {"config": [{"subnet": f"{SHAPED_SUBNET_PREFIX}.0/24"}]}}}
     # No top-level `name`: docker-compose 1.29 (Debian 12) refuses it; the folder names the project.
-    return {"services": project, "volumes": volumes}
+    return rendered
 
 
 def prometheus_config(template: str, manifest: Manifest) -> str:
@@ -122,6 +166,27 @@ def prometheus_config(template: str, manifest: Manifest) -> str:
     return header + "\n".join(lines) + "\n"
 
 
+def _links_note(manifest: Manifest) -> str:
+    if not is_shaped(manifest):
+        return "Links: all `lan`, so the nodes run on the container network as it is (unshaped)."
+    network = manifest.network
+    # Pairs of distinct zones, and a zone with itself only when two nodes share it.
+    pairs = sorted({(min(a, b), max(a, b)) for a in network.zones for b in network.zones
+                    if a != b or network.zones.count(a) > 1})
+    lines = []
+    for a, b in pairs:
+        profile = manifest.profiles[network.profile_between(a, b)]
+        lines.append(f"    {a} <-> {b}: {profile.name} ({profile.delay_ms:g} ms one-way, jitter {profile.jitter_ms:g} ms, "
+                     f"loss {profile.loss_pct:g}%, {profile.rate_mbit:g} Mbit/s)")
+    zones = ", ".join(f"node-{i} {zone}" for i, zone in enumerate(network.zones))
+    return ("Links: each node shapes its own eth0 with tc before it starts (HTB per destination zone,\n"
+            "netem under it, a filter per peer address on the fixed subnet "
+            f"{SHAPED_SUBNET_PREFIX}.0/24),\nas `qmemo scenario run` does:\n"
+            + "\n".join(lines) + f"\nZones: {zones}.\n"
+            "This needs NET_ADMIN (granted in compose.yaml) and a host kernel with sch_netem: without\n"
+            "it a node exits with tc's error instead of running unshaped.")
+
+
 def readme(manifest: Manifest, manifest_path: str) -> str:
     return f"""# {manifest.name}: a docker compose project rendered by `qmemo scenario compose {manifest_path}`
 
@@ -135,6 +200,9 @@ def readme(manifest: Manifest, manifest_path: str) -> str:
 
 Rendered: the nodes (each binds 0.0.0.0 and advertises its service name), the load
 ({manifest.load.tps:g} TPS for {manifest.load.duration_s:g} s unless a schedule says otherwise), Prometheus.
-Not rendered: link profiles (zones are only labels here), perturbations, floods and the
+
+{_links_note(manifest)}
+
+Not rendered: perturbations (a link profile changed mid-run included), floods and the
 invariants - run `qmemo scenario run {manifest_path}` (as root) for those.
 """

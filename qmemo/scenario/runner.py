@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from qmemo.errors import QmemoError
+from qmemo.errors import QmemoError, SetupError
 from qmemo.scenario import hosts as hosts_mod
 from qmemo.scenario import links
 from qmemo.scenario.argv import gen_arguments, genesis_arguments
@@ -71,9 +71,14 @@ def run_scenario(manifest: Manifest, manifest_path: Path, run_dir: Path, overrid
     sampler: Sampler | None = None
     started = time.time()
     results: list[InvariantResult] = []
+    refused = False
     try:
         hosts.create(manifest.network.nodes)
-        links.require_backend(hosts, [p for p in manifest.profiles_used() if p.needs_netem], links_backend)
+        try:
+            links.require_backend(hosts, [p for p in manifest.profiles_used() if p.needs_netem], links_backend)
+        except SetupError:
+            refused = True
+            raise
         links.apply(hosts, manifest.network, manifest.profiles, netem=links_backend == "netem")
         devnet = _make_devnet(manifest, run_dir)
         cluster = Cluster(manifest, hosts, devnet, run_dir, links_backend)
@@ -109,6 +114,10 @@ def run_scenario(manifest: Manifest, manifest_path: Path, run_dir: Path, overrid
         if sampler is not None:
             sampler.stop()
         problems = hosts.close()
+        if refused:
+            # Nothing ran: a folder holding only the manifest would read as a run that died
+            # (and `qmemo scenario show runs/*/` would stop at it).
+            shutil.rmtree(run_dir, ignore_errors=True)
         signal.signal(signal.SIGINT, previous_int)
         for sig, handler in previous.items():
             signal.signal(sig, handler)

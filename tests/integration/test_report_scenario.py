@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from qmemo.analysis.markdown import seconds
+from qmemo.analysis.markdown import num
 from qmemo.analysis.report_scenario import model_propagation_s
 from tests.conftest import REPO_ROOT, VENV_BIN, run_command
 
@@ -69,7 +69,8 @@ def test_propagation_figures_are_set_against_the_model(report):
     for entry in found["profiles"]:
         model_s = model_propagation_s(found["block_bytes"], entry["profile_facts"])
         row = next(line for line in section.splitlines() if line.startswith(f"| {entry['profile']} |"))
-        assert f"| {seconds(entry['median_s'])} |" in row and f"| {seconds(model_s)} |" in row
+        assert f"| {num(entry['median_s'] * 1000)} |" in row and f"| {num(model_s * 1000)} |" in row
+        assert f"| {num(entry['min_s'] * 1000)} - {num(entry['max_s'] * 1000)} |" in row
 
 
 def test_the_html_page_carries_the_scenario_sections_and_embeds_the_plot(report):

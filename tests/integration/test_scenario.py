@@ -131,3 +131,32 @@ def test_the_sweep_removes_what_a_killed_runner_left_behind(tmp_path: Path) -> N
     removed = sweep_stale()
     assert any(item.startswith(f"netns qms-{process.pid}-") for item in removed)
     assert_nothing_left(process.pid, out)
+
+
+def _kernel_lacks_netem() -> str:
+    """Why the refusal test cannot run here ("" when it can): it needs a kernel built
+    without sch_netem, or the command would run the whole WAN scenario."""
+    import gzip
+    import platform
+    try:
+        config = gzip.decompress(Path("/proc/config.gz").read_bytes()).decode()
+    except OSError:
+        return "no /proc/config.gz to tell whether this kernel has sch_netem"
+    modules = Path("/lib/modules") / platform.release()
+    if "# CONFIG_NET_SCH_NETEM is not set" not in config or any(modules.rglob("sch_netem.ko*")):
+        return "this kernel has sch_netem: the refusal cannot be seen here"
+    return ""
+
+
+@pytest.mark.skipif(bool(_kernel_lacks_netem()), reason=_kernel_lacks_netem() or "-")
+def test_a_netem_manifest_on_a_kernel_without_netem_is_refused_in_one_line_leaving_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "wan"
+    process = subprocess.Popen([str(VENV_BIN / "qmemo"), "scenario", "run", "wan-three-continents", "--out", str(out)],
+                               cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stdout, stderr = process.communicate(timeout=RUN_TIMEOUT_S)
+    assert process.returncode == 1 and stdout == ""
+    assert stderr.count("\n") == 1 and stderr.startswith("error: link profile(s) intercontinental, transatlantic, "
+                                                         "transpacific need tc netem, which this kernel lacks")
+    assert "--links relay" in stderr
+    assert not out.exists()                       # nothing ran: no half run folder
+    assert_nothing_left(process.pid, out)
