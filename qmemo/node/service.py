@@ -35,6 +35,7 @@ from typing import Any
 
 from qmemo.core.block import Block
 from qmemo.core.finality import quorum
+from qmemo.core.fork_lock import lock_expiry_ms
 from qmemo.core.genesis import Genesis
 from qmemo.core.mempool import Mempool, MempoolLimits
 from qmemo.core.state import Account
@@ -121,8 +122,11 @@ class Node:
         self.store = store = await loop.run_in_executor(
             self._store_writer, partial(ChainStore, path, self.genesis, synchronous="FULL"))
         # A node without peers is the only producer anyone hears: nobody can fork its chain.
-        self.chain = Chain(store, quorum=quorum(len(self.genesis.validators)) if self.peers else 1,
-                           min_confirmations=config.finality_depth + 1)
+        genesis = self.genesis
+        self.chain = Chain(store, quorum=quorum(len(genesis.validators)) if self.peers else 1,
+                           min_confirmations=config.finality_depth + 1, validator_index=self.validator_index,
+                           lock_expiry_ms=lock_expiry_ms(len(genesis.validators), genesis.producer_timeout_ms,
+                                                         genesis.block_interval_ms))
         self.metrics.tx_committed = await loop.run_in_executor(self._store_reader, count_committed, store)
         self.admission = Admission(
             self.genesis, self.chain, self.mempool, self.pool, self.metrics,
