@@ -70,10 +70,10 @@ class Handlers:
         self.stages = node.metrics.stages
 
     def respond(self, body: bytes, status: int = 200) -> web.Response:
-        """A JSON answer. The one place Retry-After is set: on every 429 ("retry later"),
+        """A JSON answer. The one place Retry-After is set: on every 429 and 503 ("retry later"),
         whether a handler or the error middleware answers it."""
         return web.Response(body=body, status=status, content_type=JSON_TYPE,
-                            headers=self._retry_after if status == 429 else None)
+                            headers=self._retry_after if status in (429, 503) else None)
 
     def json(self, document: object, status: int = 200) -> web.Response:
         return self.respond(wire.dumps(document), status)
