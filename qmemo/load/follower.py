@@ -216,6 +216,8 @@ async def _statuses(session: aiohttp.ClientSession, url: str, chunk: list[bytes]
     try:
         async with session.post(f"{url}/txs/status", data=orjson.dumps({"ids": [tx_id.hex() for tx_id in chunk]}),
                                 headers={"Content-Type": "application/json"}) as response:
+            if response.status == 404:      # a node from before the batch route: one GET per id
+                return list(await asyncio.gather(*(_status(session, url, tx_id) for tx_id in chunk)))
             document = orjson.loads(await response.read()) if response.status == 200 else None
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError, orjson.JSONDecodeError):
         return None
@@ -223,6 +225,15 @@ async def _statuses(session: aiohttp.ClientSession, url: str, chunk: list[bytes]
     if not isinstance(statuses, list) or len(statuses) != len(chunk):
         return None
     return [status if isinstance(status, dict) else {} for status in statuses]
+
+
+async def _status(session: aiohttp.ClientSession, url: str, tx_id: bytes) -> dict:
+    """`GET /tx/<id>` (an empty document if the node did not answer it)."""
+    try:
+        async with session.get(f"{url}/tx/{tx_id.hex()}") as response:
+            return orjson.loads(await response.read()) if response.status == 200 else {}
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError, orjson.JSONDecodeError):
+        return {}
 
 
 def _reason(document: dict, url: str) -> str | None:

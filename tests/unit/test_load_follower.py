@@ -121,3 +121,17 @@ async def test_lost_reasons_are_asked_in_batches_and_a_silent_node_passes_its_id
     finally:
         for runner in runners:
             await runner.cleanup()
+
+
+async def test_a_node_without_the_batch_route_is_asked_one_id_at_a_time():
+    async def tx(request: web.Request) -> web.Response:
+        known = {A.hex(): {"status": "evicted", "reason": "nonce_gap_timeout"}}
+        return web.json_response({"id": request.match_info["tx_id"],
+                                  **known.get(request.match_info["tx_id"], {"status": "unknown"})})
+    app = web.Application()
+    app.router.add_get("/tx/{tx_id}", tx)          # no POST /txs/status: 404
+    runner, url = await serve(app)
+    try:
+        assert await lost_reasons([url], [A, B]) == {"evicted: nonce_gap_timeout": 1, "unknown to every node": 1}
+    finally:
+        await runner.cleanup()
