@@ -290,10 +290,9 @@ class Node:
         return await self._require_queries().transaction_status(tx_id)
 
     async def transaction_statuses(self, tx_ids: Sequence[bytes]) -> list[TxStatus]:
-        """`transaction_status` of each, in order (POST /txs/status: a client's end-of-run
-        look-up asks a thousand per request instead of one)."""
-        queries = self._require_queries()
-        return [await queries.transaction_status(tx_id) for tx_id in tx_ids]
+        """`transaction_status` of each, in order, without proofs (POST /txs/status: a
+        client's end-of-run look-up asks a thousand per request instead of one)."""
+        return await self._require_queries().transaction_statuses(list(tx_ids))
 
     def account(self, address: bytes) -> tuple[Account, int]:
         """The committed account and its next nonce counting the mempool."""
