@@ -10,8 +10,8 @@ never followed.
 
 Behind (`behind()`): the node knows its chain trails its peers' when a reachable peer's
 final height is above ours by more than `BEHIND_MARGIN_BLOCKS`, or when its event loop
-stood still for `PAUSE_S` or more (SIGSTOP, a suspended VM) and no sync round begun since
-has finished - its picture of the peers is as old as the pause. Client transactions are
+stood still for `PAUSE_S` or more (SIGSTOP, a suspended VM) and the peers' tips asked for
+since have not come back yet - its picture of the peers is as old as the pause. Client transactions are
 then refused with 503 `behind` (qmemo.node.service) instead of being judged against a
 stale state (issue 12: a resumed node answered `nonce_gap` for nonces already in blocks
 it had not applied).
@@ -117,13 +117,14 @@ class Sync:
         if not self.peers:
             return
         started = self._monotonic()
-        try:
-            await self._round()
-        finally:
-            self._views_since = started     # what the peers said from here on is known (or they failed)
-
-    async def _round(self) -> None:
         tips = await asyncio.gather(*(peer.tip() for peer in self.peers), return_exceptions=True)
+        # What the peers said from `started` on is known now (or that they failed): `behind`
+        # judges by these views, not by how long fetching their blocks takes under load.
+        self._views_since = started
+        await self._follow(tips)
+
+    async def _follow(self, tips: list[PeerTip | BaseException]) -> None:
+        """Update the peer views from `tips`; sync from the peers ahead or on another branch."""
         chain = self.intake.chain
         candidates = []
         for peer, tip in zip(self.peers, tips):
