@@ -103,7 +103,7 @@ class Sync:
             return None
         self._noticed_pause()     # the first request after a pause may run before the watcher
         if self._views_since is None:
-            return "no sync round has finished yet"
+            return "the peers not heard yet since the start"
         if self._paused_at is not None and self._views_since < self._paused_at:
             return "paused, and the peers not heard since"
         ours = self.intake.chain.final_height

@@ -55,7 +55,7 @@ def test_a_node_without_peers_is_never_behind():
 
 
 def test_before_the_first_round_a_node_does_not_know_and_says_so():
-    assert make_sync([Peer("a", 10)], Clock()).behind() == "no sync round has finished yet"
+    assert make_sync([Peer("a", 10)], Clock()).behind() == "the peers not heard yet since the start"
 
 
 def test_a_peer_final_more_than_the_margin_above_ours_makes_us_behind():
@@ -90,3 +90,26 @@ def test_a_pause_makes_us_behind_until_a_round_begun_after_it_finishes():
     assert sync.behind() == "paused, and the peers not heard since"    # still, on the next request
     asyncio.run(sync.round())
     assert sync.behind() is None
+
+
+async def test_behind_is_judged_by_the_tips_while_the_blocks_are_still_being_fetched():
+    class SlowPeer(Peer):
+        async def tip(self) -> PeerTip:
+            return PeerTip(60, b"theirs", self.final_height)
+
+        async def block_encodings(self, from_height: int, limit: int) -> list[bytes]:
+            await asyncio.Event().wait()        # a fetch that takes as long as overload makes it
+            return []
+
+    sync = make_sync([SlowPeer("a", 50)], Clock())
+    sync.intake.sync_wanted = asyncio.Event()
+    task = asyncio.create_task(sync.round())
+    try:
+        for _ in range(100):
+            if sync.behind() != "the peers not heard yet since the start":
+                break
+            await asyncio.sleep(0.01)
+        assert not task.done() and sync.behind() == "a peer's final height is 50, ours 10"
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
