@@ -174,6 +174,16 @@ class NodeNotReady(QmemoError):
     http_status = 503
 
 
+class NodeBehind(NodeNotReady):
+    """The node knows its chain is behind its peers' (a peer showed a final height above
+    ours by more than a few blocks, or the node was paused and has not heard its peers
+    since): it refuses client transactions rather than judge them against a stale state
+    (a `nonce_gap` that is only ours). A client retries on another node."""
+
+    code = "behind"
+    http_status = 503
+
+
 class PeerError(QmemoError):
     """A peer did not answer, or answered something we cannot use: the peer's side
     (h11's RemoteProtocolError), never a rule we broke."""

@@ -81,6 +81,7 @@ def make_app(node: Node) -> web.Application:
         web.post("/tx", handlers.post_tx),
         web.post("/txs", handlers.post_txs),
         web.get("/tx/{tx_id}", handlers.get_tx),
+        web.post("/txs/status", handlers.post_txs_status),
         web.get("/blocks", handlers.get_blocks),
         web.get("/block/{height}", handlers.get_block),
         web.get("/account/{address}", handlers.get_account),

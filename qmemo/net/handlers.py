@@ -24,6 +24,7 @@ BINARY_TYPE = "application/octet-stream"
 MAX_BLOCKS_WITH_TXS = 10        # full transactions as JSON: ~3.7 KB each, 4,000 per block
 MAX_BLOCKS_IDS = 100            # ids only: what the load generator's follower asks for
 MAX_ACCOUNTS = 10_000           # per POST /accounts
+MAX_STATUS_IDS = 1_000          # per POST /txs/status: like a /txs batch
 DEFAULT_SYNC_PAGE = 20          # GET /peer/blocks without a limit
 
 # Where read_body notes how many bytes it really read (the metrics count those, not the
@@ -70,10 +71,10 @@ class Handlers:
         self.stages = node.metrics.stages
 
     def respond(self, body: bytes, status: int = 200) -> web.Response:
-        """A JSON answer. The one place Retry-After is set: on every 429 ("retry later"),
+        """A JSON answer. The one place Retry-After is set: on every 429 and 503 ("retry later"),
         whether a handler or the error middleware answers it."""
         return web.Response(body=body, status=status, content_type=JSON_TYPE,
-                            headers=self._retry_after if status == 429 else None)
+                            headers=self._retry_after if status in (429, 503) else None)
 
     def json(self, document: object, status: int = 200) -> web.Response:
         return self.respond(wire.dumps(document), status)
@@ -108,6 +109,12 @@ class Handlers:
     async def get_tx(self, request: web.Request) -> web.Response:
         tx_id = parse_hex(request.match_info["tx_id"], "transaction id", length=DIGEST_BYTES)
         return self.json(wire.tx_status_json(await self.node.transaction_status(tx_id)))
+
+    async def post_txs_status(self, request: web.Request) -> web.Response:
+        """POST /txs/status {"ids": [...]}: each one's `GET /tx/{id}` object, in order."""
+        parsed = await self._hex_list(request, "ids", MAX_STATUS_IDS, DIGEST_BYTES)
+        statuses = await self.node.transaction_statuses(parsed)
+        return self.json({"statuses": [wire.tx_status_json(status) for status in statuses]})
 
     # --- blocks ---------------------------------------------------------------------------------
 
@@ -154,12 +161,16 @@ class Handlers:
         return self.json(wire.account_json(address, *self.node.account(address)))
 
     async def post_accounts(self, request: web.Request) -> web.Response:
-        body = await read_body(request, self.config.max_body_bytes)
-        addresses = wire.expect_key(wire.loads(body), "addresses", list, "the body")
-        if len(addresses) > MAX_ACCOUNTS:
-            raise TooLarge(f"{len(addresses)} addresses, the limit is {MAX_ACCOUNTS}", code="batch_too_large")
-        parsed = [parse_hex(a, f"addresses[{i}]", length=ADDRESS_BYTES) for i, a in enumerate(addresses)]
+        parsed = await self._hex_list(request, "addresses", MAX_ACCOUNTS, ADDRESS_BYTES)
         return self.json(wire.accounts_json([(address, *self.node.account(address)) for address in parsed]))
+
+    async def _hex_list(self, request: web.Request, key: str, maximum: int, length: int) -> list[bytes]:
+        """The body's `{key: [hex, ...]}`, at most `maximum` byte strings of `length` bytes each."""
+        body = await read_body(request, self.config.max_body_bytes)
+        items = wire.expect_key(wire.loads(body), key, list, "the body")
+        if len(items) > maximum:
+            raise TooLarge(f"{len(items)} {key}, the limit is {maximum}", code="batch_too_large")
+        return [parse_hex(item, f"{key}[{i}]", length=length) for i, item in enumerate(items)]
 
     # --- node --------------------------------------------------------------------------------------
 

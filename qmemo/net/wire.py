@@ -157,10 +157,11 @@ def encode_tx_results(outcomes: Sequence[TxOutcome]) -> bytes:
 def tx_status_json(status: TxStatus) -> dict[str, Any]:
     """`GET /tx/{id}`: the status, with where and the proof once committed, or why evicted."""
     document: dict[str, Any] = {"id": status.tx_id.hex(), "status": status.status}
-    if status.proof is not None:
+    if status.height is not None:     # committed; the proof is left out of a batch's answers
         document.update(height=status.height, position=status.position, block_hash=status.block_hash.hex(),
-                        merkle_root=status.merkle_root.hex(), proof=status.proof.to_json(),
-                        confirmations=status.confirmations, final=status.final)
+                        merkle_root=status.merkle_root.hex(), confirmations=status.confirmations, final=status.final)
+        if status.proof is not None:
+            document["proof"] = status.proof.to_json()
     if status.reason is not None:
         document["reason"] = status.reason
     return document

@@ -20,6 +20,11 @@ timestamp (the earlier window of the producer schedule: the primary beats its
 fallbacks), then the lower block hash. Every node applies the same rule to the same
 blocks, so nodes that saw the two branches in different orders end on the same tip.
 
+Producer locks (qmemo.core.fork_lock): when a switch undoes a block this node's
+validator produced, the chain remembers it; `producer_locks(now_ms)` tells the producer
+whether it may build on the current branch (not until it is final above the fork), so
+no validator's blocks count toward a majority on two conflicting branches.
+
 Single-threaded: called from the event loop only (the store's writes are handed to an
 executor by the service, in order).
 """
@@ -31,6 +36,7 @@ from dataclasses import dataclass
 
 from qmemo.core.block import Block
 from qmemo.core.finality import final_height
+from qmemo.core.fork_lock import ProducerLock, binding_locks, lock_for
 from qmemo.core.state import Account, AppliedBlock, BlockVerifier, ChainState, apply_block
 from qmemo.errors import StoreError
 from qmemo.node.store import ChainStore
@@ -67,9 +73,12 @@ def _producers(blocks: Sequence[Block]) -> list[tuple[int, int]]:
 
 
 class Chain:
-    def __init__(self, store: ChainStore, *, quorum: int, min_confirmations: int = 1) -> None:
+    def __init__(self, store: ChainStore, *, quorum: int, min_confirmations: int = 1,
+                 validator_index: int | None = None, lock_expiry_ms: int = 0) -> None:
         """`quorum`: distinct producers at or above a block that make it final;
-        `min_confirmations`: blocks at or above it (itself counted) it needs besides."""
+        `min_confirmations`: blocks at or above it (itself counted) it needs besides;
+        `validator_index`: our validator (None: an observer, which never locks);
+        `lock_expiry_ms`: how long a producer lock binds at most (qmemo.core.fork_lock)."""
         self.store = store
         self.genesis = store.genesis
         self.state: ChainState = store.load_state()
@@ -81,6 +90,9 @@ class Chain:
         # Highest height of the current branch whose block is in the store (final, or in
         # `block_encodings`): what the node may serve and relay.
         self.durable_height = store.height
+        self.validator_index = validator_index
+        self.lock_expiry_ms = lock_expiry_ms
+        self.locks: list[ProducerLock] = []     # our blocks a switch undid (qmemo.core.fork_lock)
 
     # --- the tip --------------------------------------------------------------------------
 
@@ -118,8 +130,9 @@ class Chain:
         self.recent.append(RecentBlock(applied, undo, parent_timestamp_ms))
         return applied
 
-    def rollback_to(self, height: int) -> list[Block]:
-        """Undo every block above `height` (newest first); returns them oldest first."""
+    def rollback_to(self, height: int, *, now_ms: int = 0) -> list[Block]:
+        """Undo every block above `height` (newest first); returns them oldest first.
+        Each block of our validator's among them locks our producer (`now_ms`: when)."""
         if height < self.final_height:
             raise StoreError(f"cannot undo below the final height {self.final_height} (asked for {height})",
                              code="below_finality")
@@ -138,8 +151,17 @@ class Chain:
             self.state.tip_hash = header.previous_hash
             self.state.tip_timestamp_ms = entry.parent_timestamp_ms
             undone.append(entry.block)
+            if header.producer_index == self.validator_index:
+                self.locks.append(lock_for(header.height, entry.block.hash, height, now_ms))
         undone.reverse()
         return undone
+
+    def producer_locks(self, now_ms: int) -> list[ProducerLock]:
+        """The locks that forbid our producer to build on the current branch now (empty:
+        free); those that no longer bind are forgotten."""
+        self.locks = binding_locks(self.locks, final_height=self.final_height, hash_at=self.hash_at,
+                                   now_ms=now_ms, expiry_ms=self.lock_expiry_ms)
+        return self.locks
 
     def not_durable(self) -> list[Block]:
         """The blocks of the current branch not yet in the store, ascending."""

@@ -142,7 +142,7 @@ class BlockIntake:
                 return "known"
             if ours and not branch_is_better(ours, branch, chain.quorum):
                 return "kept_ours"
-            undone = chain.rollback_to(fork_height) if ours else []
+            undone = chain.rollback_to(fork_height, now_ms=self.clock()) if ours else []
             if undone:
                 self._undone(undone)
             try:
@@ -150,7 +150,7 @@ class BlockIntake:
                     self.apply(block, produced=False, record_state=True)
             except InvalidBlock:
                 if undone:    # the other branch is invalid: back to ours, which was valid
-                    self._undone(chain.rollback_to(fork_height))
+                    self._undone(chain.rollback_to(fork_height, now_ms=self.clock()))
                     for block in undone:
                         self.apply(block, produced=False, record_state=False)
                 raise

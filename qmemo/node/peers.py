@@ -11,6 +11,14 @@ reaches everyone; a node outside the mesh still gets every transaction in a bloc
 through sync. If a peer is down, its queue is bounded (`max_queue_txs`, oldest
 dropped and counted): the transactions are still in our mempool and reach the chain
 through us.
+
+A batch that failed without an answer (a timeout, a dropped connection: `PeerError`) is
+sent to that peer once more, before the next batch: the peer may have taken it or not,
+and admission is idempotent by transaction id, so a copy it took is answered
+"duplicate". Without the resend a timed-out batch never reached the peer (issue 12): the
+peer saw those transactions only in a block, and a client that failed over to it meanwhile
+met a nonce gap there. A batch the peer answered and refused (`PeerRefused`) is not sent
+again, nor one whose resend failed too: it is dropped and counted.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from qmemo.errors import PeerError
+from qmemo.errors import PeerError, PeerRefused
 from qmemo.node.metrics import NodeMetrics
 
 _FRAME_PREFIX_BYTES = 4     # each frame's u32 length in a binary batch (qmemo.frames)
@@ -75,6 +83,7 @@ class Relay:
         self._max_bytes = max_batch_bytes      # a peer takes relays under its client body cap
         self._max_queue = max_queue_txs
         self.dropped = 0
+        self.resent = 0          # transactions sent a second time after a batch failed unanswered
 
     def enqueue(self, encodings: Sequence[bytes]) -> None:
         for url, queue in self._queues.items():
@@ -104,23 +113,33 @@ class Relay:
     async def _drain(self, peer: PeerLink) -> None:
         queue, ready = self._queues[peer.url], self._ready[peer.url]
         failing = False
+        retry: list[bytes] | None = None      # a batch that failed unanswered, to send once more
         while True:
-            await ready.wait()
+            if retry is None:
+                await ready.wait()
             await asyncio.sleep(self._flush_s)
-            batch = self._next_batch(queue)
-            if not queue:
-                ready.clear()
+            resend = retry is not None
+            if retry is not None:
+                batch, retry = retry, None
+            else:
+                batch = self._next_batch(queue)
+                if not queue:
+                    ready.clear()
             try:
                 await peer.send_txs(batch)
                 self._metrics.relayed_txs += len(batch)
+                self.resent += len(batch) if resend else 0
                 if failing:
                     self._log.info("relay to %s works again", peer.url)
                 failing = False
             except Exception as exc:   # PeerError, or a bug: never let one batch stop the relay
-                self.dropped += len(batch)
+                if isinstance(exc, PeerError) and not isinstance(exc, PeerRefused) and not resend:
+                    retry = batch
+                else:
+                    self.dropped += len(batch)
                 if not isinstance(exc, PeerError):
                     self._log.exception("relay to %s failed", peer.url)
                 if not failing:   # one line per outage, not one per batch
-                    self._log.warning("relay to %s failed (%s); dropping its batches until it answers",
-                                      peer.url, exc)
+                    self._log.warning("relay to %s failed (%s); each batch is sent once more, then dropped, "
+                                      "until it answers", peer.url, exc)
                 failing = True

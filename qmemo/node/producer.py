@@ -12,6 +12,10 @@ load - it lets its turn pass until that validation ends: producing then would fo
 block it is about to apply (issue 12: under overload, every node finalized its own
 fallback branch and the chain split for good).
 
+Producer locks: after a fork switch undid a block of ours, it lets its turns pass until
+the branch it is on is final above the fork (or the lock expires; qmemo.core.fork_lock),
+so its blocks never count toward a majority on two conflicting branches.
+
 A push to a peer is a short task of its own (tracked, so `stop` can cancel it): one
 slow peer never delays the next turn or the other peers.
 
@@ -26,6 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from qmemo.core.block import Block, make_block
+from qmemo.core.fork_lock import ProducerLock
 from qmemo.core.genesis import Genesis, next_turn_ms, scheduled_producer
 from qmemo.core.mempool import Mempool
 from qmemo.errors import PeerError, PeerRefused, QmemoError
@@ -34,6 +39,8 @@ from qmemo.node.peers import PeerLink, PeerView
 from qmemo.node.stages import BLOCK_BUILD, RELAY, thread_cpu_ns
 
 Sign = Callable[[bytes], bytes]
+
+LOCK_POLL_S = 0.25      # how often a locked producer looks again (qmemo.core.fork_lock)
 
 
 class Producer:
@@ -53,6 +60,7 @@ class Producer:
         self.log = log
         self.clock = clock
         self._spawn = spawn
+        self._reported_locks: set[ProducerLock] = set()
 
     async def run(self, synced: asyncio.Event) -> None:
         """Produce in every turn of ours until cancelled (after the first sync round)."""
@@ -77,6 +85,8 @@ class Producer:
                 intake.validated.clear()
                 await intake.validated.wait()
                 continue
+            if await self._locked(self.clock()):
+                continue
             async with intake.lock:
                 if chain.tip_hash != parent_hash:
                     continue
@@ -94,6 +104,32 @@ class Producer:
                 await asyncio.sleep(genesis.producer_timeout_ms / 1000)
             elif stored:
                 self._broadcast(block)
+
+    async def _locked(self, now_ms: int) -> bool:
+        """A switch undid a block of ours and this branch is not final above the fork
+        (qmemo.core.fork_lock): let the turn pass, and wait until the tip moves, the lock
+        expires or `LOCK_POLL_S` pass (finality can move after the tip did, once the
+        branch is stored). False: free to produce."""
+        chain = self.intake.chain
+        locks = chain.producer_locks(now_ms)
+        if not locks:
+            self._reported_locks.clear()
+            return False
+        for lock in locks:
+            if lock not in self._reported_locks:      # one line per lock, not one per turn
+                self._reported_locks.add(lock)
+                self.log.warning("not producing: our block %d (%s..) was undone by a switch at height %d; waiting "
+                                 "until this branch is final above it (final height %d) or %.0f s pass",
+                                 lock.height, lock.block_hash.hex()[:16], lock.fork_height, chain.final_height,
+                                 chain.lock_expiry_ms / 1000)
+        expires_ms = min(lock.since_ms for lock in locks) + chain.lock_expiry_ms
+        self.intake.tip_changed.clear()
+        try:
+            await asyncio.wait_for(self.intake.tip_changed.wait(),
+                                   min(LOCK_POLL_S, max(0.0, (expires_ms - now_ms) / 1000)))
+        except asyncio.TimeoutError:
+            pass
+        return True
 
     def _produce(self, height: int, parent_hash: bytes, timestamp_ms: int) -> Block:
         started = thread_cpu_ns()

@@ -35,12 +35,13 @@ from typing import Any
 
 from qmemo.core.block import Block
 from qmemo.core.finality import quorum
+from qmemo.core.fork_lock import lock_expiry_ms
 from qmemo.core.genesis import Genesis
 from qmemo.core.mempool import Mempool, MempoolLimits
 from qmemo.core.state import Account
 from qmemo.crypto.keys import NamedKey
 from qmemo.crypto.verifier import signer
-from qmemo.errors import MempoolFull, NodeNotReady
+from qmemo.errors import MempoolFull, NodeBehind, NodeNotReady
 from qmemo.frames import encode_frames
 from qmemo.node import reporting
 from qmemo.node.admission import Admission, AdmissionLimits
@@ -121,8 +122,11 @@ class Node:
         self.store = store = await loop.run_in_executor(
             self._store_writer, partial(ChainStore, path, self.genesis, synchronous="FULL"))
         # A node without peers is the only producer anyone hears: nobody can fork its chain.
-        self.chain = Chain(store, quorum=quorum(len(self.genesis.validators)) if self.peers else 1,
-                           min_confirmations=config.finality_depth + 1)
+        genesis = self.genesis
+        self.chain = Chain(store, quorum=quorum(len(genesis.validators)) if self.peers else 1,
+                           min_confirmations=config.finality_depth + 1, validator_index=self.validator_index,
+                           lock_expiry_ms=lock_expiry_ms(len(genesis.validators), genesis.producer_timeout_ms,
+                                                         genesis.block_interval_ms))
         self.metrics.tx_committed = await loop.run_in_executor(self._store_reader, count_committed, store)
         self.admission = Admission(
             self.genesis, self.chain, self.mempool, self.pool, self.metrics,
@@ -147,6 +151,7 @@ class Node:
         self._spawn(self.persistence.flush_loop(), "flusher")
         self._spawn(self._expiry_loop(), "expiry")
         self._spawn(self.sync.run(), "sync")
+        self._spawn(self.sync.watch_pauses(), "pause-watch")
         if self.relay:
             self._spawn(self.relay.run(), "relay")
         if self.validator_index is not None:
@@ -195,7 +200,9 @@ class Node:
 
     @property
     def ready(self) -> bool:
-        return self.chain is not None and self._producer_running and not self._stopping
+        """Started, not stopping, and the first sync round with the peers is done."""
+        return self.chain is not None and self._producer_running and not self._stopping and \
+            self.sync is not None and self.sync.synced.is_set()
 
     def _spawn(self, coroutine: Any, name: str) -> None:
         task = asyncio.create_task(coroutine, name=f"{self.name}-{name}")
@@ -234,7 +241,7 @@ class Node:
         """Admit a batch (client or peer). MempoolFull (429) if the pool has no room at all.
         A client's accepted transactions are journaled (fsync'd) before this returns; a
         peer's are queued for the journal's next group commit."""
-        admission = self._admission_with_room(len(items))
+        admission = self._admission_with_room(len(items), from_peer)
         outcomes = await admission.admit(items, relay=not from_peer)
         accepted = [item if isinstance(item, bytes) else item.encoded
                     for item, outcome in zip(items, outcomes) if outcome.status == ACCEPTED]
@@ -247,7 +254,7 @@ class Node:
         TooLarge for a broken framing, before anything is counted."""
         _, admission, _ = self._require_ready()
         batch = admission.unframe(body, self.config.max_batch_txs)
-        self._admission_with_room(len(batch))
+        self._admission_with_room(len(batch), from_peer)
         outcomes, accepted, count = await admission.admit_framed(batch, relay=not from_peer)
         await self._journal(accepted, count, from_peer)
         return outcomes
@@ -260,19 +267,32 @@ class Node:
         else:
             await self.journal.append_frames(frames, count)
 
-    def _admission_with_room(self, count: int) -> Admission:
-        """Admission, or MempoolFull (429, the `count` transactions counted as such) if the
-        pool has no room at all."""
+    def _admission_with_room(self, count: int, from_peer: bool) -> Admission:
+        """Admission, or MempoolFull (429) if the pool has no room at all, or - for a client's
+        batch - NodeBehind (503) while this node knows it trails its peers (qmemo.node.sync,
+        `behind`): its state would judge the batch by blocks it has not applied yet. The
+        `count` transactions are counted as refused with that code."""
         _, admission, _ = self._require_ready()
-        if admission.is_full():
+        behind = None if from_peer else self.sync.behind()
+        error: MempoolFull | NodeBehind | None = None
+        if behind is not None:
+            error = NodeBehind(f"{self.name} is behind its peers ({behind}); send to another node, or retry later")
+        elif admission.is_full():
+            error = MempoolFull(f"the mempool is full ({len(self.mempool)} transactions); retry later")
+        if error is not None:
             self.metrics.tx_received += count
-            self.metrics.tx_rejected["mempool_full"] += count
-            raise MempoolFull(f"the mempool is full ({len(self.mempool)} transactions); retry later")
+            self.metrics.tx_rejected[error.code] += count
+            raise error
         return admission
 
     async def transaction_status(self, tx_id: bytes) -> TxStatus:
         """pending / queued / committed (with inclusion proof) / evicted / unknown."""
         return await self._require_queries().transaction_status(tx_id)
+
+    async def transaction_statuses(self, tx_ids: Sequence[bytes]) -> list[TxStatus]:
+        """`transaction_status` of each, in order, without proofs (POST /txs/status: a
+        client's end-of-run look-up asks a thousand per request instead of one)."""
+        return await self._require_queries().transaction_statuses(list(tx_ids))
 
     def account(self, address: bytes) -> tuple[Account, int]:
         """The committed account and its next nonce counting the mempool."""

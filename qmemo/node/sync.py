@@ -8,6 +8,14 @@ longer branch must give way), the blocks above our chain are fetched in pages of
 fork-choice rule (qmemo.node.chain). A peer whose chain forks below our final height is
 never followed.
 
+Behind (`behind()`): the node knows its chain trails its peers' when a reachable peer's
+final height is above ours by more than `BEHIND_MARGIN_BLOCKS`, or when its event loop
+stood still for `PAUSE_S` or more (SIGSTOP, a suspended VM) and the peers' tips asked for
+since have not come back yet - its picture of the peers is as old as the pause. Client transactions are
+then refused with 503 `behind` (qmemo.node.service) instead of being judged against a
+stale state (issue 12: a resumed node answered `nonce_gap` for nonces already in blocks
+it had not applied).
+
 Never imports aiohttp or knows about HTTP.
 """
 
@@ -16,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from qmemo.core.block import Block
 from qmemo.errors import DecodeError, InvalidBlock, PeerError, QmemoError
@@ -25,11 +33,23 @@ from qmemo.node.metrics import NodeMetrics
 from qmemo.node.peers import PeerLink, PeerTip, PeerView
 
 
+# Final heights a peer may be ahead before we call ourselves behind: with three validators
+# a block is final one block after it, and two live nodes differ by a block or two while
+# one propagates; past that, our state is missing blocks a client's nonces depend on.
+BEHIND_MARGIN_BLOCKS = 3
+# A loop that did not turn for this long was stopped (or starved): what it knew of its
+# peers is that old. Blocking work on the loop (a block's state transition) stays far below.
+PAUSE_S = 5.0
+TICK_S = 0.1
+
+
 class Sync:
     """Keeps `intake`'s chain level with the best of `peers`."""
 
     def __init__(self, intake: BlockIntake, peers: Sequence[PeerLink], peer_views: dict[str, PeerView],
-                 metrics: NodeMetrics, log: logging.LoggerAdapter, *, interval_s: float, batch_blocks: int) -> None:
+                 metrics: NodeMetrics, log: logging.LoggerAdapter, *, interval_s: float, batch_blocks: int,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        """`monotonic`: the clock pauses are measured with (a test's own, to pause without SIGSTOP)."""
         self.intake = intake
         self.peers = list(peers)
         self.peer_views = peer_views
@@ -40,6 +60,10 @@ class Sync:
         self.synced = asyncio.Event()        # set after the first round: the producer may start
         self.stopping = False
         self._lock = asyncio.Lock()
+        self._monotonic = monotonic
+        self._last_tick = monotonic()
+        self._paused_at: float | None = None
+        self._views_since: float | None = None    # when the last finished round began (monotonic)
         if not self.peers:
             self.synced.set()
 
@@ -58,11 +82,49 @@ class Sync:
             except asyncio.TimeoutError:
                 pass
 
+    async def watch_pauses(self) -> None:
+        """Until cancelled: notice the loop standing still (`PAUSE_S`), e.g. a SIGSTOP."""
+        while True:
+            self._noticed_pause()
+            await asyncio.sleep(TICK_S)
+
+    def _noticed_pause(self) -> None:
+        now = self._monotonic()
+        if now - self._last_tick >= PAUSE_S:
+            self._paused_at = now
+            self.log.warning("the event loop stood still for %.1f s: refusing client transactions until the "
+                             "peers are heard again", now - self._last_tick)
+        self._last_tick = now
+
+    def behind(self) -> str | None:
+        """Why this node knows it is behind its peers, or None (docs/api.md, 503 `behind`).
+        Called on every client batch: reads no clock but the monotonic one, does no I/O."""
+        if not self.peers:
+            return None
+        self._noticed_pause()     # the first request after a pause may run before the watcher
+        if self._views_since is None:
+            return "the peers not heard yet since the start"
+        if self._paused_at is not None and self._views_since < self._paused_at:
+            return "paused, and the peers not heard since"
+        ours = self.intake.chain.final_height
+        best = max((view.final_height for view in self.peer_views.values() if view.reachable), default=ours)
+        if best - ours > BEHIND_MARGIN_BLOCKS:
+            return f"a peer's final height is {best}, ours {ours}"
+        return None
+
     async def round(self) -> None:
         """Ask every peer for its tip; fetch from the one that is ahead (or on another branch)."""
         if not self.peers:
             return
+        started = self._monotonic()
         tips = await asyncio.gather(*(peer.tip() for peer in self.peers), return_exceptions=True)
+        # What the peers said from `started` on is known now (or that they failed): `behind`
+        # judges by these views, not by how long fetching their blocks takes under load.
+        self._views_since = started
+        await self._follow(tips)
+
+    async def _follow(self, tips: list[PeerTip | BaseException]) -> None:
+        """Update the peer views from `tips`; sync from the peers ahead or on another branch."""
         chain = self.intake.chain
         candidates = []
         for peer, tip in zip(self.peers, tips):

@@ -22,6 +22,7 @@ from qmemo.core.block import Block
 from qmemo.core.codec import U64_MAX
 from qmemo.core.merkle import MerkleProof, verify_proof
 from qmemo.core.transaction import Transaction
+from qmemo.net import handlers
 from qmemo.net.app import make_app
 from qmemo.net.wire import encode_tx_batch
 from qmemo.node.stages import OTHER, STAGES
@@ -343,6 +344,26 @@ async def test_committed_transaction_has_a_verifiable_inclusion_proof(producer, 
         assert block["tx_ids"][found["position"]] == tx.id.hex()
         assert block["merkle_root"] == found["merkle_root"]
     assert (await (await client.get(f"/tx/{'00' * 64}")).json())["status"] == "unknown"
+
+
+async def test_statuses_of_many_transactions_answer_like_one_get_each_in_order(producer, devnet, monkeypatch):
+    _, client = producer
+    txs = Wallet(devnet).transfers(3)
+    response = await client.post("/txs", data=orjson.dumps({"transactions": [t.to_json() for t in txs]}),
+                                 headers={"Content-Type": "application/json"})
+    assert (await response.json())["accepted"] == 3
+    await wait_for(lambda: _is(client, txs[-1], "committed"), "commit")
+    ids = [txs[2].id.hex(), "00" * 64, txs[0].id.hex()]
+    status, document, _ = await post_json(client, "/txs/status", {"ids": ids})
+    singles = [await (await client.get(f"/tx/{tx_id}")).json() for tx_id in ids]
+    assert status == 200 and document == {"statuses": [{k: v for k, v in single.items() if k != "proof"}
+                                                         for single in singles]}     # all but the proofs
+    assert [s["status"] for s in singles] == ["committed", "unknown", "committed"]
+    monkeypatch.setattr(handlers, "MAX_STATUS_IDS", 2)      # 1,000 ids would pass this node's 64 KiB body cap
+    status, document, _ = await post_json(client, "/txs/status", {"ids": ids})
+    assert (status, document["error"]) == (413, "batch_too_large")
+    status, document, _ = await post_json(client, "/txs/status", {"ids": ["zz"]})
+    assert status == 400
 
 
 async def test_blocks_and_accounts_answer_the_documented_shapes(producer, devnet):

@@ -75,23 +75,63 @@ async def test_a_transaction_is_committed_only_once_final_and_follows_a_fork_swi
     assert run.intended_to_included.count == 3 and run.included_to_committed.count == 3
 
 
-async def test_every_lost_transaction_gets_the_reason_the_first_node_knowing_it_gives():
-    answers = [{A.hex(): {"status": "evicted", "reason": "nonce_gap_timeout"}},           # node 1
-               {A.hex(): {"status": "pending"}, B.hex(): {"status": "committed", "final": True}}]  # node 2
+async def _status_nodes(answers: list[dict[str, dict]], asked: list[list[int]]) -> tuple[list, list[str]]:
+    """Scripted nodes answering `POST /txs/status` from `answers` (id hex -> status
+    document; anything else: unknown); each request's size goes to `asked[node]`."""
     runners, urls = [], []
-    for known in answers:
-        async def tx(request: web.Request, known=known) -> web.Response:
-            document = known.get(request.match_info["tx_id"], {"status": "unknown"})
-            return web.json_response({"id": request.match_info["tx_id"], **document})
+    for index, known in enumerate(answers):
+        async def statuses(request: web.Request, known=known, index=index) -> web.Response:
+            ids = (await request.json())["ids"]
+            asked[index].append(len(ids))
+            return web.json_response({"statuses": [{"id": tx_id, **known.get(tx_id, {"status": "unknown"})}
+                                                   for tx_id in ids]})
         app = web.Application()
-        app.router.add_get("/tx/{tx_id}", tx)
+        app.router.add_post("/txs/status", statuses)
         runner, url = await serve(app)
         runners.append(runner)
         urls.append(url)
+    return runners, urls
+
+
+async def test_every_lost_transaction_gets_the_reason_the_first_node_knowing_it_gives():
+    answers = [{A.hex(): {"status": "evicted", "reason": "nonce_gap_timeout"}},           # node 1
+               {A.hex(): {"status": "pending"}, B.hex(): {"status": "committed", "final": True}}]  # node 2
+    asked: list[list[int]] = [[], []]
+    runners, urls = await _status_nodes(answers, asked)
     try:
         reasons = await lost_reasons(urls, [A, B, C])
         assert reasons == {"evicted: nonce_gap_timeout": 1, f"final on {urls[1]}": 1, "unknown to every node": 1}
+        assert asked == [[3], [2]]          # one batch each; the second node only for what the first did not know
         assert await lost_reasons(urls, [A, B], budget_s=0) == {"not asked (time budget)": 2}
     finally:
         for runner in runners:
             await runner.cleanup()
+
+
+async def test_lost_reasons_are_asked_in_batches_and_a_silent_node_passes_its_ids_on():
+    ids = [bytes([i % 256, i // 256]) * 32 for i in range(2_500)]
+    answers = [{}, {tx_id.hex(): {"status": "queued"} for tx_id in ids[:2_000]}]
+    asked: list[list[int]] = [[], []]
+    runners, urls = await _status_nodes(answers, asked)
+    try:
+        reasons = await lost_reasons(["http://127.0.0.1:9", *urls], ids, batch_ids=1_000)   # port 9: nobody
+        assert reasons == {"queued": 2_000, "unknown to every node": 500}
+        assert sum(reasons.values()) == len(ids)
+        assert sorted(asked[0]) == [500, 1_000, 1_000] and sorted(asked[1]) == [500, 1_000, 1_000]
+    finally:
+        for runner in runners:
+            await runner.cleanup()
+
+
+async def test_a_node_without_the_batch_route_is_asked_one_id_at_a_time():
+    async def tx(request: web.Request) -> web.Response:
+        known = {A.hex(): {"status": "evicted", "reason": "nonce_gap_timeout"}}
+        return web.json_response({"id": request.match_info["tx_id"],
+                                  **known.get(request.match_info["tx_id"], {"status": "unknown"})})
+    app = web.Application()
+    app.router.add_get("/tx/{tx_id}", tx)          # no POST /txs/status: 404
+    runner, url = await serve(app)
+    try:
+        assert await lost_reasons([url], [A, B]) == {"evicted: nonce_gap_timeout": 1, "unknown to every node": 1}
+    finally:
+        await runner.cleanup()

@@ -55,3 +55,24 @@ def test_too_few_accounts_for_the_nodes_is_a_config_error():
 def test_unknown_targeting_is_a_config_error():
     with pytest.raises(ConfigError):
         assign(PlanShape(10, 5, NODES, "nearest", 0), accounts(3))
+
+
+@pytest.mark.parametrize("processes", [False, True])
+def test_signing_on_threads_or_processes_gives_the_plan_in_order(monkeypatch, processes):
+    from qmemo.core.transaction import Transaction, derive_address
+    from qmemo.crypto.schemes import get_scheme
+    from qmemo.load import workload
+
+    scheme = get_scheme("Falcon-512")
+    keys = [scheme.keypair() for _ in range(3)]
+    accounts = [Account(k.public_key, k.secret_key, derive_address(scheme.info.scheme_id, k.public_key), 0)
+                for k in keys]
+    senders = [(i % 3, i // 3) for i in range(30)]
+    monkeypatch.setattr(workload, "PROCESS_SIGNING_MIN", 1 if processes else 10**9)
+    monkeypatch.setattr(workload, "SIGN_CHUNK", 1)          # 10-transaction chunks on processes, 1 on threads
+    ids, encodings = workload._sign_all(senders, accounts, scheme="Falcon-512", chain_id=5, fee=2, progress=None)
+    txs = [Transaction.decode(encoding) for encoding in encodings]
+    assert [tx.id for tx in txs] == ids and len(set(ids)) == 30
+    assert [(tx.public_key, tx.nonce) for tx in txs] == [(keys[a].public_key, n) for a, n in senders]
+    assert all(tx.chain_id == 5 and tx.fee == 2 for tx in txs)
+    assert all(scheme.verify(tx.public_key, tx.signing_digest, tx.signature) for tx in txs)
