@@ -19,7 +19,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SCHEMES="Falcon-512,Falcon-padded-512,ML-DSA-44,Ed25519,ECDSA-secp256k1"
-SWEEP="250:2:2000"
+SWEEP="500:2:8000"
 STAGE=10
 ACCOUNTS=2000
 BLOCK_TXS=20000
