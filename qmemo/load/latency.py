@@ -72,6 +72,22 @@ class Timings:
         if reason is not None:
             self.reasons[index] = reason
 
+    def mark_sent_range(self, first: int, last: int, t: float, due: float) -> None:
+        """Transactions first..last-1 (one batch) sent at `t`, due at `due`: one slice
+        write per array, not a Python call per transaction on the sending path."""
+        count = last - first
+        self.sent[first:last] = array("d", (t,)) * count
+        self.due[first:last] = array("d", (due,)) * count
+
+    def mark_answer_range(self, first: int, last: int, t: float, status: int, reason: str | None = None) -> None:
+        """The same answer for transactions first..last-1 (one batch), as `mark_answer` each."""
+        count = last - first
+        self.status[first:last] = bytes((status,)) * count
+        if status == ACCEPTED or status == DUPLICATE:
+            self.accepted[first:last] = array("d", (t,)) * count
+        if reason is not None:
+            self.reasons.update(dict.fromkeys(range(first, last), reason))
+
     def mark_included(self, index: int, t: float) -> None:
         if math.isnan(self.included[index]):
             self.included[index] = t

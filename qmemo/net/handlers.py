@@ -119,14 +119,14 @@ class Handlers:
     # --- blocks ---------------------------------------------------------------------------------
 
     async def get_blocks(self, request: web.Request) -> web.Response:
-        """GET /blocks?from=H&limit=N[&txs=ids]"""
-        ids_only = self._ids_only(request)
-        maximum = MAX_BLOCKS_IDS if ids_only else MAX_BLOCKS_WITH_TXS
+        """GET /blocks?from=H&limit=N[&txs=ids|none]"""
+        txs = self._txs(request)
+        maximum = MAX_BLOCKS_WITH_TXS if txs == "full" else MAX_BLOCKS_IDS
         from_height = query_int(request, "from", None, 0, U64_MAX)
         limit = query_int(request, "limit", min(20, maximum), 1, maximum)
         blocks = await self.node.blocks(from_height, limit)
-        return self.json(wire.blocks_json(blocks, self._validator_names(), tx_ids_only=ids_only,
-                                          depth_of=self.node.block_depth))
+        return self.json(wire.blocks_json(blocks, self._validator_names(), tx_ids_only=txs == "ids",
+                                          depth_of=self.node.block_depth, summary_only=txs == "none"))
 
     async def get_block(self, request: web.Request) -> web.Response:
         """GET /block/{height} and /block/latest"""
@@ -142,14 +142,15 @@ class Handlers:
         blocks = await self.node.blocks(height, 1) if height >= 1 else []
         if not blocks:
             raise NotFound(f"no block at height {height} (the tip is {self.node.height})")
-        return self.json(wire.block_json(blocks[0], self._validator_names(), tx_ids_only=self._ids_only(request),
-                                         depth=self.node.block_depth(height)))
+        txs = self._txs(request)
+        return self.json(wire.block_json(blocks[0], self._validator_names(), tx_ids_only=txs == "ids",
+                                         depth=self.node.block_depth(height), summary_only=txs == "none"))
 
-    def _ids_only(self, request: web.Request) -> bool:
+    def _txs(self, request: web.Request) -> str:
         txs = request.query.get("txs", "full")
-        if txs not in ("ids", "full"):
-            raise DecodeError(f"txs must be 'ids' or 'full', got {txs!r}", code="malformed")
-        return txs == "ids"
+        if txs not in ("ids", "full", "none"):
+            raise DecodeError(f"txs must be 'ids', 'full' or 'none', got {txs!r}", code="malformed")
+        return txs
 
     def _validator_names(self) -> list[str]:
         return [validator.name for validator in self.node.genesis.validators]

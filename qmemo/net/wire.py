@@ -183,17 +183,21 @@ def health_json(ready: bool, node: str) -> dict[str, Any]:
 
 
 def blocks_json(blocks: Sequence[Block], validator_names: Sequence[str], *, tx_ids_only: bool,
-                depth_of: Callable[[int], tuple[int, bool]] | None = None) -> dict[str, Any]:
+                depth_of: Callable[[int], tuple[int, bool]] | None = None,
+                summary_only: bool = False) -> dict[str, Any]:
     """`GET /blocks`: each block as `block_json` gives it, ascending (with its depth
     from `depth_of(height)` when given)."""
     return {"blocks": [block_json(block, validator_names, tx_ids_only=tx_ids_only,
-                                  depth=depth_of(block.height) if depth_of else None) for block in blocks]}
+                                  depth=depth_of(block.height) if depth_of else None,
+                                  summary_only=summary_only) for block in blocks]}
 
 
 def block_json(block: Block, validator_names: Sequence[str], *, tx_ids_only: bool,
-               depth: tuple[int, bool] | None = None) -> dict[str, Any]:
+               depth: tuple[int, bool] | None = None, summary_only: bool = False) -> dict[str, Any]:
     """A block for `/block*` answers: a summary (with `confirmations` and `final` when
-    `depth` is given), then transaction ids or full transactions."""
+    `depth` is given), then transaction ids or full transactions - or nothing more with
+    `summary_only` (`txs=none`): a client asking whether a block it read is final yet
+    needs its hash and `final`, not its thousands of ids again."""
     header = block.header
     document: dict[str, Any] = {
         "height": header.height,
@@ -208,6 +212,8 @@ def block_json(block: Block, validator_names: Sequence[str], *, tx_ids_only: boo
     }
     if depth is not None:
         document["confirmations"], document["final"] = depth
+    if summary_only:
+        return document
     if tx_ids_only:
         document["tx_ids"] = [tx.id.hex() for tx in block.transactions]
     else:

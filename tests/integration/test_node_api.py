@@ -375,6 +375,12 @@ async def test_blocks_and_accounts_answer_the_documented_shapes(producer, devnet
     full = (await (await client.get("/blocks?from=1&limit=1")).json())["blocks"][0]
     assert Block.from_json({"header": full["header"], "transactions": full["transactions"]}).hash.hex() == full["hash"]
     assert (await (await client.get("/blocks?from=100000")).json()) == {"blocks": []}
+    summaries = (await (await client.get("/blocks?from=1&limit=2&txs=none")).json())["blocks"]
+    assert summaries == [{k: v for k, v in b.items() if k not in ("tx_ids", "confirmations", "final")}
+                         | {"confirmations": s["confirmations"], "final": s["final"]}
+                         for b, s in zip(blocks, summaries)]
+    assert (await client.get("/block/1?txs=none")).status == 200
+    assert (await client.get("/blocks?from=1&txs=some")).status == 400
     latest = await (await client.get("/block/latest")).json()
     assert latest["height"] >= 2
     addresses = [devnet.address(i).hex() for i in range(3)]

@@ -132,6 +132,12 @@ def test_list_answers_wrap_their_entries_as_the_single_answers_do():
     names = ["validator-0", "validator-1", "validator-2"]
     assert wire.blocks_json([block], names, tx_ids_only=True) == {
         "blocks": [wire.block_json(block, names, tx_ids_only=True)]}
+    # txs=none: the summary with its depth, and neither ids nor transactions.
+    summary = wire.block_json(block, names, tx_ids_only=True, depth=(2, True), summary_only=True)
+    assert "tx_ids" not in summary and "transactions" not in summary and "header" not in summary
+    assert summary["final"] is True and summary["hash"] == block.header.hash.hex()
+    assert summary == {k: v for k, v in wire.block_json(block, names, tx_ids_only=True, depth=(2, True)).items()
+                       if k != "tx_ids"}
     account = net.state.account(bytes(32))
     assert wire.accounts_json([(bytes(32), account, 3)]) == {"accounts": [wire.account_json(bytes(32), account, 3)]}
     assert wire.health_json(False, "node-0") == {"ready": False, "node": "node-0"}

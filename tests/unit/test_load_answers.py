@@ -1,0 +1,65 @@
+"""A batch's bookkeeping (qmemo.load.latency ranges, qmemo.load.sender._record_answer): the
+slice writes the sending path uses give exactly what marking each transaction gives, and
+an answer that is not "all accepted" still goes transaction by transaction."""
+
+from __future__ import annotations
+
+import math
+
+import orjson
+
+from qmemo.load.latency import ACCEPTED, DUPLICATE, FAILED, REJECTED, Timings
+from qmemo.load.sender import Batch, _record_answer
+
+
+def same(a: Timings, b: Timings) -> bool:
+    def arr(x):
+        return [None if math.isnan(v) else v for v in x]
+    return (all(arr(getattr(a, name)) == arr(getattr(b, name)) for name in ("sent", "due", "accepted"))
+            and a.status == b.status and a.reasons == b.reasons)
+
+
+def test_range_marks_equal_marking_each_transaction():
+    for status, reason in ((ACCEPTED, None), (DUPLICATE, None), (FAILED, "transport:x"), (REJECTED, "malformed")):
+        one, ranged = Timings([0.1 * i for i in range(8)]), Timings([0.1 * i for i in range(8)])
+        for i in range(2, 6):
+            one.mark_sent(i, 1.5, 0.5)
+            one.mark_answer(i, 2.5, status, reason)
+        ranged.mark_sent_range(2, 6, 1.5, 0.5)
+        ranged.mark_answer_range(2, 6, 2.5, status, reason)
+        assert same(one, ranged), status
+        assert math.isnan(ranged.sent[1]) and math.isnan(ranged.sent[6]) and ranged.status[6] == 0
+
+
+def answer(results: list, **counts) -> bytes:
+    return orjson.dumps({"results": results, **counts})
+
+
+def test_an_all_accepted_answer_marks_the_batch_accepted():
+    timings = Timings([0.0] * 5)
+    _record_answer(Batch(1, 4, "n", b""), timings, 0.7, 200,
+                   answer([{"id": "aa", "status": "accepted"}] * 3, accepted=3, duplicate=0, rejected=0))
+    assert list(timings.status) == [0, ACCEPTED, ACCEPTED, ACCEPTED, 0]
+    assert [timings.accepted[i] for i in (1, 2, 3)] == [0.7] * 3 and not timings.reasons
+
+
+def test_a_mixed_or_inconsistent_answer_is_read_result_by_result():
+    timings = Timings([0.0] * 3)
+    results = [{"id": "aa", "status": "accepted"}, {"id": "bb", "status": "duplicate"},
+               {"id": None, "status": "rejected", "code": "bad_signature"}]
+    _record_answer(Batch(0, 3, "n", b""), timings, 0.2, 200, answer(results, accepted=1, duplicate=1, rejected=1))
+    assert list(timings.status) == [ACCEPTED, DUPLICATE, REJECTED] and timings.reasons == {2: "bad_signature"}
+    # A count that claims all accepted does not hide a result that says otherwise.
+    timings = Timings([0.0] * 2)
+    _record_answer(Batch(0, 2, "n", b""), timings, 0.2, 200,
+                   answer([{"id": "aa", "status": "accepted"}, "garbage"], accepted=2))
+    assert list(timings.status) == [ACCEPTED, FAILED] and timings.reasons == {1: "unreadable_result"}
+
+
+def test_a_whole_request_error_applies_to_every_transaction():
+    timings = Timings([0.0] * 2)
+    _record_answer(Batch(0, 2, "n", b""), timings, 0.3, 413, orjson.dumps({"error": "batch_too_large"}))
+    assert list(timings.status) == [REJECTED, REJECTED] and timings.reasons == {0: "batch_too_large",
+                                                                                 1: "batch_too_large"}
+    _record_answer(Batch(0, 2, "n", b""), timings, 0.3, 500, b"not json")
+    assert list(timings.status) == [FAILED, FAILED] and timings.reasons == {0: "http_500", 1: "http_500"}
