@@ -2,7 +2,8 @@
 
 Tables (docs/protocol.md, "Storage"):
 - `metadata(key, value)`: the store format, the chain id and the genesis hash (a
-  store is bound to one chain; opening it with another genesis is refused);
+  store is bound to one chain; opening it with another genesis is refused), and the
+  validator's producer locks (`producer_locks`, written with the branch that set them);
 - `block_encodings(height, hash, encoded)`: each stored block's encoding, one row, in
   the very bytes it is served and relayed in. A block above the final tip (still
   undoable by a branch switch) is written here before the node serves or relays it,
@@ -48,6 +49,7 @@ from pathlib import Path
 import orjson
 
 from qmemo.core.block import Block, BlockHeader
+from qmemo.core.fork_lock import ProducerLock
 from qmemo.core.genesis import Genesis, parse_genesis
 from qmemo.core.hashing import DIGEST_BYTES
 from qmemo.core.merkle import MerkleProof, merkle_proof
@@ -58,6 +60,8 @@ from qmemo.errors import ConfigError, StoreError
 STORE_FORMAT = "qmemo-store/2"
 PAGE_BYTES = 65536      # SQLite's largest page size (see ChainStore.__init__)
 _U32 = struct.Struct("<I")
+# A stored producer lock: height, fork height, since (ms), the undone block's hash.
+_LOCK = struct.Struct(f"<QQq{DIGEST_BYTES}s")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS metadata (key TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
@@ -195,13 +199,27 @@ class ChainStore:
             self._write_accounts(applied.accounts)
         self.height, self.tip_hash = height, header.hash
 
-    def keep_branch(self, fork_height: int, blocks: list[tuple[int, bytes, bytes]]) -> None:
+    def keep_branch(self, fork_height: int, blocks: list[tuple[int, bytes, bytes]],
+                    locks: Sequence[ProducerLock] | None = None) -> None:
         """Make the undoable blocks above `fork_height` exactly `blocks` ((height, hash,
-        encoding), ascending), atomically: the node's branch above its final tip."""
+        encoding), ascending), atomically: the node's branch above its final tip. `locks`
+        (None: unchanged) become the stored producer locks in the same SQL transaction: a
+        switch that undid our block is never stored without the lock it set."""
         with self._lock, self._transaction():
             # Never a final block's row: a branch cannot fork below the final tip.
             self._db.execute("DELETE FROM block_encodings WHERE height > ?", (max(fork_height, self.height),))
             self._db.executemany("INSERT INTO block_encodings (height, hash, encoded) VALUES (?, ?, ?)", blocks)
+            if locks is not None:
+                self._db.execute("INSERT INTO metadata (key, value) VALUES ('producer_locks', ?) ON CONFLICT (key) "
+                                 "DO UPDATE SET value = excluded.value", (_encode_locks(locks),))
+
+    def producer_locks(self) -> list[ProducerLock]:
+        """The producer locks stored by the last `keep_branch` that had them (qmemo.core.fork_lock):
+        a validator restarted after a switch keeps obeying its locks until they end."""
+        row = self._one("SELECT value FROM metadata WHERE key = 'producer_locks'")
+        data = bytes(row[0]) if row else b""
+        return [ProducerLock(height, block_hash, fork_height, since_ms)
+                for height, fork_height, since_ms, block_hash in _LOCK.iter_unpack(data)]
 
     # --- reading ------------------------------------------------------------------------
 
@@ -314,3 +332,7 @@ def _index_rows(height: int, header_bytes: int, transactions: Sequence[Transacti
         length = len(tx.encoded)
         yield tx.id, height, position, offset + _U32.size, length
         offset += _U32.size + length
+
+
+def _encode_locks(locks: Sequence[ProducerLock]) -> bytes:
+    return b"".join(_LOCK.pack(lock.height, lock.fork_height, lock.since_ms, lock.block_hash) for lock in locks)
