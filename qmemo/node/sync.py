@@ -15,9 +15,9 @@ since have not come back yet - its picture of the peers is as old as the pause. 
 transactions are then refused with 503 `behind` (qmemo.node.service) instead of being
 judged against a stale state (issue 12: a resumed node answered `nonce_gap` for nonces
 already in blocks it had not applied). A peer whose chain we cannot follow (it forks
-below our final height, or served an invalid block) does not count: catching up with it
-is impossible, and refusing clients for good because of it would be an outage that any
-misconfigured or hostile peer could cause.
+below our final height, served an invalid block, or served none above ours) does not
+count: catching up with it is impossible, and refusing clients for good because of it
+would be an outage that any misconfigured or hostile peer could cause.
 
 Never imports aiohttp or knows about HTTP.
 """
@@ -67,9 +67,9 @@ class Sync:
         self._last_tick = monotonic()
         self._paused_at: float | None = None
         self._views_since: float | None = None    # when the last finished round began (monotonic)
-        # Peers whose chain we cannot follow (it forks below our final height, or served an
-        # invalid block): their final height says nothing about ours, so `behind` skips them
-        # until a sync from them applies a block again.
+        # Peers whose chain we cannot follow (it forks below our final height, served an
+        # invalid block, or no block above ours though its tip is higher): their final height
+        # says nothing about ours, so `behind` skips them until a block of theirs applies.
         self._unfollowable: set[str] = set()
         if not self.peers:
             self.synced.set()
@@ -179,6 +179,8 @@ class Sync:
                         # Another branch, not longer: compare the branches from our final block.
                         blocks = await self._fetch_unfinal(peer, batch)
                     if not blocks:
+                        if view.height is not None and view.height > chain.height:
+                            self._unfollowable.add(peer.url)    # a tip above ours, and no block of it
                         return
                 if blocks[0].header.previous_hash != chain.hash_at(blocks[0].height - 1):
                     self.log.error("peer %s's chain forks below our final height %d: not switching",

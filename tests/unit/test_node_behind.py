@@ -167,3 +167,15 @@ def test_a_peer_that_served_an_invalid_block_does_not_count_until_a_block_of_its
     asyncio.run(sync.round())             # its blocks apply now: it counts again
     chain.final_height = 10               # (as if we fell behind it once more)
     assert sync.behind() == "a peer's final height is 50, ours 10"
+
+
+def test_a_peer_that_claims_a_higher_chain_and_serves_no_block_does_not_count():
+    class EmptyPeer(ForkedPeer):
+        async def block_encodings(self, from_height: int, limit: int) -> list[bytes]:
+            return []
+
+    sync = make_sync([EmptyPeer("a", 50)], Clock())
+    sync.intake.chain.hash_at = {10: b"tip"}.get
+    sync.intake.sync_wanted = asyncio.Event()
+    asyncio.run(sync.round())
+    assert sync.behind() is None
