@@ -15,7 +15,7 @@ since have not come back yet - its picture of the peers is as old as the pause. 
 transactions are then refused with 503 `behind` (qmemo.node.service) instead of being
 judged against a stale state (issue 12: a resumed node answered `nonce_gap` for nonces
 already in blocks it had not applied). A peer whose chain we cannot follow (it forks
-below our final height, served an invalid block, or served none above ours) does not
+below our final height, served an invalid block, or none above ours) does not
 count: catching up with it is impossible, and refusing clients for good because of it
 would be an outage that any misconfigured or hostile peer could cause.
 
@@ -68,7 +68,7 @@ class Sync:
         self._paused_at: float | None = None
         self._views_since: float | None = None    # when the last finished round began (monotonic)
         # Peers whose chain we cannot follow (it forks below our final height, served an
-        # invalid block, or no block above ours though its tip is higher): their final height
+        # invalid block, or no block above ours - nothing, or ours again - though its tip is higher): their final height
         # says nothing about ours, so `behind` skips them until a block of theirs applies.
         self._unfollowable: set[str] = set()
         if not self.peers:
@@ -189,6 +189,9 @@ class Sync:
                     return
                 branch = [b for b in blocks if chain.hash_at(b.height) != b.hash]
                 if not branch:
+                    view = self.peer_views[peer.url]
+                    if view.height is not None and view.height > chain.height:
+                        self._unfollowable.add(peer.url)    # a tip above ours, and only blocks we hold
                     return
                 outcome = await self.intake.validate_and_apply(branch)
                 if outcome == "accepted":

@@ -179,3 +179,17 @@ def test_a_peer_that_claims_a_higher_chain_and_serves_no_block_does_not_count():
     sync.intake.sync_wanted = asyncio.Event()
     asyncio.run(sync.round())
     assert sync.behind() is None
+
+
+def test_a_peer_that_claims_a_higher_chain_and_serves_only_our_blocks_does_not_count():
+    class EchoPeer(ForkedPeer):
+        async def block_encodings(self, from_height: int, limit: int) -> list[bytes]:
+            return [b"ours"]
+
+    sync = make_sync([EchoPeer("a", 50)], Clock())
+    sync.intake.chain.hash_at = {9: b"tip-9", 10: b"tip"}.get
+    sync.intake.decode_timed = lambda _: SimpleNamespace(height=10, hash=b"tip",
+                                                         header=SimpleNamespace(previous_hash=b"tip-9"))
+    sync.intake.sync_wanted = asyncio.Event()
+    asyncio.run(sync.round())
+    assert sync.behind() is None
