@@ -8,8 +8,8 @@ Calls (docs/api.md, "Peer calls"):
 
 Every failure - refused connection, timeout, an unexpected status - becomes a
 `PeerError` naming the peer, so the node's tasks handle one error type; a peer that
-answers and refuses our block raises `PeerRefused` carrying the peer's own code and
-status (`peer_code`, `peer_status`): the peer's verdict, never a local `InvalidBlock` (which would say *we* were handed a bad block).
+answers and refuses our block or relayed batch raises `PeerRefused` carrying the peer's
+own code and status (`peer_code`, `peer_status`): the peer's verdict, never a local `InvalidBlock` (which would say *we* were handed a bad block).
 Bytes sent and received are added to the node's network counters.
 """
 
@@ -28,6 +28,7 @@ from qmemo.node.stages import RELAY, thread_cpu_ns
 
 BINARY = {"Content-Type": "application/octet-stream"}
 ORIGIN_HEADER = "X-Qmemo-Origin"
+ANY_STATUS = tuple(range(100, 600))       # `_call` raises on none: the caller reads the status
 
 
 class HttpPeer:
@@ -45,7 +46,17 @@ class HttpPeer:
         started = thread_cpu_ns()
         body = encode_tx_batch(encodings)
         self._metrics.stages.lap(RELAY, started, len(encodings))
-        await self._call("POST", "/peer/txs", body=body)
+        status, payload = await self._call("POST", "/peer/txs", body=body, accept=ANY_STATUS)
+        if status != 200:
+            # It answered: the batch reached it, and sending it again would only double its
+            # load (a 429 mempool full) or be refused again (a 413): PeerRefused, which the
+            # relay drops, unlike a batch left unanswered (a plain PeerError), which it resends.
+            try:
+                code = str(_json(payload, self.url).get("error"))
+            except PeerError:
+                code = "unreadable"
+            raise PeerRefused(f"{self.url} refused the relayed batch: {status} {payload[:200]!r}",
+                              peer_code=code, peer_status=status)
 
     async def send_block(self, encoded: bytes) -> str:
         status, payload = await self._call("POST", "/peer/block", body=encoded, accept=(200, 400, 422))

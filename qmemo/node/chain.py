@@ -92,7 +92,9 @@ class Chain:
         self.durable_height = store.height
         self.validator_index = validator_index
         self.lock_expiry_ms = lock_expiry_ms
-        self.locks: list[ProducerLock] = []     # our blocks a switch undid (qmemo.core.fork_lock)
+        # Our blocks a switch undid (qmemo.core.fork_lock); kept in the store with the branch
+        # (`keep_branch`), so a restart does not forget them and build on the other side at once.
+        self.locks: list[ProducerLock] = store.producer_locks() if validator_index is not None else []
 
     # --- the tip --------------------------------------------------------------------------
 

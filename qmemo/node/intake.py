@@ -177,7 +177,8 @@ class BlockIntake:
             started = time.perf_counter()
             try:
                 await asyncio.get_running_loop().run_in_executor(
-                    self._writer, stages.timed(STORE, chain.store.keep_branch, txs), chain.durable_height, rows)
+                    self._writer, stages.timed(STORE, chain.store.keep_branch, txs), chain.durable_height, rows,
+                    list(chain.locks))
             except (sqlite3.Error, OSError):
                 self.log.exception("storing blocks %d-%d failed; they are not served", chain.durable_height + 1,
                                    chain.height)

@@ -87,7 +87,7 @@ class ChainQueries:
                 pending_of[index] = pending
         store = self.store
         committed = await asyncio.get_running_loop().run_in_executor(
-            self._reader, lambda: {index: store.transaction(tx_ids[index]) for index in pending_of})
+            self._reader, lambda: {index: store.place(tx_ids[index]) for index in pending_of})
         for index, pending in pending_of.items():
             tx_id, found_in_store = tx_ids[index], committed[index]
             if found_in_store is not None and found_in_store.height <= chain.height and \

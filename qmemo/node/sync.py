@@ -11,10 +11,13 @@ never followed.
 Behind (`behind()`): the node knows its chain trails its peers' when a reachable peer's
 final height is above ours by more than `BEHIND_MARGIN_BLOCKS`, or when its event loop
 stood still for `PAUSE_S` or more (SIGSTOP, a suspended VM) and the peers' tips asked for
-since have not come back yet - its picture of the peers is as old as the pause. Client transactions are
-then refused with 503 `behind` (qmemo.node.service) instead of being judged against a
-stale state (issue 12: a resumed node answered `nonce_gap` for nonces already in blocks
-it had not applied).
+since have not come back yet - its picture of the peers is as old as the pause. Client
+transactions are then refused with 503 `behind` (qmemo.node.service) instead of being
+judged against a stale state (issue 12: a resumed node answered `nonce_gap` for nonces
+already in blocks it had not applied). A peer whose chain we cannot follow (it forks
+below our final height, served an invalid block, or none above ours) does not
+count: catching up with it is impossible, and refusing clients for good because of it
+would be an outage that any misconfigured or hostile peer could cause.
 
 Never imports aiohttp or knows about HTTP.
 """
@@ -64,6 +67,10 @@ class Sync:
         self._last_tick = monotonic()
         self._paused_at: float | None = None
         self._views_since: float | None = None    # when the last finished round began (monotonic)
+        # Peers whose chain we cannot follow (it forks below our final height, served an
+        # invalid block, or no block above ours - nothing, or ours again - though its tip is higher): their final height
+        # says nothing about ours, so `behind` skips them until a block of theirs applies.
+        self._unfollowable: set[str] = set()
         if not self.peers:
             self.synced.set()
 
@@ -107,7 +114,8 @@ class Sync:
         if self._paused_at is not None and self._views_since < self._paused_at:
             return "paused, and the peers not heard since"
         ours = self.intake.chain.final_height
-        best = max((view.final_height for view in self.peer_views.values() if view.reachable), default=ours)
+        best = max((view.final_height for url, view in self.peer_views.items()
+                    if view.reachable and url not in self._unfollowable), default=ours)
         if best - ours > BEHIND_MARGIN_BLOCKS:
             return f"a peer's final height is {best}, ours {ours}"
         return None
@@ -150,6 +158,7 @@ class Sync:
                 self.log.warning("sync from %s failed: %s", peer.url, exc)
             except InvalidBlock as exc:
                 self.metrics.blocks_rejected[exc.code] += 1
+                self._unfollowable.add(peer.url)
                 self.log.warning("sync from %s: invalid block: %s: %s", peer.url, exc.code, exc.detail)
 
     async def _sync_from(self, peer: PeerLink) -> None:
@@ -170,15 +179,23 @@ class Sync:
                         # Another branch, not longer: compare the branches from our final block.
                         blocks = await self._fetch_unfinal(peer, batch)
                     if not blocks:
+                        if view.height is not None and view.height > chain.height:
+                            self._unfollowable.add(peer.url)    # a tip above ours, and no block of it
                         return
                 if blocks[0].header.previous_hash != chain.hash_at(blocks[0].height - 1):
                     self.log.error("peer %s's chain forks below our final height %d: not switching",
                                    peer.url, chain.final_height)
+                    self._unfollowable.add(peer.url)
                     return
                 branch = [b for b in blocks if chain.hash_at(b.height) != b.hash]
                 if not branch:
+                    view = self.peer_views[peer.url]
+                    if view.height is not None and view.height > chain.height:
+                        self._unfollowable.add(peer.url)    # a tip above ours, and only blocks we hold
                     return
                 outcome = await self.intake.validate_and_apply(branch)
+                if outcome == "accepted":
+                    self._unfollowable.discard(peer.url)
                 if outcome != "accepted" or len(blocks) < batch:
                     return
 

@@ -178,3 +178,32 @@ def test_a_switch_to_a_branch_final_above_the_fork_does_not_lock(nodes):
     assert n2.receive([a_prime, b_prime])
     assert n2.chain.producer_locks(NOW_MS) == [] and n2.produce() is not None
     assert n2.chain.hash_at(3) == a_prime.hash and a.hash != a_prime.hash
+
+
+def test_a_restarted_validator_keeps_the_lock_its_switch_set(nodes):
+    # Locks lived in memory only: validator 0, restarted right after leaving its A' for A,
+    # would build on A at once - the split the lock exists to prevent.
+    n0, _, _ = nodes
+    a, a_prime, _ = _overloaded_height_3(nodes, obey_locks=True)
+    chain, store = n0.chain, n0.chain.store
+    # What the node's make_durable writes after that switch: the branch and its locks, at once.
+    store.keep_branch(0, [(block.height, block.hash, block.encode()) for block in chain.blocks_above(0)],
+                      list(chain.locks))
+    restarted = Node(n0.net, store, 0)
+    restarted._apply([Block.decode(data) for data in store.recent_blocks()])
+    assert restarted.chain.hash_at(3) == a.hash
+    assert restarted.chain.producer_locks(NOW_MS) == [ProducerLock(3, a_prime.hash, 2, NOW_MS)]
+    assert restarted.produce() is None
+    assert restarted.chain.producer_locks(NOW_MS + EXPIRY_MS) == []        # and it still expires
+    assert Chain(store, quorum=quorum(3)).locks == []                     # an observer has none
+
+
+def test_a_branch_stored_without_locks_keeps_the_stored_ones(nodes):
+    n0, _, _ = nodes
+    store = n0.chain.store
+    lock = ProducerLock(3, bytes(range(64)), 2, NOW_MS)
+    store.keep_branch(0, [], [lock])
+    store.keep_branch(0, [])
+    assert store.producer_locks() == [lock]
+    store.keep_branch(0, [], [])
+    assert store.producer_locks() == []

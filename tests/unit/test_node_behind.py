@@ -113,3 +113,83 @@ async def test_behind_is_judged_by_the_tips_while_the_blocks_are_still_being_fet
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+class ForkedPeer(Peer):
+    """A peer far ahead whose chain forks below our final height (a split's other side, a
+    misconfigured peer): its blocks never connect to ours."""
+
+    async def tip(self) -> PeerTip:
+        if self.down:
+            raise ConnectionError("down")
+        return PeerTip(60, b"theirs", self.final_height)
+
+    async def block_encodings(self, from_height: int, limit: int) -> list[bytes]:
+        return [b"block"]
+
+
+def _unconnected_block(_: bytes) -> SimpleNamespace:
+    return SimpleNamespace(height=11, hash=b"theirs-11", header=SimpleNamespace(previous_hash=b"theirs-10"))
+
+
+def test_a_peer_whose_chain_we_cannot_follow_does_not_make_us_behind_for_good():
+    # It did: its final height, far above ours, kept the node answering 503 `behind` to
+    # every client for as long as that peer answered, though no sync could ever close the gap.
+    forked, level = ForkedPeer("a", 50), Peer("b", 10)
+    sync = make_sync([forked, level], Clock())
+    sync.intake.chain.hash_at = {10: b"tip"}.get
+    sync.intake.decode_timed = _unconnected_block
+    sync.intake.sync_wanted = asyncio.Event()
+    asyncio.run(sync.round())
+    assert sync.behind() is None
+
+
+def test_a_peer_that_served_an_invalid_block_does_not_count_until_a_block_of_its_applies():
+    from qmemo.errors import InvalidBlock
+
+    class Intake(SimpleNamespace):
+        refuse = True
+
+        async def validate_and_apply(self, branch):
+            if self.refuse:
+                raise InvalidBlock("a bad signature", code="bad_signature")
+            self.chain.height = self.chain.final_height = 60
+            return "accepted"
+
+    peer = ForkedPeer("a", 50)
+    sync = make_sync([peer], Clock())
+    chain = sync.intake.chain
+    chain.hash_at = lambda height: b"theirs-10" if height == 10 else None
+    sync.intake = Intake(chain=chain, decode_timed=_unconnected_block, sync_wanted=asyncio.Event())
+    asyncio.run(sync.round())
+    assert sync.behind() is None and sync.metrics.blocks_rejected["bad_signature"] == 1
+    sync.intake.refuse = False
+    asyncio.run(sync.round())             # its blocks apply now: it counts again
+    chain.final_height = 10               # (as if we fell behind it once more)
+    assert sync.behind() == "a peer's final height is 50, ours 10"
+
+
+def test_a_peer_that_claims_a_higher_chain_and_serves_no_block_does_not_count():
+    class EmptyPeer(ForkedPeer):
+        async def block_encodings(self, from_height: int, limit: int) -> list[bytes]:
+            return []
+
+    sync = make_sync([EmptyPeer("a", 50)], Clock())
+    sync.intake.chain.hash_at = {10: b"tip"}.get
+    sync.intake.sync_wanted = asyncio.Event()
+    asyncio.run(sync.round())
+    assert sync.behind() is None
+
+
+def test_a_peer_that_claims_a_higher_chain_and_serves_only_our_blocks_does_not_count():
+    class EchoPeer(ForkedPeer):
+        async def block_encodings(self, from_height: int, limit: int) -> list[bytes]:
+            return [b"ours"]
+
+    sync = make_sync([EchoPeer("a", 50)], Clock())
+    sync.intake.chain.hash_at = {9: b"tip-9", 10: b"tip"}.get
+    sync.intake.decode_timed = lambda _: SimpleNamespace(height=10, hash=b"tip",
+                                                         header=SimpleNamespace(previous_hash=b"tip-9"))
+    sync.intake.sync_wanted = asyncio.Event()
+    asyncio.run(sync.round())
+    assert sync.behind() is None

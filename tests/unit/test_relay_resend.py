@@ -71,3 +71,38 @@ async def test_a_batch_the_peer_refused_or_a_bug_broke_is_not_sent_again(error):
     relay = await relay_through(peer, [[b"a", b"b"], [b"c"]], lambda r: peer.taken == [b"c"])
     assert peer.attempts == [[b"a", b"b"], [b"c"]]
     assert (relay.resent, relay.dropped) == (0, 2)
+
+
+async def test_a_batch_the_peer_answered_with_an_error_is_refused_not_unanswered():
+    # The HTTP client raised a plain PeerError for any answered status, so the relay's
+    # "refused: dropped" case never happened: a peer answering 429 (mempool full) got every
+    # batch twice, doubling its load just when it was full.
+    from aiohttp import ClientSession, web
+    from aiohttp.test_utils import TestServer
+
+    from qmemo.net.peer_client import HttpPeer
+
+    answers = [web.json_response({"error": "mempool_full", "detail": "full"}, status=429),
+               web.Response(status=413, body=b"too large"), web.json_response({"results": []})]
+    seen: list[int] = []
+
+    async def peer_txs(request: web.Request) -> web.Response:
+        seen.append(len(await request.read()))
+        return answers.pop(0)
+
+    app = web.Application()
+    app.router.add_post("/peer/txs", peer_txs)
+    async with TestServer(app) as server, ClientSession() as session:
+        peer = HttpPeer(str(server.make_url("")), session, NodeMetrics(VerifyMetrics(threads=1)), origin="http://us")
+        with pytest.raises(PeerRefused) as full:
+            await peer.send_txs([b"tx"])
+        assert (full.value.peer_code, full.value.peer_status) == ("mempool_full", 429)
+        with pytest.raises(PeerRefused) as large:
+            await peer.send_txs([b"tx"])
+        assert (large.value.peer_code, large.value.peer_status) == ("unreadable", 413)
+        await peer.send_txs([b"tx"])
+        await server.close()
+        with pytest.raises(PeerError) as unanswered:
+            await peer.send_txs([b"tx"])
+        assert not isinstance(unanswered.value, PeerRefused)
+    assert len(seen) == 3

@@ -260,3 +260,37 @@ def test_writer_killed_mid_way_leaves_the_last_committed_block_and_its_state(tmp
         assert (replayed.height, replayed.tip_hash) == (state.height, state.tip_hash)
         assert replayed.accounts == state.accounts
         assert sum(a.balance for a in state.accounts.values()) == 20 * 10**12
+
+
+def _deny_reading_block_encodings(store: ChainStore) -> None:
+    """No SQL statement may read a block's whole encoding column from now on (a blob slice
+    is not a statement: `blobopen` reads only the pages it asks for)."""
+    def authorize(action, table, column, *_):
+        denied = action == sqlite3.SQLITE_READ and (table, column) == ("block_encodings", "encoded")
+        return sqlite3.SQLITE_DENY if denied else sqlite3.SQLITE_OK
+    store._db.set_authorizer(authorize)
+
+
+def test_a_transaction_look_up_reads_its_bytes_not_its_whole_block(chain):
+    # substr() over the row made SQLite read the whole encoding, ~15 MB for a full block,
+    # on every GET /tx (4-6 ms each, with the store's lock held).
+    _, store = chain
+    ids = [tx.id for height in (1, 2, 3) for tx in store.block(height).transactions]
+    expected = [store.transaction(tx_id) for tx_id in ids]
+    assert all(found is not None and found.tx.id == tx_id for found, tx_id in zip(expected, ids))
+    _deny_reading_block_encodings(store)
+    assert [store.transaction(tx_id) for tx_id in ids] == expected
+
+
+def test_a_transaction_place_is_where_the_look_up_finds_it_without_a_proof(chain, monkeypatch):
+    import qmemo.node.store as store_module
+    _, store = chain
+    blocks = [store.block(height) for height in (1, 2, 3)]
+    _deny_reading_block_encodings(store)
+    monkeypatch.setattr(store_module, "merkle_proof", None)    # a proof is never made for a place
+    for block in blocks:
+        for position, tx in enumerate(block.transactions):
+            place = store.place(tx.id)
+            assert (place.height, place.position, place.block_hash, place.merkle_root) == \
+                (block.header.height, position, block.hash, block.header.merkle_root)
+    assert store.place(bytes(64)) is None
