@@ -190,10 +190,12 @@ class ChainStore:
                              (height, header.hash, header.encoded, b"".join(tx.id for tx in transactions)))
             # Its encoding is normally there already (`keep_branch`, before it was served); a
             # block appended without it (or another block at its height) gets it written here.
-            self._db.execute(
-                "INSERT INTO block_encodings (height, hash, encoded) VALUES (?, ?, ?) ON CONFLICT (height) "
-                "DO UPDATE SET hash = excluded.hash, encoded = excluded.encoded WHERE hash != excluded.hash",
-                (height, header.hash, applied.block.encode()))
+            # Asked first: binding the encoding copies it (~15 MB for a full Falcon block) even
+            # when the row is kept.
+            stored = self._db.execute("SELECT hash FROM block_encodings WHERE height = ?", (height,)).fetchone()
+            if stored is None or stored[0] != header.hash:
+                self._db.execute("INSERT OR REPLACE INTO block_encodings (height, hash, encoded) VALUES (?, ?, ?)",
+                                 (height, header.hash, applied.block.encode()))
             self._db.executemany("INSERT INTO tx_index (id, height, position, offset, length) VALUES (?, ?, ?, ?, ?)",
                                  _index_rows(height, len(header.encoded), transactions))
             self._write_accounts(applied.accounts)
