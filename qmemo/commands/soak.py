@@ -76,6 +76,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"generator: {counts['planned']:,} planned, {counts['committed']:,} committed, "
               f"{counts['rejected_total']:,} rejected, {counts['lost']:,} lost, {counts['failed']:,} failed, "
               f"{counts['unsent']:,} unsent; identity {'holds' if accounting['holds'] else 'BROKEN'}")
+    load = document["load"]
+    if load is not None:
+        print(f"load: {'held' if load['held'] else 'NOT HELD'}, {load['committed_share']:.2%} committed ({load['rule']})")
     print(f"verdict: {document['verdict']} ({document['rule']})")
     print(f"soak.json: {out / 'soak.json'}")
-    return 0 if document["verdict"] == "flat" and accounting is not None and accounting["holds"] else 1
+    return 0 if (document["verdict"] == "flat" and accounting is not None and accounting["holds"]
+                 and load is not None and load["held"]) else 1

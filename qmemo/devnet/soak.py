@@ -6,7 +6,8 @@ with all the others), runs the generator (`qmemo gen`) at one constant rate for 
 whole run, and every `interval_s` reads each node's resident set size and open file
 descriptors from /proc (Linux). It writes `soak.json`: the timeline, a per-node summary
 (least-squares slope per hour after a warm-up, and a verdict), and the generator's
-accounting at the end. Every process it starts is stopped by PID when it ends, also on
+accounting at the end and whether the load held (`LOAD_RULE`: a soak whose load
+collapsed says nothing about memory under load). Every process it starts is stopped by PID when it ends, also on
 an error or Ctrl-C.
 
 The verdict's rule (`FLAT_RULE`, also written into soak.json): the first
@@ -19,7 +20,7 @@ mempool that fills and drains with every block moves RSS by a hundred MiB, and i
 minutes that swing alone fits a slope of hundreds of MiB per hour. A steady leak of one
 socket a minute, or of 2% of the process's memory in ten minutes, fails it.
 
-Pure helpers (`slope_per_hour`, `node_summary`, `saturation_tps`) are apart from the
+Pure helpers (`slope_per_hour`, `node_summary`, `load_judgement`, `saturation_tps`) are apart from the
 process handling, so the rule is tested without starting anything.
 """
 
@@ -50,6 +51,11 @@ FLAT_RULE = (f"after the first {WARMUP_SHARE:.0%} of the samples, on every node:
              f"above {MAX_RSS_GROWTH_PER_HOUR:.0%} of the mean RSS per hour, nor of open fds above "
              f"{MAX_FD_GROWTH_PER_HOUR:g} per hour, whose rise over the window exceeds {NOISE_SIGMAS:g} standard "
              f"deviations of the samples around that line")
+# The load held when at least this share of the planned transactions committed (final): at
+# 80% of saturation a chain should commit everything, and a soak whose load collapsed
+# (senders poisoned by nonce gaps, the nodes idle) says nothing about memory under load.
+LOAD_HELD_SHARE = 0.99
+LOAD_RULE = f"at least {LOAD_HELD_SHARE:.0%} of the planned transactions committed (final)"
 SATURATION_SHARE = 0.8              # the soak rate: 80% of the saturation rate
 STOP_TIMEOUT_S = 20.0
 
@@ -110,6 +116,12 @@ def _stands_out(times_s: Sequence[float], values: Sequence[float], slope_per_h: 
     residuals = [v - (mean_v + slope_s * (t - mean_t)) for t, v in zip(times_s, values)]
     sigma = (sum(r * r for r in residuals) / n) ** 0.5
     return slope_s * (times_s[-1] - times_s[0]) > NOISE_SIGMAS * sigma
+
+
+def load_judgement(counts: dict[str, Any]) -> dict[str, Any]:
+    """Did the chain carry the soak's load (`LOAD_RULE`)? From the generator's summary counts."""
+    share = counts["committed"] / counts["planned"] if counts["planned"] else 0.0
+    return {"rule": LOAD_RULE, "committed_share": share, "held": counts["planned"] > 0 and share >= LOAD_HELD_SHARE}
 
 
 def saturation_tps(sweep: dict[str, Any]) -> float:
@@ -243,8 +255,9 @@ def _document(config: SoakConfig, started_utc: str, nodes: dict[str, int], timel
     summaries = {name: node_summary([s for s in timeline if s["node"] == name]) for name in nodes}
     gen_summary = config.out / "gen" / "summary.json"
     counts = orjson.loads(gen_summary.read_bytes())["counts"] if gen_summary.exists() else None
-    accounting = None
+    accounting = load = None
     if counts is not None:
+        load = load_judgement(counts)
         accounting = {"counts": counts, "identity": "committed + rejected + lost + failed + unsent = planned",
                       "holds": counts["committed"] + counts["rejected_total"] + counts["lost"] + counts["failed"]
                       + counts["unsent"] == counts["planned"] == counts["accounted"]}
@@ -253,5 +266,5 @@ def _document(config: SoakConfig, started_utc: str, nodes: dict[str, int], timel
         "duration_s": config.duration_s, "interval_s": config.interval_s, "devnet": str(config.devnet),
         "nodes": nodes, "exit_codes": exit_codes, "rule": FLAT_RULE,
         "verdict": "flat" if summaries and all(s["verdict"] == "flat" for s in summaries.values()) else "not flat",
-        "summary": summaries, "accounting": accounting, "timeline": timeline,
+        "summary": summaries, "accounting": accounting, "load": load, "timeline": timeline,
     }

@@ -26,7 +26,7 @@ def percentile(sorted_values: Sequence[float], p: float) -> float:
 
 def status(*, elapsed_s: float, duration_s: float, timings: Timings, sent: int, answered: int, in_flight: int,
            included: int, committed: int, blocks_seen: int, failovers: int, node_failures: dict[str, int],
-           recent_latencies_s: Sequence[float]) -> dict[str, Any]:
+           recent_latencies_s: Sequence[float], resend_txs: int = 0) -> dict[str, Any]:
     """The live document. `recent_latencies_s`: intended->committed of the last window, sorted."""
     # Answered transactions that the node did not refuse: accepted (or already known) ones.
     accepted = answered - timings.status.count(REJECTED) - timings.status.count(FAILED)
@@ -37,7 +37,7 @@ def status(*, elapsed_s: float, duration_s: float, timings: Timings, sent: int, 
         "offered": bisect.bisect_right(timings.intended, elapsed_s),
         "sent": sent, "answered": answered, "accepted": max(0, accepted), "in_flight": in_flight,
         "included": included, "committed": committed, "blocks_seen": blocks_seen,
-        "failovers": failovers, "node_failures": node_failures,
+        "failovers": failovers, "node_failures": node_failures, "resend_txs": resend_txs,
         "p50_ms": percentile(recent_latencies_s, 50) * 1e3 if recent_latencies_s else None,
         "p99_ms": percentile(recent_latencies_s, 99) * 1e3 if recent_latencies_s else None,
     }
@@ -58,7 +58,8 @@ def progress_line(document: dict[str, Any], label: str = "") -> str:
         clock = f"{elapsed:4.0f} s" + (f" of {duration:.0f}" if duration else "")
     parts = [f"{label}  " if label else "", clock, f"  offered {count('offered')}", f"  accepted {count('accepted')}",
              f"  included {count('included')}", f"  final {count('committed')}",
-             f"  p99 {p99:,.0f} ms" if isinstance(p99, (int, float)) else "  p99 -"]
+             f"  p99 {p99:,.0f} ms" if isinstance(p99, (int, float)) else "  p99 -",
+             f"  resent {count('resend_txs')}" if document.get("resend_txs") else ""]
     return "".join(parts)
 
 

@@ -240,7 +240,9 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
                                          "follower_node_switches": state.node_switches,
                                          "node_failures": dict(progress.node_failures),
                                          "failovers": progress.failovers,
-                                         "failover_txs": progress.failover_txs}, verifiers, nodes
+                                         "failover_txs": progress.failover_txs,
+                                         "resends": progress.resends,
+                                         "resend_txs": progress.resend_txs}, verifiers, nodes
 
 
 async def read_metrics(session: aiohttp.ClientSession, urls: Sequence[str]) -> dict[str, Any]:
@@ -279,6 +281,7 @@ async def _write_status(config: GenConfig, timings: Timings, progress: SendProgr
             elapsed_s=now, duration_s=config.duration_s, timings=timings, sent=progress.sent,
             answered=progress.answered, in_flight=progress.in_flight, included=state.included_seen,
             committed=state.committed_seen, blocks_seen=state.blocks_seen, failovers=progress.failovers,
+            resend_txs=progress.resend_txs,
             node_failures=progress.node_failures, recent_latencies_s=sorted(latency for _, latency in state.recent))
         if config.live is not None:
             tmp = config.live.with_suffix(".tmp")
@@ -314,7 +317,8 @@ def run_load(config: GenConfig, *, quiet: bool = False, genesis: Genesis | None 
     file_summary = load_summary(summary, target_tps=target_tps, interrupted=interrupted,
                                 block_interval_s=genesis.block_interval_ms / 1e3,
                                 failover=Failover(sender["failovers"], sender["failover_txs"],
-                                                  sender["node_failures"]))
+                                                  sender["node_failures"], sender["resends"],
+                                                  sender["resend_txs"]))
     file_summary = replace(file_summary, counts=replace(file_summary.counts, lost_reasons=sender["lost_reasons"]),
                            survival=survival(node_stages, summary.committed_tps))
     config.out.mkdir(parents=True, exist_ok=True)

@@ -23,9 +23,17 @@ docs/api.md asks of a client whose nodes all died or are past saturation:
 without it, every later nonce of a sender whose batch failed waits on a gap that never
 fills (kill-all lost 15,830 held transactions that way). Per sender the nonce
 order is kept as it always was: a sender's batches still leave in nonce order, and a
-node holds a nonce that overtook its predecessor until the gap fills. The counters
-(failures per node, batches and transactions failed over) go to the live status and
-the run's manifest and summary.
+node holds a nonce that overtook its predecessor until the gap fills.
+
+Refused for now, sent again: a node that answers a transaction with a full queue
+(`mempool_full`, `held_full`, ...) or `nonce_gap` (its earlier nonce has not reached that
+node yet) may take it a moment later, and a wallet tries again; the generator resends just
+those transactions, same bytes, waiting 0.5, 1, 2, 4, 4 ... s, within the batch's window
+(`request_timeout_s`). Their answer is the last one: accepted, or the refusal once the
+window closes. The resend holds its in-flight slot meanwhile, so under overload the
+generator slows down with its nodes (it shows as send lag) rather than piling resends on.
+The counters (failures per node, batches and transactions failed over, resends) go to
+the live status and the run's manifest and summary.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ from dataclasses import dataclass, field
 import aiohttp
 import orjson
 
+from qmemo.frames import decode_frames, encode_frames
 from qmemo.load.latency import ACCEPTED, DUPLICATE, FAILED, REJECTED, Timings
 
 _STATUS = {"accepted": ACCEPTED, "duplicate": DUPLICATE, "rejected": REJECTED}
@@ -79,7 +88,19 @@ class SendProgress:
     node_failures: dict[str, int] = field(default_factory=dict)   # tries a node did not answer
     failovers: int = 0             # batches sent to a node not their own (resent, or routed around one down)
     failover_txs: int = 0          # transactions in them
+    resends: int = 0               # requests that sent again what a node refused for now (RESEND_CODES)
+    resend_txs: int = 0            # transactions in them
 
+
+# Rejections that are "not now", not "never": the node's queues are full (they drain with
+# every block), or the sender's earlier nonce has not reached this node yet (it is being
+# resent, or relayed from the node it went to). A wallet sends such a transaction again,
+# and so does the generator (`_post`): a refused nonce left unsent is a gap that every
+# later nonce of its sender falls into (the 10-minute soak of 2026-11-23 lost all 2,000
+# senders that way in three minutes). The wait doubles from the first to the last.
+RESEND_CODES = frozenset(("mempool_full", "sender_limit", "held_full", "held_sender_limit", "nonce_gap"))
+RESEND_FIRST_WAIT_S = 0.5
+RESEND_MAX_WAIT_S = 4.0
 
 # HTTP statuses that mean "this node cannot take it now, another may": not ready.
 _TRY_ANOTHER = frozenset((503,))
@@ -148,7 +169,7 @@ async def send_batches(batches: list[Batch], timings: Timings, config: SendConfi
             progress.max_in_flight_seen = max(progress.max_in_flight_seen, progress.in_flight)
             task = asyncio.create_task(_post(session, batch, timings, start, progress, health,
                                              config.attempt_timeout_s,
-                                             max(config.request_timeout_s, config.resend_for_s)))
+                                             max(config.request_timeout_s, config.resend_for_s), stop))
             tasks.add(task)
             task.add_done_callback(lambda t: (tasks.discard(t), slots.release()))
         if tasks:
@@ -157,73 +178,121 @@ async def send_batches(batches: list[Batch], timings: Timings, config: SendConfi
 
 async def _post(session: aiohttp.ClientSession, batch: Batch, timings: Timings, start: float,
                 progress: SendProgress, health: _NodeHealth, attempt_timeout_s: float,
-                request_timeout_s: float = 30.0) -> None:
-    """POST the batch to its target, then to each other node in turn while none answers;
-    then round again over the nodes, each try waiting twice as long, until
-    `request_timeout_s`. A batch dropped after one round would leave a nonce gap for
-    every sender in it, and each gap costs all that sender's later transactions (held,
-    then evicted as `nonce_gap_timeout`): a wallet does not give up on a nonce that soon."""
-    failure = "no node"
+                request_timeout_s: float = 30.0, stop: asyncio.Event | None = None) -> None:
+    """Deliver the batch (`_deliver`: its target first, failing over), then resend what a
+    node refused only for now (`RESEND_CODES`), waiting longer each time, until
+    `request_timeout_s` after the first try or an interrupt; the last answer is final."""
     deadline = time.monotonic() + request_timeout_s
+    indices: Sequence[int] = range(batch.first, batch.last)     # plan indices of `body`'s transactions
+    body = batch.body
+    wait_s = RESEND_FIRST_WAIT_S
     try:
-        moved = False
-        attempt_s = attempt_timeout_s
-        while time.monotonic() < deadline:
-            for node in health.order(batch.target):
-                left_s = deadline - time.monotonic()
-                if left_s <= 0:
-                    break
-                if node != batch.target and not moved:     # once per batch, resent or routed around
-                    moved = True
-                    progress.failovers += 1
-                    progress.failover_txs += batch.last - batch.first
+        while True:
+            answer = await _deliver(session, batch, body, len(indices), progress, health, attempt_timeout_s, deadline)
+            t = time.perf_counter() - start
+            if isinstance(answer, str):
+                _mark_all(timings, indices, t, FAILED, answer)
+                return
+            last_try = time.monotonic() + wait_s >= deadline or (stop is not None and stop.is_set())
+            again = _record_answer(indices, timings, t, *answer, resend=frozenset() if last_try else RESEND_CODES)
+            if not again:
+                return
+            progress.resends += 1
+            progress.resend_txs += len(again)
+            frames = decode_frames(body, len(indices), "transaction")
+            body = encode_frames([frames[p] for p in again])
+            indices = [indices[p] for p in again]
+            if stop is None:
+                await asyncio.sleep(wait_s)
+            else:
                 try:
-                    async with session.post(f"{node}/txs", data=batch.body,
-                                            timeout=aiohttp.ClientTimeout(total=min(attempt_s, left_s)),
-                                            headers={"Content-Type": "application/octet-stream"}) as response:
-                        payload = await response.read()
-                        if response.status in _TRY_ANOTHER:
-                            raise _NotNow(f"http_{response.status}")
-                        _record_answer(batch, timings, time.perf_counter() - start, response.status, payload)
-                        return
-                except (aiohttp.ClientError, asyncio.TimeoutError, OSError, _NotNow) as exc:
-                    failure = str(exc) if isinstance(exc, _NotNow) else f"transport:{type(exc).__name__}"
-                    progress.node_failures[node] = progress.node_failures.get(node, 0) + 1
-                    health.failed(node)
-            attempt_s *= 2
-            await asyncio.sleep(min(0.1 * attempt_timeout_s, max(0.0, deadline - time.monotonic())))
-        timings.mark_answer_range(batch.first, batch.last, time.perf_counter() - start, FAILED, failure)
+                    await asyncio.wait_for(stop.wait(), timeout=wait_s)
+                except asyncio.TimeoutError:
+                    pass
+            wait_s = min(2 * wait_s, RESEND_MAX_WAIT_S)
     finally:
         progress.in_flight -= 1
         progress.answered += batch.last - batch.first
+
+
+async def _deliver(session: aiohttp.ClientSession, batch: Batch, body: bytes, count: int, progress: SendProgress,
+                   health: _NodeHealth, attempt_timeout_s: float, deadline: float) -> tuple[int, bytes] | str:
+    """POST `body` (`count` of the batch's transactions) to the batch's target, then to each
+    other node in turn while none answers; then round again over the nodes, each try
+    waiting twice as long, until `deadline`. The answer (status, payload), or why none
+    came. A batch dropped after one round would leave a nonce gap for every sender in it,
+    and each gap costs all that sender's later transactions (held, then evicted as
+    `nonce_gap_timeout`): a wallet does not give up on a nonce that soon."""
+    failure = "no node"
+    moved = False
+    attempt_s = attempt_timeout_s
+    while time.monotonic() < deadline:
+        for node in health.order(batch.target):
+            left_s = deadline - time.monotonic()
+            if left_s <= 0:
+                break
+            if node != batch.target and not moved:     # once per delivery, resent or routed around
+                moved = True
+                progress.failovers += 1
+                progress.failover_txs += count
+            try:
+                async with session.post(f"{node}/txs", data=body,
+                                        timeout=aiohttp.ClientTimeout(total=min(attempt_s, left_s)),
+                                        headers={"Content-Type": "application/octet-stream"}) as response:
+                    payload = await response.read()
+                    if response.status in _TRY_ANOTHER:
+                        raise _NotNow(f"http_{response.status}")
+                    return response.status, payload
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError, _NotNow) as exc:
+                failure = str(exc) if isinstance(exc, _NotNow) else f"transport:{type(exc).__name__}"
+                progress.node_failures[node] = progress.node_failures.get(node, 0) + 1
+                health.failed(node)
+        attempt_s *= 2
+        await asyncio.sleep(min(0.1 * attempt_timeout_s, max(0.0, deadline - time.monotonic())))
+    return failure
 
 
 class _NotNow(Exception):
     """A node answered that it cannot take the batch now (503): try another."""
 
 
-def _record_answer(batch: Batch, timings: Timings, t: float, status: int, payload: bytes) -> None:
-    """Per-transaction outcome from a /txs answer; a whole-request error applies to all."""
+def _record_answer(indices: Sequence[int], timings: Timings, t: float, status: int, payload: bytes,
+                   resend: frozenset[str] = frozenset()) -> list[int]:
+    """Per-transaction outcome from a /txs answer for the plan's transactions `indices`
+    (the request's order); a whole-request error applies to all. Rejections whose code is
+    in `resend` are left unmarked: their positions in `indices` are returned, to send again."""
     try:
         document = orjson.loads(payload)
     except orjson.JSONDecodeError:
         document = None
     results = document.get("results") if isinstance(document, dict) else None
-    count = batch.last - batch.first
+    count = len(indices)
     if status == 200 and isinstance(results, list) and len(results) == count:
         if document.get("accepted") == count and all(
                 isinstance(result, dict) and result.get("status") == "accepted" for result in results):
             # The usual answer below saturation: one slice write per array instead of a
             # call per transaction (the results are still each checked above).
-            timings.mark_answer_range(batch.first, batch.last, t, ACCEPTED)
-            return
-        for i, result in zip(range(batch.first, batch.last), results):
+            _mark_all(timings, indices, t, ACCEPTED)
+            return []
+        again: list[int] = []
+        for position, (i, result) in enumerate(zip(indices, results)):
             outcome = _STATUS.get(result.get("status") if isinstance(result, dict) else None)
             if outcome is None:
                 timings.mark_answer(i, t, FAILED, "unreadable_result")
+            elif outcome == REJECTED and result.get("code") in resend:
+                again.append(position)
             else:
                 timings.mark_answer(i, t, outcome, result.get("code") if outcome == REJECTED else None)
-        return
+        return again
     code = document.get("error") if isinstance(document, dict) else None
-    timings.mark_answer_range(batch.first, batch.last, t, REJECTED if 400 <= status < 500 else FAILED,
-                              code or f"http_{status}")
+    _mark_all(timings, indices, t, REJECTED if 400 <= status < 500 else FAILED, code or f"http_{status}")
+    return []
+
+
+def _mark_all(timings: Timings, indices: Sequence[int], t: float, status: int, reason: str | None = None) -> None:
+    """The same answer for every one of `indices`: one slice write when they are a whole batch."""
+    if isinstance(indices, range):
+        timings.mark_answer_range(indices.start, indices.stop, t, status, reason)
+    else:
+        for i in indices:
+            timings.mark_answer(i, t, status, reason)

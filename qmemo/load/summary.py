@@ -76,13 +76,19 @@ class Counts:
 
 @dataclass(frozen=True, slots=True)
 class Failover:
-    """The sender's failover (qmemo.load.sender): tries nodes did not answer, and batches
-    (and their transactions) that went to a node other than their own - resent after a
-    failure, or sent there at once while their own node was known to be down."""
+    """The sender's failover (qmemo.load.sender): tries nodes did not answer, batches (and
+    their transactions) that went to a node other than their own - resent after a failure,
+    or sent there at once while their own node was known to be down - and resends of
+    transactions a node refused for now."""
 
     failovers: int
     failover_txs: int
     node_failures: dict[str, int]               # by node URL
+    # Requests that sent again what a node refused for now (full queues, a nonce ahead of
+    # what the node has: qmemo.load.sender.RESEND_CODES), and their transactions. None (and
+    # absent) in summaries written before the generator resent.
+    resends: int | None = field(default=None, metadata=OMIT_NONE)
+    resend_txs: int | None = field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,6 +66,8 @@ def render_summary(summary: LoadSummary, where: str | None = None) -> Group:
         failures = ", ".join(f"{node}: {n:,}" for node, n in sorted(failover.node_failures.items()))
         head.add_row("failed over to another node", f"{failover.failovers:,} batches, "
                      f"{failover.failover_txs:,} txs" + (f" (no answer from {failures})" if failures else ""))
+        if failover.resends is not None:
+            head.add_row("sent again (refused for now)", f"{failover.resends:,} requests, {failover.resend_txs:,} txs")
     parts: list[Any] = [head, latency]
     if summary.generator_fell_behind:
         parts.append(Text("WARNING: the generator fell behind its own schedule (p99 send lag above 100 ms): "

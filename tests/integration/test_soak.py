@@ -28,7 +28,9 @@ def test_a_short_soak_samples_every_node_checks_the_accounting_and_stops_everyth
         assert document["summary"][name]["verdict"] in ("flat", "growing")
     accounting = document["accounting"]
     assert accounting["holds"] and accounting["counts"]["planned"] == 720, printed.getvalue()
-    assert document["verdict"] in ("flat", "not flat") and status == (0 if document["verdict"] == "flat" else 1)
+    assert document["load"]["held"] == (document["load"]["committed_share"] >= 0.99), document["load"]
+    assert document["verdict"] in ("flat", "not flat")
+    assert status == (0 if document["verdict"] == "flat" and document["load"]["held"] else 1)
     assert "verdict:" in printed.getvalue() and "identity holds" in printed.getvalue()
     for pid in document["nodes"].values():        # every node stopped
         with pytest.raises(ProcessLookupError):

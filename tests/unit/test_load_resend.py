@@ -9,7 +9,8 @@ import asyncio
 import orjson
 from aiohttp import web
 
-from qmemo.load.latency import ACCEPTED, FAILED, Timings
+from qmemo.frames import decode_frames, encode_frames
+from qmemo.load.latency import ACCEPTED, FAILED, REJECTED, Timings
 from qmemo.load.sender import Batch, SendConfig, SendProgress, send_batches
 
 
@@ -56,3 +57,47 @@ async def test_a_window_longer_than_the_request_timeout_extends_it(aiohttp_serve
     timings, seen = await _send(aiohttp_server, resend_for_s=5.0, down_requests=8, request_timeout_s=0.3)
     assert len(seen) == 9                                    # still tried after the 0.3 s timeout
     assert list(timings.status) == [ACCEPTED, ACCEPTED]
+
+
+def _node_full_for(refusals: int) -> tuple[web.Application, list[list[bytes]]]:
+    """A node whose held queue is full: it refuses the second transaction of each request
+    `held_full` for its first `refusals` requests, and takes the rest."""
+    bodies: list[list[bytes]] = []
+
+    async def txs(request: web.Request) -> web.Response:
+        frames = decode_frames(await request.read(), 100)
+        bodies.append(frames)
+        results = [{"status": "accepted"} for _ in frames]
+        if len(bodies) <= refusals and len(frames) > 1:
+            results[1] = {"status": "rejected", "code": "held_full", "detail": "the held queue is full"}
+        return web.json_response({"results": results})
+
+    app = web.Application()
+    app.router.add_post("/txs", txs)
+    return app, bodies
+
+
+async def _send_refused(aiohttp_server, refusals: int, request_timeout_s: float) -> tuple[Timings, list, SendProgress]:
+    app, bodies = _node_full_for(refusals)
+    server = await aiohttp_server(app)
+    url = str(server.make_url("")).rstrip("/")
+    timings, progress = Timings([0.0, 0.0, 0.0]), SendProgress()
+    body = encode_frames([b"tx-a", b"tx-b", b"tx-c"])
+    await send_batches([Batch(0, 3, url, body)], timings, SendConfig(request_timeout_s=request_timeout_s),
+                       start=0.0, progress=progress, stop=asyncio.Event(), nodes=[url])
+    return timings, bodies, progress
+
+
+async def test_a_transaction_refused_for_now_is_sent_again_alone_until_taken(aiohttp_server):
+    timings, bodies, progress = await _send_refused(aiohttp_server, refusals=1, request_timeout_s=30.0)
+    assert bodies == [[b"tx-a", b"tx-b", b"tx-c"], [b"tx-b"]]      # only the refused one, the same bytes
+    assert list(timings.status) == [ACCEPTED, ACCEPTED, ACCEPTED] and not timings.reasons
+    assert (progress.resends, progress.resend_txs, progress.answered) == (1, 1, 3)
+    assert timings.accepted[1] > timings.accepted[0]                # taken on the resend, after its wait
+
+
+async def test_a_refusal_that_lasts_past_the_window_is_the_final_answer(aiohttp_server):
+    timings, bodies, progress = await _send_refused(aiohttp_server, refusals=10_000, request_timeout_s=0.3)
+    assert len(bodies) == 1                       # the first wait (0.5 s) would end past the window
+    assert list(timings.status) == [ACCEPTED, REJECTED, ACCEPTED] and timings.reasons == {1: "held_full"}
+    assert progress.resends == 0

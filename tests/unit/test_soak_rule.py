@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from qmemo.devnet.soak import MAX_FD_GROWTH_PER_HOUR, node_summary, saturation_tps, slope_per_hour
+from qmemo.devnet.soak import MAX_FD_GROWTH_PER_HOUR, load_judgement, node_summary, saturation_tps, slope_per_hour
 from qmemo.errors import ConfigError
 
 MIB = 2**20
@@ -60,3 +60,13 @@ def test_a_mempool_swinging_around_a_level_is_flat_and_a_leak_under_the_same_swi
     assert node_summary(level)["verdict"] == "flat"
     leak = [dict(s, rss_bytes=s["rss_bytes"] + d) for s, d in zip(samples(400 * MIB / 600), swing)]
     assert node_summary(leak)["verdict"] == "growing"          # +400 MiB in 10 min stands out of +-60
+
+
+def test_a_soak_whose_load_collapsed_is_not_held_even_with_the_identity_intact():
+    # The 2026-11-23 soak at 5,400 TPS: the identity held, memory was flat, the load was not.
+    collapsed = {"planned": 3_240_000, "committed": 503_649}
+    assert load_judgement(collapsed)["held"] is False
+    assert load_judgement(collapsed)["committed_share"] == pytest.approx(0.1554, abs=1e-4)
+    assert load_judgement({"planned": 1000, "committed": 990})["held"] is True
+    assert load_judgement({"planned": 1000, "committed": 989})["held"] is False
+    assert load_judgement({"planned": 0, "committed": 0})["held"] is False
