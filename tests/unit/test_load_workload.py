@@ -5,7 +5,7 @@ from collections import defaultdict
 import pytest
 
 from qmemo.errors import ConfigError
-from qmemo.load.workload import Account, PlanShape, assign
+from qmemo.load.workload import Account, PlanShape, assign, cache_key
 
 NODES = ("http://a", "http://b", "http://c")
 
@@ -76,3 +76,11 @@ def test_signing_on_threads_or_processes_gives_the_plan_in_order(monkeypatch, pr
     assert [(tx.public_key, tx.nonce) for tx in txs] == [(keys[a].public_key, n) for a, n in senders]
     assert all(tx.chain_id == 5 and tx.fee == 2 for tx in txs)
     assert all(scheme.verify(tx.public_key, tx.signing_digest, tx.signature) for tx in txs)
+
+
+def test_the_cache_key_ignores_the_nodes_urls_but_not_how_many_there_are():
+    # A soak's devnet gets free ports every run; the signed bytes depend only on the count.
+    def key(targets):
+        return cache_key(b"g" * 64, "falcon-512", 7, PlanShape(100, 10, targets, "round-robin", 0), accounts(6))
+    assert key(("http://a:1", "http://b:2", "http://c:3")) == key(("http://x:7", "http://y:8", "http://z:9"))
+    assert key(("http://a:1", "http://b:2", "http://c:3")) != key(("http://a:1", "http://b:2"))
