@@ -205,6 +205,7 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
                                                  on_status))
     try:
         await send_batches(workload.batches, timings, config.send, start=start, progress=progress, stop=stop_sending,
+                           previous=workload.previous,
                            nodes=config.nodes)
         timeout_s = config.commit_timeout_s if config.commit_timeout_s is not None else 5 * block_interval_s
         deadline = time.perf_counter() + (min(timeout_s, 2.0) if interrupted else timeout_s)

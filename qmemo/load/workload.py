@@ -22,6 +22,7 @@ bytes, MEMO's transaction size.
 from __future__ import annotations
 
 import multiprocessing
+from array import array
 import os
 import random
 import struct
@@ -72,6 +73,21 @@ class Workload:
     ids: list[bytes]           # transaction ids, in plan order
     batches: list[Batch]       # in send order
     from_cache: bool
+    # For each planned transaction, the plan index of its sender's previous nonce (-1: the
+    # sender's first in the plan): the sender tells a nonce gap that may still fill from
+    # one that never will (qmemo.load.sender).
+    previous: array
+
+
+def previous_nonces(senders: list[tuple[int, int]]) -> array:
+    """`Workload.previous` from the plan's (account index, nonce) list, which has each
+    sender's nonces in plan order."""
+    last: dict[int, int] = {}
+    previous = array("q", [-1]) * len(senders)
+    for i, (account, _) in enumerate(senders):
+        previous[i] = last.get(account, -1)
+        last[account] = i
+    return previous
 
 
 def assign(shape: PlanShape, accounts: list[Account]) -> tuple[list[tuple[int, int]], list[str]]:
@@ -141,7 +157,7 @@ def build(shape: PlanShape, accounts: list[Account], *, scheme: str, chain_id: i
               encode_tx_batch(encodings[first:first + shape.batch_size]))
         for first, target in zip(range(0, shape.count, shape.batch_size), batch_targets)
     ]
-    return Workload(ids, batches, from_cache)
+    return Workload(ids, batches, from_cache, previous_nonces(senders))
 
 
 def _sign_all(senders: list[tuple[int, int]], accounts: list[Account], *, scheme: str, chain_id: int, fee: int,

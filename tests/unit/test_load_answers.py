@@ -70,7 +70,8 @@ def test_a_refusal_for_now_is_left_open_and_handed_back_to_send_again():
     results = [{"status": "accepted"}, {"status": "rejected", "code": "held_full"},
                {"status": "rejected", "code": "bad_signature"}, {"status": "rejected", "code": "nonce_gap"}]
     indices = [5, 1, 3, 0]          # a resend's plan indices need not be a range
-    again = _record_answer(indices, timings, 0.4, 200, answer(results, accepted=1, rejected=3), resend=RESEND_CODES)
+    again = _record_answer(indices, timings, 0.4, 200, answer(results, accepted=1, rejected=3),
+                           resend=lambda i, code: code in RESEND_CODES)
     assert again == [1, 3]                                   # positions in `indices`: plan txs 1 and 0
     assert list(timings.status) == [0, 0, 0, REJECTED, 0, ACCEPTED] and timings.reasons == {3: "bad_signature"}
     # On the last try nothing is handed back: the refusal is the final answer.

@@ -101,3 +101,61 @@ async def test_a_refusal_that_lasts_past_the_window_is_the_final_answer(aiohttp_
     assert len(bodies) == 1                       # the first wait (0.5 s) would end past the window
     assert list(timings.status) == [ACCEPTED, REJECTED, ACCEPTED] and timings.reasons == {1: "held_full"}
     assert progress.resends == 0
+
+
+def _scripted_node(answers: dict[bytes, list[dict]]) -> tuple[web.Application, list[list[bytes]]]:
+    """A node that answers each transaction (its bytes) with the next of its scripted
+    results, and "accepted" once the script runs out."""
+    bodies: list[list[bytes]] = []
+
+    async def txs(request: web.Request) -> web.Response:
+        frames = decode_frames(await request.read(), 100)
+        bodies.append(frames)
+        results = [answers[frame].pop(0) if answers.get(frame) else {"status": "accepted"} for frame in frames]
+        return web.json_response({"results": results})
+
+    app = web.Application()
+    app.router.add_post("/txs", txs)
+    return app, bodies
+
+
+async def _run_scripted(aiohttp_server, answers, batches_frames, previous, max_in_flight=64):
+    app, bodies = _scripted_node(answers)
+    server = await aiohttp_server(app)
+    url = str(server.make_url("")).rstrip("/")
+    count = sum(len(frames) for frames in batches_frames)
+    timings, progress = Timings([0.0] * count), SendProgress()
+    batches, first = [], 0
+    for frames in batches_frames:
+        batches.append(Batch(first, first + len(frames), url, encode_frames(frames)))
+        first += len(frames)
+    await send_batches(batches, timings, SendConfig(max_in_flight=max_in_flight), start=0.0, progress=progress,
+                       stop=asyncio.Event(), nodes=[url], previous=previous)
+    return timings, bodies
+
+
+GAP = {"status": "rejected", "code": "nonce_gap"}
+FULL = {"status": "rejected", "code": "held_full"}
+
+
+async def test_a_nonce_gap_behind_a_nonce_refused_for_good_is_final_at_once(aiohttp_server):
+    # b is a's sender's next nonce; a is refused for good, so b's gap can never fill.
+    answers = {b"a": [{"status": "rejected", "code": "bad_signature"}], b"b": [GAP]}
+    timings, bodies = await _run_scripted(aiohttp_server, answers, [[b"a", b"b"]], previous=[-1, 0])
+    assert bodies == [[b"a", b"b"]]                                  # not resent
+    assert list(timings.status) == [REJECTED, REJECTED] and timings.reasons == {0: "bad_signature", 1: "nonce_gap"}
+
+
+async def test_a_nonce_gap_behind_a_nonce_still_being_resent_is_resent_with_it(aiohttp_server):
+    answers = {b"a": [FULL], b"b": [GAP]}
+    timings, bodies = await _run_scripted(aiohttp_server, answers, [[b"a", b"b"]], previous=[-1, 0])
+    assert bodies == [[b"a", b"b"], [b"a", b"b"]]                    # together, in nonce order
+    assert list(timings.status) == [ACCEPTED, ACCEPTED] and not timings.reasons
+
+
+async def test_a_batch_waiting_to_resend_gives_its_in_flight_slot_to_the_schedule(aiohttp_server):
+    answers = {b"a": [FULL]}
+    timings, bodies = await _run_scripted(aiohttp_server, answers, [[b"a"], [b"c"]], previous=[-1, -1],
+                                          max_in_flight=1)
+    assert bodies == [[b"a"], [b"c"], [b"a"]]                        # c left while a waited
+    assert list(timings.status) == [ACCEPTED, ACCEPTED]

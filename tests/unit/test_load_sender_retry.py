@@ -10,7 +10,7 @@ import aiohttp
 from aiohttp import web
 
 from qmemo.load.latency import ACCEPTED, FAILED, Timings
-from qmemo.load.sender import Batch, SendProgress, _NodeHealth, _post
+from qmemo.load.sender import Batch, SendProgress, _NodeHealth, _post, _Sending
 from tests.unit.scripted_http import serve
 
 
@@ -30,8 +30,8 @@ async def post_once(urls: list[str], attempt_s: float, request_s: float) -> tupl
     timings, progress = Timings([0.0]), SendProgress(in_flight=1)
     timings.mark_sent(0, 0.0)
     async with aiohttp.ClientSession() as session:
-        await _post(session, Batch(0, 1, urls[0], b"x"), timings, 0.0, progress, _NodeHealth(urls, 0.0),
-                    attempt_s, request_s)
+        await _post(Batch(0, 1, urls[0], b"x"),
+                    _Sending(session, timings, 0.0, progress, _NodeHealth(urls, 0.0), attempt_s, request_s))
     return timings, progress
 
 

@@ -5,7 +5,7 @@ from collections import defaultdict
 import pytest
 
 from qmemo.errors import ConfigError
-from qmemo.load.workload import Account, PlanShape, assign, cache_key
+from qmemo.load.workload import Account, PlanShape, assign, cache_key, previous_nonces
 
 NODES = ("http://a", "http://b", "http://c")
 
@@ -84,3 +84,7 @@ def test_the_cache_key_ignores_the_nodes_urls_but_not_how_many_there_are():
         return cache_key(b"g" * 64, "falcon-512", 7, PlanShape(100, 10, targets, "round-robin", 0), accounts(6))
     assert key(("http://a:1", "http://b:2", "http://c:3")) == key(("http://x:7", "http://y:8", "http://z:9"))
     assert key(("http://a:1", "http://b:2", "http://c:3")) != key(("http://a:1", "http://b:2"))
+
+
+def test_previous_nonces_link_each_transaction_to_its_senders_one_before():
+    assert list(previous_nonces([(0, 5), (1, 0), (0, 6), (2, 3), (1, 1), (0, 7)])) == [-1, -1, 0, -1, 1, 2]
