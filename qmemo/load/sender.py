@@ -285,8 +285,8 @@ async def _deliver(run: _Sending, target: str, body: bytes, count: int, deadline
                 progress.failover_txs += count
             try:
                 async with run.session.post(f"{node}/txs", data=body,
-                                        timeout=aiohttp.ClientTimeout(total=min(attempt_s, left_s)),
-                                        headers={"Content-Type": "application/octet-stream"}) as response:
+                                            timeout=aiohttp.ClientTimeout(total=min(attempt_s, left_s)),
+                                            headers={"Content-Type": "application/octet-stream"}) as response:
                     payload = await response.read()
                     if response.status in _TRY_ANOTHER:
                         raise _NotNow(f"http_{response.status}")
@@ -334,6 +334,15 @@ def _record_answer(indices: Sequence[int], timings: Timings, t: float, status: i
                 timings.mark_answer(i, t, outcome, result.get("code") if outcome == REJECTED else None)
         return again
     code = document.get("error") if isinstance(document, dict) else None
+    if status == 429 and resend is not None:
+        # Refused whole for now (the mempool was full before the batch was looked at).
+        again = [position for position, i in enumerate(indices) if resend(i, code)]
+        if len(again) == count:
+            return again
+        for position, i in enumerate(indices):
+            if position not in again:
+                timings.mark_answer(i, t, REJECTED, code or "http_429")
+        return again
     _mark_all(timings, indices, t, REJECTED if 400 <= status < 500 else FAILED, code or f"http_{status}")
     return []
 

@@ -77,3 +77,17 @@ def test_a_refusal_for_now_is_left_open_and_handed_back_to_send_again():
     # On the last try nothing is handed back: the refusal is the final answer.
     assert _record_answer([1, 0], timings, 0.9, 200, answer(results[1:2] * 2, rejected=2)) == []
     assert timings.status[0] == timings.status[1] == REJECTED and timings.reasons[1] == "held_full"
+
+
+def test_a_request_refused_whole_for_now_is_handed_back_whole():
+    timings = Timings([0.0] * 3)
+    refused = orjson.dumps({"error": "mempool_full", "detail": "the mempool is full"})
+    assert _record_answer(range(0, 3), timings, 0.5, 429, refused,
+                          resend=lambda i, code: code in RESEND_CODES) == [0, 1, 2]
+    assert list(timings.status) == [0, 0, 0]
+    # Only what may be resent is handed back; the rest is refused now.
+    assert _record_answer(range(0, 3), timings, 0.5, 429, refused, resend=lambda i, code: i != 1) == [0, 2]
+    assert list(timings.status) == [0, REJECTED, 0] and timings.reasons == {1: "mempool_full"}
+    # On the last try (no `resend`), the refusal is final for all.
+    _record_answer(range(0, 3), timings, 0.9, 429, refused)
+    assert list(timings.status) == [REJECTED] * 3
