@@ -70,7 +70,7 @@ def _print(document: dict[str, Any]) -> None:
     for run in document["runs"]:
         ratio = run["ratio_to_c_single_core"]
         table.add_row(str(run["threads"]), f"{run['admitted_per_s']:,.0f}", f"{run['node_cores_busy']:.2f}",
-                      f"{run['admitted_per_cpu_s']:,.0f}", f"{ratio:.0%}" if ratio else "-",
+                      _fmt(run["admitted_per_cpu_s"], ",.0f"), _fmt(ratio, ".0%"),
                       f"{run['ratio_to_same_run'].get('ctypes_verify', 0):.0%}",
                       f"{run['node_cpu_us_per_tx']:.1f}", f"{run['cpu_us_per_tx_by_thread']['loop']:.1f}",
                       f"{run['cpu_us_per_tx_by_thread']['verify']:.1f}", f"{run['client_cpu_s']:.2f}")
@@ -84,9 +84,18 @@ def _print(document: dict[str, Any]) -> None:
                   "(the cores this machine really gave us; ~2x when idle)")
     head = document["headline"]
     console.print(f"headline ({head['verifier']} verifier, {head['threads']} verify thread): "
-                  f"{head['admitted_per_cpu_s']:,.0f} tx per node CPU-s / {head['same_run_verify_per_s']:,.0f} "
-                  f"verify/s native loop ({head.get('reference', 'native_loop_verify')}), same run = {head['ratio']:.2f}")
+                  f"{_fmt(head['admitted_per_cpu_s'], ',.0f')} tx per node CPU-s / {head['same_run_verify_per_s']:,.0f} "
+                  f"verify/s native loop ({head.get('reference', 'native_loop_verify')}), "
+                  f"same run = {_fmt(head['ratio'], '.2f')}")
+    if head["admitted_per_cpu_s"] is None:
+        console.print("the node's CPU time read 0 s (/proc counts in 10 ms ticks): the run was too short to "
+                      "give a per-CPU figure; use more --txs")
     if document["speedup_2_vs_1_threads"]:
         console.print(f"2 vs 1 verify threads: {document['speedup_2_vs_1_threads']:.2f}x")
     console.print("admission steps in-process (us/tx): "
                   + ", ".join(f"{k} {v:.1f}" for k, v in document["admission_breakdown_us_per_tx"].items()))
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    """`value` in `spec`, or "-" for a figure the run could not give (None)."""
+    return "-" if value is None else format(value, spec)
