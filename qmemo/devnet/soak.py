@@ -8,7 +8,7 @@ descriptors from /proc (Linux). It writes `soak.json`: the timeline, a per-node 
 (least-squares slope per hour after a warm-up, and a verdict), and the generator's
 accounting at the end and whether the load held (`LOAD_RULE`: a soak whose load
 collapsed says nothing about memory under load). Every process it starts is stopped by PID when it ends, also on
-an error or Ctrl-C.
+an error, Ctrl-C, SIGTERM or SIGHUP (qmemo.interrupts).
 
 The verdict's rule (`FLAT_RULE`, also written into soak.json): the first
 `WARMUP_SHARE` of the samples are left out (caches, the mempool and the first blocks
@@ -41,6 +41,7 @@ from typing import Any
 import orjson
 
 from qmemo.errors import ConfigError
+from qmemo.interrupts import deferred, shielded, terminate_as_interrupt
 
 SOAK_SCHEMA = "qmemo-soak/1"
 WARMUP_SHARE = 0.2
@@ -162,10 +163,10 @@ class _Processes:
         self.started: list[tuple[str, subprocess.Popen]] = []
 
     def start(self, name: str, command: list[str], log: Path) -> subprocess.Popen:
-        with log.open("wb") as out:
+        with log.open("wb") as out, deferred():    # started means recorded, so stopped at the end
             process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
                                        env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        self.started.append((name, process))
+            self.started.append((name, process))
         return process
 
     def stop_all(self) -> dict[str, int | None]:
@@ -209,6 +210,7 @@ def run_soak(config: SoakConfig, progress: Callable[[str], None] = lambda line: 
     timeline: list[dict[str, Any]] = []
     started_utc = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     nodes: dict[str, int] = {}
+    restore_signals = terminate_as_interrupt()     # `kill` of the soak stops what it started, as Ctrl-C does
     try:
         for i, port in enumerate(ports):
             name = f"node-{i}"
@@ -244,7 +246,9 @@ def run_soak(config: SoakConfig, progress: Callable[[str], None] = lambda line: 
             except subprocess.TimeoutExpired:
                 pass
     finally:
-        exit_codes = processes.stop_all()
+        with shielded():
+            exit_codes = processes.stop_all()
+        restore_signals()
     document = _document(config, started_utc, nodes, timeline, exit_codes)
     (config.out / "soak.json").write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
     return document

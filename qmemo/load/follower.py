@@ -163,6 +163,7 @@ async def _settle(session: aiohttp.ClientSession, url: str, state: FollowState, 
 
 STATUS_BATCH_IDS = 1_000        # ids per POST /txs/status: the node's limit (docs/api.md)
 NOT_ASKED = "not asked (time budget)"
+STATUS_GETS = 16                # GET /tx/<id> at a time, for a node without POST /txs/status
 
 
 async def lost_reasons(urls: list[str], ids: list[bytes], *, budget_s: float = 120.0,
@@ -192,12 +193,12 @@ async def lost_reasons(urls: list[str], ids: list[bytes], *, budget_s: float = 1
             if time.monotonic() >= deadline:
                 count(NOT_ASKED, len(chunk))
                 return []
-            statuses = await _statuses(session, url, chunk)
+            statuses = await _statuses(session, url, chunk, deadline)
         if statuses is None:
             return chunk
         unknown = []
         for tx_id, document in zip(chunk, statuses):
-            reason = _reason(document, url)
+            reason = NOT_ASKED if document is None else _reason(document, url)
             if reason is None:
                 unknown.append(tx_id)
             else:
@@ -216,13 +217,15 @@ async def lost_reasons(urls: list[str], ids: list[bytes], *, budget_s: float = 1
     return reasons
 
 
-async def _statuses(session: aiohttp.ClientSession, url: str, chunk: list[bytes]) -> list[dict] | None:
-    """`POST /txs/status` for `chunk`: one status document per id, or None if no usable answer."""
+async def _statuses(session: aiohttp.ClientSession, url: str, chunk: list[bytes],
+                    deadline: float) -> list[dict | None] | None:
+    """`POST /txs/status` for `chunk`: one status document per id (None: not asked before
+    `deadline`, time.monotonic()), or None if no usable answer."""
     try:
         async with session.post(f"{url}/txs/status", data=orjson.dumps({"ids": [tx_id.hex() for tx_id in chunk]}),
                                 headers={"Content-Type": "application/json"}) as response:
             if response.status == 404:      # a node from before the batch route: one GET per id
-                return list(await asyncio.gather(*(_status(session, url, tx_id) for tx_id in chunk)))
+                return await _status_each(session, url, chunk, deadline)
             document = orjson.loads(await response.read()) if response.status == 200 else None
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError, orjson.JSONDecodeError):
         return None
@@ -230,6 +233,19 @@ async def _statuses(session: aiohttp.ClientSession, url: str, chunk: list[bytes]
     if not isinstance(statuses, list) or len(statuses) != len(chunk):
         return None
     return [status if isinstance(status, dict) else {} for status in statuses]
+
+
+async def _status_each(session: aiohttp.ClientSession, url: str, chunk: list[bytes],
+                       deadline: float) -> list[dict | None]:
+    """`GET /tx/<id>` for each of `chunk`, STATUS_GETS at a time, none begun past `deadline`
+    (its document None: not asked), so a slow node cannot stretch the time budget."""
+    gate = asyncio.Semaphore(STATUS_GETS)
+
+    async def one(tx_id: bytes) -> dict | None:
+        async with gate:
+            return None if time.monotonic() >= deadline else await _status(session, url, tx_id)
+
+    return list(await asyncio.gather(*(one(tx_id) for tx_id in chunk)))
 
 
 async def _status(session: aiohttp.ClientSession, url: str, tx_id: bytes) -> dict:

@@ -22,19 +22,20 @@ bytes, MEMO's transaction size.
 from __future__ import annotations
 
 import multiprocessing
-from array import array
 import os
+from array import array
 import random
 import struct
 from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
 from qmemo.core.hashing import Domain, blake3_512
 from qmemo.core.transaction import FIXED_BYTES, Transaction, derive_address
 from qmemo.crypto.schemes import get_scheme
-from qmemo.errors import ConfigError
+from qmemo.errors import BenchmarkError, ConfigError
 from qmemo.load.sender import Batch
 from qmemo.net.wire import encode_tx_batch
 
@@ -182,6 +183,12 @@ def _sign_all(senders: list[tuple[int, int]], accounts: list[Account], *, scheme
             encodings.extend(done_encodings)
             if progress:
                 progress(len(done_ids))
+    except BrokenProcessPool as exc:
+        # A worker killed (the OOM killer, a signal to the process group): one line, not
+        # a traceback from inside concurrent.futures.
+        raise BenchmarkError(f"a signing worker process died before the plan was signed ({exc}); with "
+                             f"{len(senders):,} transactions planned, check free memory (dmesg) or plan "
+                             f"fewer", code="signing_failed") from None
     finally:
         # On Ctrl-C, drop the chunks not started rather than signing the whole plan first.
         pool.shutdown(wait=True, cancel_futures=True)

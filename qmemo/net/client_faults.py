@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from typing import Any
 
 from aiohttp import web
@@ -35,6 +34,7 @@ from aiohttp.http_exceptions import (BadStatusLine, HttpProcessingError, Invalid
 from aiohttp.web_protocol import RequestHandler
 
 from qmemo.net import wire
+from qmemo.node.log import Throttle, held_back
 
 # The request line and header sizes aiohttp's parser accepts (its default is 8,190 bytes).
 # Above the app's own URL limit (MAX_URL_BYTES in app.py), so that limit answers in JSON.
@@ -47,9 +47,7 @@ class ClientFaultLog:
 
     def __init__(self, log: logging.LoggerAdapter, interval_s: float = 1.0) -> None:
         self._log = log
-        self._interval_s = interval_s
-        self._last_s = float("-inf")
-        self._suppressed = 0
+        self._throttle = Throttle(interval_s)
 
     def exception(self, message: str, *args: Any, exc_info: Any = None, **kwargs: Any) -> None:
         fault = parser_fault(exc_info) if isinstance(exc_info, BaseException) else None
@@ -60,14 +58,10 @@ class ClientFaultLog:
 
     def client_fault(self, what: str, exc: HttpProcessingError, now_s: float | None = None) -> None:
         """One WARNING line, unless one was written less than `interval_s` ago."""
-        now_s = time.monotonic() if now_s is None else now_s
-        if now_s - self._last_s < self._interval_s:
-            self._suppressed += 1
-            return
-        more = f" ({self._suppressed} more since the last such line)" if self._suppressed else ""
-        self._log.warning("client fault: %s: %s %s%s", what, type(exc).__name__,
-                          str(exc.message or exc).strip()[:200], more)
-        self._last_s, self._suppressed = now_s, 0
+        more = self._throttle.allow(None, now_s)
+        if more is not None:
+            self._log.warning("client fault: %s: %s %s%s", what, type(exc).__name__,
+                              str(exc.message or exc).strip()[:200], held_back(more))
 
     def debug(self, message: str, *args: Any, exc_info: Any = None, **kwargs: Any) -> None:
         # aiohttp logs non-HTTP bytes on a fresh connection at DEBUG with the traceback

@@ -45,6 +45,7 @@ from typing import BinaryIO
 
 from qmemo.errors import DecodeError, StoreError
 from qmemo.frames import decode_frames, encode_frames
+from qmemo.node.log import Throttle, held_back
 
 JOURNAL_FILE = "accepted.journal"
 _HEADER = struct.Struct("<II")
@@ -55,6 +56,7 @@ COMPACT_ENTRY_RECORDS = 10_000  # a compaction's entries: ~19 MB of Falcon-512 t
 # least this much (a few hundred transactions) and twice what the last compaction left.
 MIN_COMPACT_BYTES = 1 << 20
 MAX_RECORD_BYTES = 1 << 20     # a transaction is at most a few KB; a longer length is damage
+FAILURE_LOG_INTERVAL_S = 10.0
 
 
 class Journal:
@@ -69,6 +71,7 @@ class Journal:
         self._batch_records = 0
         self._batch_done: asyncio.Future | None = None
         self._writer: asyncio.Task | None = None
+        self._failure_log = Throttle(FAILURE_LOG_INTERVAL_S)
         self.size_bytes = 0
         self.compacted_bytes = 0
         self.fsyncs = 0
@@ -143,8 +146,11 @@ class Journal:
             except OSError as exc:
                 error = StoreError(f"cannot journal {count} accepted transaction(s) in {self.path}: {exc}",
                                    code="journal_failed")
-                if self._log is not None:       # once per batch; a client waiting also gets a 500
-                    self._log.error("%s", error)
+                # A full disk fails every batch (hundreds a second): one line per
+                # FAILURE_LOG_INTERVAL_S with the count; each waiting client gets its 503.
+                more = self._failure_log.allow()
+                if self._log is not None and more is not None:
+                    self._log.error("%s%s", error, held_back(more))
                 done.set_exception(error)
             else:
                 done.set_result(None)

@@ -16,6 +16,8 @@ from __future__ import annotations
 import datetime
 import logging
 import sys
+import time
+from collections.abc import Hashable
 from typing import Any, TextIO
 
 import orjson
@@ -93,6 +95,40 @@ def json_event(component: str, message: str, *, level: str = "INFO", stream: Tex
     line = _json_line({"ts": _timestamp(datetime.datetime.now().timestamp()), "level": level,
                        "component": component, "message": message, **fields})
     print(line, file=stream or sys.stdout, flush=True)
+
+
+class Throttle:
+    """At most one log line per key per `interval_s`, and how many were held back.
+
+    For a condition that repeats with every request or round (a parser fault, a peer
+    whose chain we cannot follow, a journal on a full disk): the first line says what
+    happened, the next one no sooner than `interval_s` later with the count held back
+    in between, so the log stays readable and the count stays honest. Keys are the
+    condition's identity (None: one condition); at most `max_keys` are remembered, the
+    oldest forgotten first, so a hostile stream of distinct keys cannot grow it."""
+
+    def __init__(self, interval_s: float, max_keys: int = 1024) -> None:
+        self.interval_s = interval_s
+        self.max_keys = max_keys
+        self._last: dict[Hashable, tuple[float, int]] = {}     # key -> (when last shown, held back since)
+
+    def allow(self, key: Hashable = None, now_s: float | None = None) -> int | None:
+        """None: hold this line back. Otherwise write it: the number held back since the last one."""
+        now_s = time.monotonic() if now_s is None else now_s
+        last = self._last.get(key)
+        if last is not None and now_s - last[0] < self.interval_s:
+            self._last[key] = (last[0], last[1] + 1)
+            return None
+        self._last.pop(key, None)           # re-inserted last: the dict stays oldest first
+        self._last[key] = (now_s, 0)
+        if len(self._last) > self.max_keys:
+            del self._last[next(iter(self._last))]
+        return last[1] if last is not None else 0
+
+
+def held_back(count: int) -> str:
+    """The suffix of a throttled line: how many like it were not written."""
+    return f" ({count} more since the last such line)" if count else ""
 
 
 def log_refusal(error: Exception, code: str) -> None:

@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from qmemo.core.block import Block
 from qmemo.errors import DecodeError, InvalidBlock, PeerError, QmemoError
 from qmemo.node.intake import BlockIntake
+from qmemo.node.log import Throttle, held_back
 from qmemo.node.metrics import NodeMetrics
 from qmemo.node.peers import PeerLink, PeerTip, PeerView
 
@@ -44,6 +45,7 @@ BEHIND_MARGIN_BLOCKS = 3
 # peers is that old. Blocking work on the loop (a block's state transition) stays far below.
 PAUSE_S = 5.0
 TICK_S = 0.1
+SPLIT_LOG_INTERVAL_S = 60.0
 
 
 class Sync:
@@ -71,6 +73,9 @@ class Sync:
         # invalid block, or no block above ours - nothing, or ours again - though its tip is higher): their final height
         # says nothing about ours, so `behind` skips them until a block of theirs applies.
         self._unfollowable: set[str] = set()
+        # A split repeats every round (every second) until an operator acts: one line per
+        # peer per SPLIT_LOG_INTERVAL_S, counting the rounds in between.
+        self._split_log = Throttle(SPLIT_LOG_INTERVAL_S)
         if not self.peers:
             self.synced.set()
 
@@ -183,8 +188,10 @@ class Sync:
                             self._unfollowable.add(peer.url)    # a tip above ours, and no block of it
                         return
                 if blocks[0].header.previous_hash != chain.hash_at(blocks[0].height - 1):
-                    self.log.error("peer %s's chain forks below our final height %d: not switching",
-                                   peer.url, chain.final_height)
+                    more = self._split_log.allow(peer.url)
+                    if more is not None:
+                        self.log.error("peer %s's chain forks below our final height %d: not switching%s",
+                                       peer.url, chain.final_height, held_back(more))
                     self._unfollowable.add(peer.url)
                     return
                 branch = [b for b in blocks if chain.hash_at(b.height) != b.hash]

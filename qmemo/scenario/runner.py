@@ -17,17 +17,16 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import orjson
 
 from qmemo.errors import QmemoError, SetupError
+from qmemo.interrupts import shielded, terminate_as_interrupt
 from qmemo.scenario import hosts as hosts_mod
 from qmemo.scenario import links
 from qmemo.scenario.argv import gen_arguments, genesis_arguments
@@ -51,11 +50,6 @@ class ScenarioAborted(QmemoError):
     http_status = 500
 
 
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    # SIGTERM/SIGHUP take the Ctrl-C path: `finally` cleans up, the CLI exits 130.
-    raise KeyboardInterrupt(signal.Signals(signum).name)
-
-
 def run_scenario(manifest: Manifest, manifest_path: Path, run_dir: Path, overrides: list[str],
                  links_backend: str = "netem") -> Verdict:
     hosts_mod.require_root_and_netns()
@@ -67,7 +61,7 @@ def run_scenario(manifest: Manifest, manifest_path: Path, run_dir: Path, overrid
                                                          option=orjson.OPT_INDENT_2))
     swept = hosts_mod.sweep_stale()
     hosts = Hosts(hosts_mod.choose_subnet())
-    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    restore_signals = terminate_as_interrupt()     # SIGTERM/SIGHUP take the Ctrl-C path
     sampler: Sampler | None = None
     started = time.time()
     results: list[InvariantResult] = []
@@ -107,20 +101,15 @@ def run_scenario(manifest: Manifest, manifest_path: Path, run_dir: Path, overrid
         end_state(cluster.urls, accepted, run_dir, tips, mempools)
         results = evaluate(run_dir, manifest)
     finally:
-        # A second Ctrl-C or SIGTERM must not cut the cleanup short: it is the only one.
-        previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        for sig in previous:
-            signal.signal(sig, signal.SIG_IGN)
-        if sampler is not None:
-            sampler.stop()
-        problems = hosts.close()
-        if refused:
-            # Nothing ran: a folder holding only the manifest would read as a run that died
-            # (and `qmemo scenario show runs/*/` would stop at it).
-            shutil.rmtree(run_dir, ignore_errors=True)
-        signal.signal(signal.SIGINT, previous_int)
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        with shielded():        # a second Ctrl-C or SIGTERM must not cut the cleanup short
+            if sampler is not None:
+                sampler.stop()
+            problems = hosts.close()
+            if refused:
+                # Nothing ran: a folder holding only the manifest would read as a run that died
+                # (and `qmemo scenario show runs/*/` would stop at it).
+                shutil.rmtree(run_dir, ignore_errors=True)
+        restore_signals()
     verdict = Verdict(manifest.name, tuple(results), {
         "run_dir": str(run_dir), "started_s": started, "elapsed_s": round(time.time() - started, 1),
         "subnet": str(hosts.subnet), "links": links_backend, "overrides": overrides, "swept_stale": swept, "cleanup_problems": problems})

@@ -38,6 +38,21 @@ from tests.conftest import REPO_ROOT, VENV_BIN
 LOG_TAIL_LINES = 40
 
 
+def processes_using(path: Path) -> list[str]:
+    """Command lines of live processes that mention `path` (our nodes, generator, floods)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(path) in cmdline:
+            found.append(f"{entry.name}: {cmdline[:200]}")
+    return found
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

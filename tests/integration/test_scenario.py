@@ -22,6 +22,7 @@ from qmemo.errors import SetupError
 from qmemo.scenario.hosts import leftovers, require_root_and_netns, sweep_stale
 from qmemo.scenario.verdict import read
 from tests.conftest import REPO_ROOT, VENV_BIN
+from tests.integration.nodes import processes_using
 
 try:
     require_root_and_netns()
@@ -34,21 +35,6 @@ pytestmark = pytest.mark.skipif(bool(UNAVAILABLE), reason=UNAVAILABLE)
 # Short form: fewer accounts (key generation) and a shorter load, same manifests otherwise.
 SHORT = ["--set", "chain.accounts=300", "--set", "invariants.settle_s=20"]
 RUN_TIMEOUT_S = 150
-
-
-def processes_using(path: Path) -> list[str]:
-    """Command lines of live processes that mention `path` (our nodes, generator, floods)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if str(path) in cmdline:
-            found.append(f"{entry.name}: {cmdline[:200]}")
-    return found
 
 
 def scenario(name: str, out: Path, *overrides: str) -> subprocess.Popen[str]:

@@ -5,12 +5,16 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import signal
+import subprocess
 from pathlib import Path
 
 import orjson
 import pytest
 
 from qmemo.cli import main as qmemo_main
+from tests.conftest import REPO_ROOT, VENV_BIN
+from tests.integration.nodes import processes_using
 
 pytestmark = pytest.mark.slow
 
@@ -36,3 +40,26 @@ def test_a_short_soak_samples_every_node_checks_the_accounting_and_stops_everyth
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
     assert set(document["exit_codes"].values()) == {0}
+
+
+def test_sigterm_to_the_soak_stops_every_process_it_started_and_exits_130(tmp_path: Path):
+    out = tmp_path / "soak"
+    process = subprocess.Popen([str(VENV_BIN / "qmemo"), "soak", "--rate", "30", "--duration", "120", "--interval",
+                                "1", "--out", str(out), "--accounts", "30", "--block-interval-ms", "500"],
+                               cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:             # the nodes are up once it says so
+            if "nodes ready" in line:
+                break
+        else:
+            raise AssertionError(f"the soak ended before its nodes were ready (exit {process.wait()})")
+        started = processes_using(out)
+        assert len(started) >= 3, started
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=90)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, output
+    assert processes_using(out) == []

@@ -57,3 +57,16 @@ def test_an_unknown_log_format_is_refused_as_our_misuse():
     with pytest.raises(Misuse, match="not one of text, json") as refused:
         use_log_format("xml")
     assert (refused.value.code, refused.value.http_status) == ("bad_log_format", 500)
+
+
+def test_a_throttle_shows_one_line_per_key_per_interval_and_counts_the_rest():
+    from qmemo.node.log import Throttle, held_back
+
+    throttle = Throttle(interval_s=60.0, max_keys=2)
+    assert throttle.allow("peer-a", now_s=0.0) == 0
+    assert [throttle.allow("peer-a", now_s=t) for t in (1.0, 30.0, 59.9)] == [None, None, None]
+    assert throttle.allow("peer-b", now_s=2.0) == 0           # another key is not held back by the first
+    assert throttle.allow("peer-a", now_s=60.0) == 3           # the interval passed: with the count held back
+    assert held_back(3) == " (3 more since the last such line)" and held_back(0) == ""
+    throttle.allow("peer-c", now_s=61.0)                       # a third key: the oldest (peer-b) is forgotten
+    assert throttle.allow("peer-a", now_s=62.0) is None and throttle.allow("peer-b", now_s=62.0) == 0

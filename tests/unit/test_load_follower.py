@@ -135,3 +135,20 @@ async def test_a_node_without_the_batch_route_is_asked_one_id_at_a_time():
         assert await lost_reasons([url], [A, B]) == {"evicted: nonce_gap_timeout": 1, "unknown to every node": 1}
     finally:
         await runner.cleanup()
+
+
+async def test_one_id_at_a_time_stops_asking_when_the_time_budget_runs_out():
+    async def slow_tx(request: web.Request) -> web.Response:
+        await asyncio.sleep(0.05)
+        return web.json_response({"id": request.match_info["tx_id"], "status": "pending"})
+    app = web.Application()
+    app.router.add_get("/tx/{tx_id}", slow_tx)      # no POST /txs/status: 404
+    runner, url = await serve(app)
+    ids = [bytes([i]) * 64 for i in range(200)]
+    try:
+        reasons = await lost_reasons([url], ids, budget_s=0.3)
+        # 16 GETs at a time, 50 ms each: about a hundred fit in 0.3 s, not all 200
+        assert reasons.get("not asked (time budget)", 0) > 0 and reasons.get("pending", 0) > 0
+        assert sum(reasons.values()) == len(ids)
+    finally:
+        await runner.cleanup()

@@ -5,8 +5,13 @@ and compaction keeps exactly what it is given plus what was appended after."""
 from __future__ import annotations
 
 import asyncio
+import errno
+import logging
 from pathlib import Path
 
+import pytest
+
+from qmemo.errors import StoreError
 from qmemo.node.journal import JOURNAL_FILE, Journal
 
 
@@ -127,3 +132,29 @@ async def test_a_large_compaction_is_written_as_several_entries(tmp_path: Path, 
     path = tmp_path / JOURNAL_FILE
     path.write_bytes(data[:-1])                  # a tear in the last entry keeps the earlier ones
     assert _reopened(tmp_path) == records[:4]
+
+
+class _FullDisk:
+    """A journal file on a full disk: every write fails with ENOSPC."""
+
+    def write(self, data: bytes) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def close(self) -> None:
+        pass
+
+
+async def test_a_full_disk_fails_every_write_but_is_logged_once_per_interval(tmp_path: Path, caplog):
+    journal = Journal(tmp_path, "test", logging.LoggerAdapter(logging.getLogger("qmemo.test.journal"), {}))
+    journal.read_back()
+    journal._file.close()
+    journal._file = _FullDisk()
+    with caplog.at_level(logging.ERROR, logger="qmemo.test.journal"):
+        for index in range(20):
+            with pytest.raises(StoreError) as failed:
+                await journal.append([bytes([index])])
+            assert failed.value.code == "journal_failed" and failed.value.http_status == 503
+    lines = [record for record in caplog.records if record.name == "qmemo.test.journal"]
+    assert len(lines) == 1 and "No space left" in lines[0].getMessage()
+    assert journal.records == 0
+    journal.close()
