@@ -22,6 +22,7 @@ from qmemo.net.app import make_app
 from qmemo.net.client_faults import NodeRunner
 from qmemo.net.peer_client import HttpPeer
 from qmemo.node.config import NodeConfig
+from qmemo.node.heap import pin_mmap_threshold
 from qmemo.node.service import Node
 from qmemo.node.store import load_genesis
 
@@ -39,6 +40,7 @@ def build_node(config: NodeConfig) -> Node:
 
 async def serve(config: NodeConfig, *, stop: asyncio.Event | None = None) -> None:
     """Run a node until SIGINT/SIGTERM (or `stop` is set)."""
+    heap_pinned = pin_mmap_threshold()     # before the node allocates its first large buffer
     node = build_node(config)
     sys.setswitchinterval(config.gil_switch_interval_s)
     stop = stop or asyncio.Event()
@@ -58,6 +60,8 @@ async def serve(config: NodeConfig, *, stop: asyncio.Event | None = None) -> Non
         await session.close()
         raise ConfigError(f"cannot listen on {config.host}:{config.port}: {exc.strerror}") from None
     node.log.info("listening on %s", config.url)
+    if not heap_pinned:
+        node.log.info("not glibc: large buffers are left to the C library's own mmap rule (qmemo.node.heap)")
     try:
         await node.start()
         # What exists now (modules, the genesis, the restored chain) lives as long as the
