@@ -1,15 +1,23 @@
-"""The node's C heap: glibc's malloc told to serve large buffers from mmap, for good.
+"""The node's C heap: glibc's malloc told to serve megabyte buffers from mmap, for good.
 
 Why (issue 12, docs/soak.md): in a 15-minute soak at 3,000 TPS a node's RSS swung
 between 343 and 449 MiB after the warm-up and kept rising for the first ten minutes,
-while the memory in use stayed level - `mallinfo2()` put the heap's in-use bytes at
-192-204 MiB all along and its *free* bytes at 60-160 MiB, growing. glibc raises its mmap threshold each time a large mmapped block is freed (up to
-32 MiB): after the first block encoding (~10 MB at 6,000 Falcon-512 transactions) or
-request body is freed, every later one comes from the heap, between long-lived
-transactions and cache entries, and the holes they leave cannot be given back. Pinning
-the threshold (`mallopt(M_MMAP_THRESHOLD, ...)`, which also ends the adjusting) keeps
-those buffers in their own mappings, returned to the system when freed. The same soak
-with it: heap free bytes 5-22 MiB, RSS 298-346 MiB under load, every transaction final.
+while the memory in use stayed level - `mallinfo2()` put the C memory in use (heap and
+mapped) at 252-265 MiB from three minutes on, and the heap's *free* bytes at 72-146 MiB.
+glibc raises its mmap threshold each time a large mapped block is freed (up to 32 MiB):
+after the first block encoding (~10 MB at 6,000 Falcon-512 transactions) or relay body
+is freed, every later one comes from the heap, between long-lived transactions and cache
+entries, and the holes they leave cannot be given back. Pinning the threshold
+(`mallopt(M_MMAP_THRESHOLD, ...)`, which also ends the adjusting) keeps those buffers in
+their own mappings, returned to the system when freed (a request the heap can serve from
+a free chunk still comes from there: glibc maps only when it would otherwise grow the heap).
+
+The two numbers, measured (`qmemo bench node --txs 60000 --threads 1`, alternating runs):
+a threshold of 256 KiB mapped every 500-transaction request body too and cost 5-12 µs of
+node CPU per transaction (24 -> 29-37); so did any pinned threshold with glibc's default
+trim threshold (128 KiB, no longer adjusted once the mmap threshold is set: the heap's top
+was given back and taken again on every request). 1 MiB with a 32 MiB trim threshold
+measured 24.5-28.3 µs against 24.8-27.2 without either: no cost above the noise.
 
 Linux with glibc only; elsewhere (musl, macOS) `pin_mmap_threshold` changes nothing and
 says so. Process-wide: called once by the node's process entry (qmemo.net.server), not
@@ -21,12 +29,16 @@ from __future__ import annotations
 import ctypes
 import platform
 
-MMAP_THRESHOLD_BYTES = 256 * 1024   # above a 50-transaction request body, below a block's encoding
-_M_MMAP_THRESHOLD = -3              # glibc's malloc.h
+MMAP_THRESHOLD_BYTES = 1 << 20     # above a request body of 500 transactions, below a block's encoding
+TRIM_THRESHOLD_BYTES = 32 << 20    # free heap top kept before it is given back (glibc's own rule's ceiling)
+_M_TRIM_THRESHOLD = -1             # glibc's malloc.h
+_M_MMAP_THRESHOLD = -3
 
 
-def pin_mmap_threshold(threshold_bytes: int = MMAP_THRESHOLD_BYTES) -> bool:
-    """Serve allocations of at least `threshold_bytes` from mmap from now on; False if this
+def pin_mmap_threshold(threshold_bytes: int = MMAP_THRESHOLD_BYTES,
+                       trim_bytes: int = TRIM_THRESHOLD_BYTES) -> bool:
+    """Serve allocations of at least `threshold_bytes` that the heap cannot serve from free
+    space from mmap from now on, and keep up to `trim_bytes` of free heap top; False if this
     is not glibc (or it refused)."""
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return False
@@ -35,4 +47,4 @@ def pin_mmap_threshold(threshold_bytes: int = MMAP_THRESHOLD_BYTES) -> bool:
     except (OSError, AttributeError):
         return False
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
-    return mallopt(_M_MMAP_THRESHOLD, threshold_bytes) == 1
+    return mallopt(_M_MMAP_THRESHOLD, threshold_bytes) == 1 and mallopt(_M_TRIM_THRESHOLD, trim_bytes) == 1
