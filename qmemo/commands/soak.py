@@ -16,7 +16,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     rate = parser.add_mutually_exclusive_group(required=True)
     rate.add_argument("--rate", type=float, help="transactions per second, constant for the whole run")
     rate.add_argument("--sweep", type=Path, metavar="SWEEP_JSON",
-                      help="run at 80%% of the most this sweep committed per second")
+                      help="run at 80%% of this sweep's saturation: what its highest unlimited stage committed per second")
     parser.add_argument("--duration", type=float, default=600.0, help="seconds of load (default 600)")
     parser.add_argument("--interval", type=float, default=5.0, help="seconds between samples (default 5)")
     parser.add_argument("--out", type=Path, default=None, help="run folder (default runs/soak-<time>)")
@@ -33,19 +33,19 @@ def register(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import time
 
-    import orjson
-
     from qmemo.devnet.files import DevnetSpec, create_devnet
     from qmemo.devnet.soak import SATURATION_SHARE, SoakConfig, run_soak, saturation_tps
     from qmemo.errors import ConfigError
+    from qmemo.load.summary import read_sweep
 
     out = args.out or Path("runs") / time.strftime("soak-%Y%m%d-%H%M%S")
     if args.sweep is not None:
         if not args.sweep.exists():
             raise ConfigError(f"no sweep file {args.sweep}")
-        saturation = saturation_tps(orjson.loads(args.sweep.read_bytes()))
+        saturation = saturation_tps(read_sweep(args.sweep))
         rate = SATURATION_SHARE * saturation
-        print(f"saturation {saturation:,.0f} TPS (most committed in {args.sweep}); soaking at {rate:,.0f} TPS")
+        print(f"saturation {saturation:,.0f} TPS (committed by the highest stage of {args.sweep} that nothing "
+              f"limited); soaking at {rate:,.0f} TPS")
     else:
         rate = args.rate
     if rate <= 0 or args.duration <= 0 or args.interval <= 0:

@@ -6,6 +6,7 @@ import pytest
 
 from qmemo.devnet.soak import MAX_FD_GROWTH_PER_HOUR, load_judgement, node_summary, saturation_tps, slope_per_hour
 from qmemo.errors import ConfigError
+from qmemo.load.summary import SWEEP_SCHEMA, Sweep, SweepRow
 
 MIB = 2**20
 
@@ -47,11 +48,19 @@ def test_too_few_samples_give_no_verdict():
     assert node_summary(samples(0.0, count=2))["verdict"] == "too few samples"
 
 
-def test_saturation_is_the_most_a_sweep_committed_and_an_empty_sweep_is_refused():
-    assert saturation_tps({"rows": [{"committed_tps": 900.0}, {"committed_tps": 1400.0},
-                                    {"committed_tps": 1200.0}]}) == 1400.0
+def _stage(committed_tps: float, *, limited: bool = False) -> SweepRow:
+    return SweepRow(committed_tps, committed_tps, 3000.0, 4500.0, 0, 0, 0, False, limited, limited,
+                    "p99 > 3 block intervals" if limited else "", "stage")
+
+
+def test_saturation_is_the_highest_unlimited_stage_and_a_sweep_without_one_is_refused():
+    # The 60 s sweep of 2026-11-25: the stage above 5,859 committed more, at p99 92 s.
+    sweep = Sweep(SWEEP_SCHEMA, (_stage(3000.0), _stage(4687.5), _stage(5859.4), _stage(7270.2, limited=True)))
+    assert saturation_tps(sweep) == 5859.4
     with pytest.raises(ConfigError):
-        saturation_tps({"rows": [{"committed_tps": 0.0}]})
+        saturation_tps(Sweep(SWEEP_SCHEMA, (_stage(7270.2, limited=True),)))
+    with pytest.raises(ConfigError):
+        saturation_tps(Sweep(SWEEP_SCHEMA, (_stage(0.0),)))
 
 
 def test_a_mempool_swinging_around_a_level_is_flat_and_a_leak_under_the_same_swing_is_not():
