@@ -9,7 +9,7 @@ raise KeyboardInterrupt, so they take the Ctrl-C path: `finally` cleans up, the 
 cut short the one thing that stops the children. `deferred()` holds them back while a
 child is started and recorded, then acts on them: a Ctrl-C landing inside
 `subprocess.Popen` would otherwise leave a child started but unknown to the cleanup
-(a test sending SIGTERM as the soak started its generator met it in two runs of six).
+(a test sending SIGTERM as the soak started its generator met it in three tries of six).
 
 Changes process-wide signal handlers: call from the main thread of a command, never from
 library code that may run inside a node or a test's event loop.

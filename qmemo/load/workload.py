@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from array import array
 import random
 import struct
+import threading
+import time
+from array import array
 from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -48,6 +50,7 @@ _RECORD = struct.Struct("<64sI")                     # tx id, encoding length
 # imports each) costs more than the GIL does.
 PROCESS_SIGNING_MIN = 50_000
 SIGN_CHUNK = 500
+PARENT_CHECK_S = 1.0        # how often a signing worker checks that its generator still runs
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +171,8 @@ def _sign_all(senders: list[tuple[int, int]], accounts: list[Account], *, scheme
     context: dict[str, object] | None = None        # None: each worker process has its own
     if len(senders) >= PROCESS_SIGNING_MIN and workers > 1:
         pool: Executor = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                                             initializer=_signing_setup, initargs=(accounts, scheme, chain_id, fee))
+                                             initializer=_signing_setup,
+                                             initargs=(accounts, scheme, chain_id, fee, os.getpid()))
         chunk = SIGN_CHUNK * 10      # fewer, larger answers through the pipes
     else:
         context = _signing_context(accounts, scheme, chain_id, fee)
@@ -202,9 +206,21 @@ def _signing_context(accounts: list[Account], scheme: str, chain_id: int, fee: i
     return {"accounts": accounts, "signer": get_scheme(scheme), "chain_id": chain_id, "fee": fee}
 
 
-def _signing_setup(accounts: list[Account], scheme: str, chain_id: int, fee: int) -> None:
+def _signing_setup(accounts: list[Account], scheme: str, chain_id: int, fee: int, parent_pid: int) -> None:
     """A worker process's initializer: the accounts and scheme arrive once, not per chunk."""
     _worker_context.update(_signing_context(accounts, scheme, chain_id, fee))
+    threading.Thread(target=_exit_with_parent, args=(parent_pid,), daemon=True, name="parent-watch").start()
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    """End this worker once the generator that started it (`parent_pid`, handed in: it
+    may be gone before this runs) is gone. A generator killed while it signs (SIGTERM
+    from `qmemo soak`'s cleanup, SIGKILL) left its workers blocked on the pool's queue
+    lock for good: two of them sat there for 90 minutes, 53 MB each, after a soak was
+    stopped during signing."""
+    while os.getppid() == parent_pid:
+        time.sleep(PARENT_CHECK_S)
+    os._exit(1)
 
 
 def _sign_range(senders: list[tuple[int, int]], context: dict[str, object] | None) -> tuple[list[bytes], list[bytes]]:

@@ -12,12 +12,13 @@ entries, and the holes they leave cannot be given back. Pinning the threshold
 their own mappings, returned to the system when freed (a request the heap can serve from
 a free chunk still comes from there: glibc maps only when it would otherwise grow the heap).
 
-The two numbers, measured (`qmemo bench node --txs 60000 --threads 1`, alternating runs):
-a threshold of 256 KiB mapped every 500-transaction request body too and cost 5-12 µs of
-node CPU per transaction (24 -> 29-37); so did any pinned threshold with glibc's default
-trim threshold (128 KiB, no longer adjusted once the mmap threshold is set: the heap's top
-was given back and taken again on every request). 1 MiB with a 32 MiB trim threshold
-measured 24.5-28.3 µs against 24.8-27.2 without either: no cost above the noise.
+The two numbers, measured (`qmemo bench node --txs 60000 --threads 1`, alternating with
+runs of the code before; node CPU µs per transaction): 256 KiB, which also maps every
+500-transaction request body, cost 29-37 against 23-24. 1 MiB or 4 MiB alone measured
+25.5-31.5: a pinned mmap threshold also fixes glibc's trim threshold at 128 KiB, so the
+heap's top is likely given back and taken again request after request. 1 MiB with a
+32 MiB trim threshold: 24.5-28.7 in five runs against 23.8-27.2 in five without a pin,
+within this machine's spread between runs of the same code.
 
 Linux with glibc only; elsewhere (musl, macOS) `pin_mmap_threshold` changes nothing and
 says so. Process-wide: called once by the node's process entry (qmemo.net.server), not

@@ -1,0 +1,75 @@
+"""The generator's signing workers end with it: a generator killed while it signs a large
+plan (a soak stopped during signing) must not leave its worker processes behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+pytestmark = pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="plans are signed on processes with 2+ cores")
+
+SIGNER = """
+from qmemo.core.transaction import derive_address
+from qmemo.crypto.schemes import get_scheme
+from qmemo.load import workload
+
+scheme = get_scheme("Falcon-512")
+keys = [scheme.keypair() for _ in range(3)]
+accounts = [workload.Account(k.public_key, k.secret_key, derive_address(scheme.info.scheme_id, k.public_key), 0)
+            for k in keys]
+workload.PROCESS_SIGNING_MIN = 1
+workload._sign_all([(i % 3, i // 3) for i in range(300_000)], accounts, scheme="Falcon-512", chain_id=5, fee=2,
+                   progress=None)
+"""
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                status = (entry / "status").read_text()
+            except OSError:
+                continue
+            if f"\nPPid:\t{pid}\n" in status:
+                found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return "\nState:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+
+
+def test_signing_workers_exit_when_the_generator_is_killed():
+    parent = subprocess.Popen([sys.executable, "-c", SIGNER], cwd=REPO_ROOT)
+    try:
+        deadline = time.monotonic() + 60
+        workers: list[int] = []
+        while len(workers) < 2:
+            assert parent.poll() is None and time.monotonic() < deadline, "no signing workers started"
+            time.sleep(0.2)
+            workers = _children(parent.pid)
+        time.sleep(3)                   # well into the plan: the workers hold chunks and the queue's lock
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 30
+        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = [pid for pid in workers if _alive(pid)]
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert left == [], f"signing workers {left} outlived their generator"
