@@ -41,7 +41,7 @@ from typing import Any
 import orjson
 
 from qmemo.errors import ConfigError
-from qmemo.interrupts import deferred, shielded, terminate_as_interrupt
+from qmemo.interrupts import deferred, interrupt_on_signals, shielded
 from qmemo.load.summary import Sweep
 
 SOAK_SCHEMA = "qmemo-soak/1"
@@ -128,15 +128,15 @@ def load_judgement(counts: dict[str, Any]) -> dict[str, Any]:
 
 def saturation_tps(sweep: Sweep) -> float:
     """A sweep's saturation rate (sweep.json, `qmemo gen --sweep`): what its highest stage
-    that nothing limited committed per second - the most the chain carried with every
-    transaction final within three block intervals and the generator on schedule. A
-    limited stage can commit more per second for a minute (7,270 TPS at p99 92 s, the
-    stage above a clean 5,859 in a sweep of 60 s stages), but not for ten: that is past
-    saturation, not a rate to soak at 80% of."""
+    that no verdict limited committed per second (qmemo.load.summary.verdicts: at least
+    90% of the target committed, p99 intended -> included within three block intervals,
+    the generator on schedule). A limited stage can commit more per second for a minute
+    (7,270 TPS at p99 92 s, the stage above a clean 5,859 in a sweep of 60 s stages), but
+    not for ten: that is past saturation, not a rate to soak at 80% of."""
     rates = [row.committed_tps for row in sweep.rows if not row.limited and row.committed_tps > 0]
     if not rates:
-        raise ConfigError("no stage of the sweep ran unlimited (all final within 3 block intervals, the generator "
-                          "on schedule): sweep from a lower rate")
+        raise ConfigError("no stage of the sweep ran unlimited (90% of its target committed, p99 inclusion within 3 "
+                          "block intervals, the generator on schedule): sweep from a lower rate")
     return max(rates)
 
 
@@ -217,7 +217,7 @@ def run_soak(config: SoakConfig, progress: Callable[[str], None] = lambda line: 
     timeline: list[dict[str, Any]] = []
     started_utc = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     nodes: dict[str, int] = {}
-    restore_signals = terminate_as_interrupt()     # `kill` of the soak stops what it started, as Ctrl-C does
+    restore_signals = interrupt_on_signals()     # `kill` of the soak stops what it started, as Ctrl-C does
     try:
         for i, port in enumerate(ports):
             name = f"node-{i}"

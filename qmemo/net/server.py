@@ -61,7 +61,8 @@ async def serve(config: NodeConfig, *, stop: asyncio.Event | None = None) -> Non
         raise ConfigError(f"cannot listen on {config.host}:{config.port}: {exc.strerror}") from None
     node.log.info("listening on %s", config.url)
     if not heap_pinned:
-        node.log.info("not glibc: large buffers are left to the C library's own mmap rule (qmemo.node.heap)")
+        node.log.info("large buffers are left to the C library's own mmap rule: not glibc, or mallopt refused "
+                      "(qmemo.node.heap)")
     try:
         await node.start()
         # What exists now (modules, the genesis, the restored chain) lives as long as the

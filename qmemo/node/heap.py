@@ -31,7 +31,7 @@ import ctypes
 import platform
 
 MMAP_THRESHOLD_BYTES = 1 << 20     # above a request body of 500 transactions, below a block's encoding
-TRIM_THRESHOLD_BYTES = 32 << 20    # free heap top kept before it is given back (glibc's own rule's ceiling)
+TRIM_THRESHOLD_BYTES = 32 << 20    # free heap top kept before it is given back (glibc's own rule: 2x the mmap threshold)
 _M_TRIM_THRESHOLD = -1             # glibc's malloc.h
 _M_MMAP_THRESHOLD = -3
 

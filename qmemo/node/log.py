@@ -105,7 +105,8 @@ class Throttle:
     happened, the next one no sooner than `interval_s` later with the count held back
     in between, so the log stays readable and the count stays honest. Keys are the
     condition's identity (None: one condition); at most `max_keys` are remembered, the
-    oldest forgotten first, so a hostile stream of distinct keys cannot grow it."""
+    oldest forgotten first (with its count), so a hostile stream of distinct keys cannot
+    grow it."""
 
     def __init__(self, interval_s: float, max_keys: int = 1024) -> None:
         self.interval_s = interval_s

@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 
 from qmemo.errors import QmemoError, SetupError
-from qmemo.interrupts import shielded, terminate_as_interrupt
+from qmemo.interrupts import interrupt_on_signals, shielded
 from qmemo.scenario import hosts as hosts_mod
 from qmemo.scenario import links
 from qmemo.scenario.argv import gen_arguments, genesis_arguments
@@ -61,7 +61,7 @@ def run_scenario(manifest: Manifest, manifest_path: Path, run_dir: Path, overrid
                                                          option=orjson.OPT_INDENT_2))
     swept = hosts_mod.sweep_stale()
     hosts = Hosts(hosts_mod.choose_subnet())
-    restore_signals = terminate_as_interrupt()     # SIGTERM/SIGHUP take the Ctrl-C path
+    restore_signals = interrupt_on_signals()     # SIGTERM/SIGHUP take the Ctrl-C path, once
     sampler: Sampler | None = None
     started = time.time()
     results: list[InvariantResult] = []

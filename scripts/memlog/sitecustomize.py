@@ -20,7 +20,7 @@ Linux with glibc >= 2.33 only.
 import os
 import sys
 
-if os.environ.get("QMEMO_MEMLOG") and "node" in sys.argv[1:]:
+if os.environ.get("QMEMO_MEMLOG") and sys.argv[1:2] == ["node"]:     # `qmemo node`, `python -m qmemo.cli node`
     import ctypes
     import threading
     import time
@@ -37,7 +37,7 @@ if os.environ.get("QMEMO_MEMLOG") and "node" in sys.argv[1:]:
         path = os.path.join(os.environ.get("QMEMO_MEMLOG_DIR", "/tmp"), f"mem-{os.getpid()}.log")
         started = time.monotonic()
         mib = 2**20
-        with open(path, "w") as out:
+        with open(path, "x") as out:       # never through a file (or link) already there
             while True:
                 time.sleep(period)
                 with open("/proc/self/statm") as statm:

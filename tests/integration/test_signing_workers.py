@@ -31,15 +31,17 @@ workload._sign_all([(i % 3, i // 3) for i in range(300_000)], accounts, scheme="
 """
 
 
-def _children(pid: int) -> list[int]:
+def _workers(pid: int) -> list[int]:
+    """The pool's worker processes among `pid`'s children (not multiprocessing's resource tracker)."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 status = (entry / "status").read_text()
+                cmdline = (entry / "cmdline").read_bytes()
             except OSError:
                 continue
-            if f"\nPPid:\t{pid}\n" in status:
+            if f"\nPPid:\t{pid}\n" in status and b"spawn_main" in cmdline:
                 found.append(int(entry.name))
     return found
 
@@ -59,7 +61,7 @@ def test_signing_workers_exit_when_the_generator_is_killed():
         while len(workers) < 2:
             assert parent.poll() is None and time.monotonic() < deadline, "no signing workers started"
             time.sleep(0.2)
-            workers = _children(parent.pid)
+            workers = _workers(parent.pid)
         time.sleep(3)                   # well into the plan: the workers hold chunks and the queue's lock
         parent.kill()
         parent.wait()

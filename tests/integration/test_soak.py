@@ -5,8 +5,10 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import select
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import orjson
@@ -49,11 +51,15 @@ def test_sigterm_to_the_soak_stops_every_process_it_started_and_exits_130(tmp_pa
                                cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         assert process.stdout is not None
-        for line in process.stdout:             # the nodes are up once it says so
+        deadline = time.monotonic() + 120
+        while True:                             # the nodes are up once it says so
+            assert time.monotonic() < deadline, "the soak never said its nodes were ready"
+            if not select.select([process.stdout], [], [], 1.0)[0]:
+                continue
+            line = process.stdout.readline()
+            assert line, f"the soak ended before its nodes were ready (exit {process.wait()})"
             if "nodes ready" in line:
                 break
-        else:
-            raise AssertionError(f"the soak ended before its nodes were ready (exit {process.wait()})")
         started = processes_using(out)
         assert len(started) >= 3, started
         process.send_signal(signal.SIGTERM)
