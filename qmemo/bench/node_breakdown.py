@@ -7,11 +7,20 @@ kernel's one native call (framing, decoding, ids, digests, senders), the Transac
 objects built from its records, the form rules, the kernel's verify of every record
 through the node's verifier, the mempool, the JSON answer. The Python decode it
 replaced is timed too, for comparison (`python decode (replaced)`).
+
+Each step starts with the cycle collector settled as a running node has it: what exists
+is collected and frozen (the node freezes what exists at start), and young collections
+come at the node's threshold. Without that, a full collection over the benchmark's own
+tens of thousands of transactions fell in whichever step crossed the collector's
+threshold: the same JSON answer timed 0.3 µs a transaction in one run and 13.6 in another.
 """
 
 from __future__ import annotations
 
+import gc
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import orjson
@@ -29,10 +38,37 @@ from qmemo.net.wire import encode_tx_batch, encode_tx_results
 from qmemo.crypto.admit_kernel import transaction_from_row
 from qmemo.node.admission import native_kernel
 from qmemo.node.answers import ACCEPTED, TxOutcome
+from qmemo.node.heap import GC_YOUNG_THRESHOLD
+
+
+@contextmanager
+def _node_collector() -> Iterator[None]:
+    """The node's young threshold until the end; this process's own settings after."""
+    threshold = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, *threshold[1:])
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
+
+
+def _settle() -> None:
+    """Before a step: nothing left for the collector from the steps before, all of it frozen."""
+    gc.collect()
+    gc.freeze()
 
 
 def admission_breakdown(devnet: BenchDevnet, transactions: list[Transaction], verifier: str,
                         batch: int = 500) -> dict[str, float]:
+    """Microseconds per transaction of each admission step, in this process (no HTTP); see
+    `_admission_steps`."""
+    with _node_collector():
+        return _admission_steps(devnet, transactions, verifier, batch)
+
+
+def _admission_steps(devnet: BenchDevnet, transactions: list[Transaction], verifier: str,
+                     batch: int) -> dict[str, float]:
     """Microseconds per transaction of each admission step, in this process (no HTTP).
 
     The kernel and the transactions built from its records are timed batch by batch
@@ -46,6 +82,7 @@ def admission_breakdown(devnet: BenchDevnet, transactions: list[Transaction], ve
     steps: dict[str, float] = {}
 
     def timed(name: str, fn) -> Any:
+        _settle()
         started = time.thread_time()
         value = fn()
         steps[name] = (time.thread_time() - started) / n * 1e6
@@ -64,6 +101,7 @@ def admission_breakdown(devnet: BenchDevnet, transactions: list[Transaction], ve
         return [transaction_from_row(part.body, row, keys) for row in part.rows()]
 
     steps["transactions from records"] = 0.0
+    _settle()
     for part in batches:
         started = time.thread_time()
         build(part)

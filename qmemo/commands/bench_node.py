@@ -92,6 +92,9 @@ def _print(document: dict[str, Any]) -> None:
                       "give a per-CPU figure; use more --txs")
     if document["speedup_2_vs_1_threads"]:
         console.print(f"2 vs 1 verify threads: {document['speedup_2_vs_1_threads']:.2f}x")
+    for run in document["runs"]:
+        console.print(f"node's own stages, {run['threads']} verify thread(s) (us/tx, /metrics over the timed span): "
+                      + ", ".join(f"{k} {v:.1f}" for k, v in run["stages_us_per_tx"].items() if v >= 0.05))
     console.print("admission steps in-process (us/tx): "
                   + ", ".join(f"{k} {v:.1f}" for k, v in document["admission_breakdown_us_per_tx"].items()))
 

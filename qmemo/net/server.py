@@ -22,11 +22,9 @@ from qmemo.net.app import make_app
 from qmemo.net.client_faults import NodeRunner
 from qmemo.net.peer_client import HttpPeer
 from qmemo.node.config import NodeConfig
-from qmemo.node.heap import pin_mmap_threshold
+from qmemo.node.heap import GC_YOUNG_THRESHOLD, pin_mmap_threshold
 from qmemo.node.service import Node
 from qmemo.node.store import load_genesis
-
-GC_YOUNG_THRESHOLD = 20_000     # Python's default is 700 allocations between young collections
 
 
 def build_node(config: NodeConfig) -> Node:

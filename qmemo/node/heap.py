@@ -30,6 +30,10 @@ from __future__ import annotations
 import ctypes
 import platform
 
+# The cycle collector's young threshold the node runs with (qmemo.net.server, which also
+# freezes what exists at start), and the admission breakdown of `qmemo bench node` times
+# its steps under: Python's default is 700 allocations between young collections.
+GC_YOUNG_THRESHOLD = 20_000
 MMAP_THRESHOLD_BYTES = 1 << 20     # above a request body of 500 transactions, below a block's encoding
 TRIM_THRESHOLD_BYTES = 32 << 20    # free heap top kept before it is given back (glibc's own rule: 2x the mmap threshold)
 _M_TRIM_THRESHOLD = -1             # glibc's malloc.h

@@ -73,6 +73,13 @@ def test_rates_and_cpu_figures_are_positive_and_agree(document):
     assert sum(run["node_cpu_s_by_thread"].values()) == pytest.approx(run["node_cpu_s"])
     assert sum(run["cpu_us_per_tx_by_thread"].values()) == pytest.approx(run["node_cpu_us_per_tx"])
     assert run["verify_calls"] > 0 and run["verify_s"] > 0
+    # The node's own stage accounting over the same span: the verify and admission stages
+    # ran, and with "other" they add up to the node's CPU (its /metrics reads bracket the
+    # span a little wider than the /proc reads, and /proc counts 10 ms ticks).
+    stages = run["stages_cpu_s"]
+    assert stages["verify"] > 0 and stages["decode_hash"] > 0 and stages["mempool"] > 0
+    assert sum(stages.values()) == pytest.approx(run["node_cpu_s"], rel=0.25, abs=0.05)
+    assert run["stages_us_per_tx"]["verify"] == pytest.approx(stages["verify"] / run["transactions"] * 1e6)
     if document["c_baseline"].get("ops_per_s"):
         assert run["ratio_to_c_single_core"] == pytest.approx(
             run["admitted_per_cpu_s"] / document["c_baseline"]["ops_per_s"])

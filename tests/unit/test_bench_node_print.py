@@ -13,7 +13,8 @@ from qmemo.commands.bench_node import _print
 
 def test_a_run_whose_cpu_read_zero_prints_dashes_and_the_reason():
     run = {"threads": 0, "transactions": 250, "wall_s": 0.02, "node_cpu_s": 0.0, "verify_s": 0.0,
-           "node_cpu_s_by_thread": {"loop": 0.0, "verify": 0.0}, "client_cpu_s": 0.01}
+           "node_cpu_s_by_thread": {"loop": 0.0, "verify": 0.0}, "client_cpu_s": 0.01,
+           "stages_cpu_s": {"verify": 0.0, "other": 0.0}}
     references = {"native_loop_verify": {"ops_per_s": 100_000.0},
                   "two_threads_verify": {"speedup": 1.9}}
     parameters = {"scheme": "Falcon-512", "verifier": "fast", "batch": 250, "concurrency": 1}

@@ -18,7 +18,7 @@ import pytest
 
 from qmemo.core.genesis import parse_genesis
 from qmemo.core.merkle import verify_proof
-from qmemo.core.state import AppliedBlock, ChainState, apply_block
+from qmemo.core.state import Account, AppliedBlock, ChainState, apply_block
 from qmemo.core.transaction import derive_address
 from qmemo.core.verify_cache import VerifyCache
 from qmemo.crypto.keys import NamedKey, save_keys
@@ -146,14 +146,16 @@ def test_a_failed_append_writes_nothing(chain):
     before = store.load_state()
     block = net.next_block([net.transfer(net.alice, net.bob, 1)])
     applied = net.apply(block)
-    # A transaction id already stored violates the index's uniqueness half-way through the write.
-    stale = store.block(1).transactions[0]
-    broken = AppliedBlock(replace(block, transactions=(block.transactions[0], stale)), applied.accounts, 0)
-    with pytest.raises(Exception):
+    # The last write, the accounts, fails after the block's row and its index were written:
+    # a balance past SQLite's 64-bit integers.
+    broken = AppliedBlock(block, {**applied.accounts, bytes(32): Account(2**64, 0)}, 0)
+    with pytest.raises(OverflowError):
         store.append(broken)
     after = store.load_state()
     assert (after.height, after.tip_hash, after.accounts) == (before.height, before.tip_hash, before.accounts)
     assert store.block(4) is None and store.transaction(block.transactions[0].id) is None
+    store.append(applied)       # and the block itself still goes in
+    assert store.transaction(block.transactions[0].id).height == 4
 
 
 def test_a_store_of_another_chain_is_refused(chain, tmp_path):
@@ -294,3 +296,62 @@ def test_a_transaction_place_is_where_the_look_up_finds_it_without_a_proof(chain
             assert (place.height, place.position, place.block_hash, place.merkle_root) == \
                 (block.header.height, position, block.hash, block.header.merkle_root)
     assert store.place(bytes(64)) is None
+
+
+class _OneKey:
+    """Every id's index key is 0: each transaction after the first clashes."""
+
+    @staticmethod
+    def unpack_from(data):
+        return (0,)
+
+
+def test_transactions_whose_index_keys_clash_are_found_by_their_full_ids(tmp_path, monkeypatch):
+    # Eight bytes of a hash can be ground to a clash (2^32 work): a key's row is never
+    # trusted without the full id, and a clashing transaction is indexed under its id.
+    import qmemo.node.store as store_module
+    monkeypatch.setattr(store_module, "_KEY", _OneKey)
+    net = Devnet()
+    with ChainStore(tmp_path / "chain.sqlite", net.genesis) as store:
+        for _ in range(3):
+            store.append(net.apply(net.next_block([net.transfer(net.alice, net.bob, 3),
+                                                   net.transfer(net.carol, net.alice, 4)])))
+        blocks = [store.block(height) for height in (1, 2, 3)]
+        assert store._db.execute("SELECT count(*) FROM tx_key_clashes").fetchone()[0] == 5
+        for block in blocks:
+            for position, tx in enumerate(block.transactions):
+                found, place = store.transaction(tx.id), store.place(tx.id)
+                assert (found.tx, found.height, found.position) == (tx, block.header.height, position)
+                assert verify_proof(block.header.merkle_root, tx.id, found.proof)
+                assert (place.height, place.position) == (block.header.height, position)
+        assert store.transaction(bytes(64)) is None and store.place(bytes(64)) is None
+
+
+def test_a_store_of_format_2_is_converted_when_opened(chain, tmp_path):
+    # qmemo-store/2 indexed transactions by their whole ids; its chain stays, its index is
+    # rewritten as keys, and every transaction is found again.
+    net, store = chain
+    blocks = [store.block(height) for height in (1, 2, 3)]
+    expected = {tx.id: store.transaction(tx.id) for block in blocks for tx in block.transactions}
+    rows = []
+    for block in blocks:
+        for position, tx in enumerate(block.transactions):
+            row = store._db.execute("SELECT offset, length FROM tx_keys WHERE height = ? AND position = ?",
+                                    (block.header.height, position)).fetchone()
+            rows.append((tx.id, block.header.height, position, *row))
+    db = store._db
+    db.execute("BEGIN")
+    db.execute("CREATE TABLE tx_index (id BLOB PRIMARY KEY, height INTEGER NOT NULL, position INTEGER NOT NULL, "
+               "offset INTEGER NOT NULL, length INTEGER NOT NULL) WITHOUT ROWID")
+    db.executemany("INSERT INTO tx_index VALUES (?, ?, ?, ?, ?)", rows)
+    db.execute("DROP TABLE tx_keys")
+    db.execute("DROP TABLE tx_key_clashes")
+    db.execute("UPDATE metadata SET value = 'qmemo-store/2' WHERE key = 'format'")
+    db.execute("COMMIT")
+    store.close()
+    with ChainStore(tmp_path / "chain.sqlite", net.genesis) as reopened:
+        assert {tx_id: reopened.transaction(tx_id) for tx_id in expected} == expected
+        tables = {name for (name,) in reopened._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert "tx_index" not in tables
+        assert reopened._db.execute("SELECT value FROM metadata WHERE key = 'format'").fetchone()[0] == \
+            "qmemo-store/3"
