@@ -26,6 +26,7 @@ def summarize(parameters: dict[str, Any], runs: list[dict[str, Any]],
         # The node's own accounting (/metrics "stages", qmemo.node.stages) over the timed span:
         # where the CPU above went; "other" is what no stage holds (aiohttp, the loop, journal).
         run["stages_us_per_tx"] = {stage: seconds / n * 1e6 for stage, seconds in run["stages_cpu_s"].items()}
+        run["other_on_loop_us_per_tx"] = run.get("other_on_loop_cpu_s", 0.0) / n * 1e6
         per_cpu = run["admitted_per_cpu_s"]
         run["ratio_to_c_single_core"] = per_cpu / c_rate if per_cpu and c_rate else None
         run["ratio_to_same_run"] = {label: per_cpu / references[label]["ops_per_s"]

@@ -129,4 +129,5 @@ async def _drive(url: str, pid: int, warmup: list[bytes], bodies: list[bytes], c
             "verifier": after["verify"].get("verifier"), "key_cache": after["verify"].get("key_cache"),
             "event_loop_lag_ms": after["event_loop_lag_ms"],
             "stages_cpu_s": {name: after["stages"]["by_stage"][name]["cpu_s"] - figure["cpu_s"]
-                             for name, figure in before["stages"]["by_stage"].items()}}
+                             for name, figure in before["stages"]["by_stage"].items()},
+            "other_on_loop_cpu_s": after["stages"]["other_on_loop_cpu_s"] - before["stages"]["other_on_loop_cpu_s"]}

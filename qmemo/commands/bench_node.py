@@ -94,7 +94,8 @@ def _print(document: dict[str, Any]) -> None:
         console.print(f"2 vs 1 verify threads: {document['speedup_2_vs_1_threads']:.2f}x")
     for run in document["runs"]:
         console.print(f"node's own stages, {run['threads']} verify thread(s) (us/tx, /metrics over the timed span): "
-                      + ", ".join(f"{k} {v:.1f}" for k, v in run["stages_us_per_tx"].items() if v >= 0.05))
+                      + ", ".join(f"{k} {v:.1f}" for k, v in run["stages_us_per_tx"].items() if v >= 0.05)
+                      + f" (of other, {run['other_on_loop_us_per_tx']:.1f} on the event loop)")
     console.print("admission steps in-process (us/tx): "
                   + ", ".join(f"{k} {v:.1f}" for k, v in document["admission_breakdown_us_per_tx"].items()))
 

@@ -149,6 +149,10 @@ class Block:
     # pushed to every peer and served to each syncing one - ~15 MB for 8,000 Falcon-512
     # transactions, which is not worth rebuilding each time.
     _encoding: bytes | None = field(default=None, init=False, compare=False, repr=False)
+    # The Merkle root of the transactions' ids, kept once computed: a peer's block is checked
+    # against it before its signatures are verified and again when it is applied (`apply_block`),
+    # ~9 ms for 6,000 ids each time.
+    _body_root: bytes | None = field(default=None, init=False, compare=False, repr=False)
 
     @property
     def hash(self) -> bytes:
@@ -157,6 +161,15 @@ class Block:
     @property
     def height(self) -> int:
         return self.header.height
+
+    def body_root(self) -> bytes:
+        """The Merkle root of the transactions' ids as they are (not the header's claim, which
+        `apply_block` compares with it)."""
+        root = self._body_root
+        if root is None:
+            root = merkle_root([tx.id for tx in self.transactions])
+            _set_body_root(self, root)
+        return root
 
     def encode(self) -> bytes:
         """The block encoding: signed header, then each transaction with a u32 length."""
@@ -223,15 +236,19 @@ class Block:
 _BLOCK_KEYS = frozenset(("header", "transactions"))
 # The slot's own setter: fills the cache of a frozen block (as Transaction's `_set_*`).
 _set_encoding = Block.__dict__["_encoding"].__set__
+_set_body_root = Block.__dict__["_body_root"].__set__
 
 
 def make_block(*, chain_id: int, height: int, previous_hash: bytes, timestamp_ms: int, producer_index: int,
                transactions: Sequence[Transaction], sign: Callable[[bytes], bytes]) -> Block:
     """Assemble and sign a block: what a producer does once it has chosen the transactions."""
     transactions = tuple(transactions)
+    root = merkle_root([tx.id for tx in transactions])
     header = BlockHeader(
         version=BLOCK_VERSION, chain_id=chain_id, height=height, previous_hash=previous_hash,
         timestamp_ms=timestamp_ms, producer_index=producer_index, tx_count=len(transactions),
-        merkle_root=merkle_root([tx.id for tx in transactions]),
+        merkle_root=root,
     )
-    return Block(header.signed(sign), transactions)
+    block = Block(header.signed(sign), transactions)
+    _set_body_root(block, root)
+    return block

@@ -27,7 +27,6 @@ from typing import Protocol
 from qmemo.core.block import BLOCK_VERSION, Block, BlockHeader
 from qmemo.core.codec import U64_MAX
 from qmemo.core.genesis import Genesis, Validator, scheduled_producer
-from qmemo.core.merkle import merkle_root
 from qmemo.core.transaction import FIXED_BYTES as TX_FIXED_BYTES
 from qmemo.core.transaction import MAX_PAYLOAD_BYTES, Transaction
 from qmemo.errors import InvalidBlock, InvalidTransaction
@@ -190,7 +189,7 @@ def apply_block(state: ChainState, block: Block, verifier: BlockVerifier, now_ms
     _require(len(transactions) <= genesis.max_block_transactions, "too_many_transactions",  # within the limit
              f"{len(transactions)} transactions, at most {genesis.max_block_transactions}")
     tx_ids = [tx.id for tx in transactions]
-    _require(header.merkle_root == merkle_root(tx_ids), "wrong_merkle_root",  # the transactions it commits to
+    _require(header.merkle_root == block.body_root(), "wrong_merkle_root",  # the transactions it commits to
              "the Merkle root does not match the transactions")
     _require(len(set(tx_ids)) == len(tx_ids), "duplicate_transaction",  # each transaction once
              "a transaction appears twice")

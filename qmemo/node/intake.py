@@ -31,7 +31,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 from qmemo.core.block import Block
 from qmemo.core.genesis import Genesis
-from qmemo.core.merkle import merkle_root
 from qmemo.errors import DecodeError, InvalidBlock
 from qmemo.node.admission import Admission
 from qmemo.node.answers import BlockAnswer
@@ -202,7 +201,7 @@ class BlockIntake:
         validators = self.genesis.validators
         cpu_started = thread_cpu_ns()
         started = time.perf_counter()
-        root_ok = merkle_root([tx.id for tx in block.transactions]) == header.merkle_root
+        root_ok = block.body_root() == header.merkle_root     # computed once: apply_block reads it again
         merkle_s = time.perf_counter() - started
         producer_ok = header.producer_index < len(validators) and self.pool.cache.verify(
             validators[header.producer_index].scheme_id,

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from qmemo import __version__
 from qmemo.crypto.schemes import key_cache_stats
 from qmemo.node.metrics import Distribution, process_usage
-from qmemo.node.stages import VERIFY, StageFigures, stage_figures
+from qmemo.node.stages import VERIFY, StageFigures, loop_other_ns, stage_figures, thread_cpu_ns
 
 if TYPE_CHECKING:
     from qmemo.node.service import Node
@@ -201,7 +201,9 @@ def metrics_snapshot(node: Node) -> MetricsSnapshot:
     stage_ns, stage_txs = m.stages.totals()
     stage_ns[VERIFY] += verify_cpu_ns
     stage_txs[VERIFY] += verify_job_count
-    cpu_s, rss = process_usage()    # after the stages: it includes all they hold
+    # After the stages: the loop's and the process's CPU include all they hold.
+    on_loop = loop_other_ns(m.stages, thread_cpu_ns(), verify_cpu_ns if node.pool.inline else 0)
+    cpu_s, rss = process_usage()
     lag = m.loop_lag.percentiles(0.5, 0.99)
     interval = m.block_interval.percentiles(0.5, 0.99)
     return MetricsSnapshot(
@@ -223,7 +225,7 @@ def metrics_snapshot(node: Node) -> MetricsSnapshot:
         process=ProcessFigures(cpu_s, rss),
         event_loop_lag_ms=LagFigures(_ms(lag[0]), _ms(lag[1]), _ms(m.loop_lag.max_recent())),
         net=NetFigures(m.bytes_in, m.bytes_out),
-        stages=stage_figures(m.stages, stage_ns, stage_txs, cpu_s, m.tx_accepted, time.monotonic()))
+        stages=stage_figures(m.stages, stage_ns, stage_txs, cpu_s, m.tx_accepted, time.monotonic(), on_loop))
 
 
 def _key_cache() -> KeyCacheFigures | None:

@@ -135,7 +135,7 @@ class Node:
             self.decoded, self.relay.enqueue if self.relay else (lambda encodings: None))
         self.intake = BlockIntake(self.genesis, self.chain, self.admission, self.pool, self.decoded,
                                   self.metrics, self.log, self.clock, self._store_writer)
-        self.journal = journal = Journal(config.data, self.name, self.log)
+        self.journal = journal = Journal(config.data, self.name, self.log, self.metrics.stages)
         journaled = await loop.run_in_executor(self._store_reader, journal.read_back)
         self.persistence = Persistence(config.data, store, self.intake, self.admission, journal,
                                        self._store_writer, self.metrics, self.log)

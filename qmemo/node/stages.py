@@ -14,7 +14,9 @@ Prometheus `stage` label and the JSON keys, so they stay stable):
 - `block_build`    selecting, building, signing and applying this node's own blocks.
 - `block_validate` decoding, Merkle check and applying peers' blocks (signatures missing from
                    the cache are in `verify`).
-- `store`          blocks to SQLite, on the store's writer thread, and their encoding for it.
+- `store`          what the node writes to disk: blocks to SQLite, on the store's writer
+                   thread, and their encoding for it; accepted transactions to the journal
+                   (qmemo.node.journal), on its writer thread.
 - `relay`          encoding what goes to the peers (transaction batches, pushed blocks); the
                    client's socket work is in "other".
 
@@ -146,13 +148,17 @@ class StageFigures:
     window_admitted: int          # transactions admitted in it
     us_per_tx: float | None       # the process's CPU per admitted transaction in it
     by_stage: dict[str, StageFigure]   # STAGES in order, then "other"
+    # Of "other"'s cpu_s, the part on the event loop's thread (aiohttp's parsing and socket
+    # writes, the peer client, asyncio's scheduling, timers, the import at start); the rest
+    # of "other" ran on the other threads (executor hand-offs, thread wake-ups).
+    other_on_loop_cpu_s: float | None = None
 
 
 def stage_figures(stages: StageCPU, cpu_ns: Sequence[int], txs: Sequence[int], process_cpu_s: float,
-                  admitted: int, now: float) -> StageFigures:
+                  admitted: int, now: float, loop_other_ns: int | None = None) -> StageFigures:
     """The figures from per-stage totals (`StageCPU.totals`, plus what is kept elsewhere: the
     verify pool's CPU), the process's CPU read *after* them, and the admitted count; `now`
-    (monotonic) moves `stages`' recent window."""
+    (monotonic) moves `stages`' recent window. `loop_other_ns`: `loop_other_ns`'s figure."""
     process_ns = int(process_cpu_s * 1e9)
     accounted_ns = sum(cpu_ns)
     # Read after the stages, the process total includes every lap they hold: never below,
@@ -170,7 +176,15 @@ def stage_figures(stages: StageCPU, cpu_ns: Sequence[int], txs: Sequence[int], p
                                      _per_tx_us(recent, window_admitted), count)
     # The total is the sum of the parts shown (the window's process CPU but for that dip).
     return StageFigures(process_cpu_s, accounted_ns / 1e9, overrun_ns / 1e9, span_s, window_admitted,
-                        _per_tx_us(sum(window_ns), window_admitted), by_stage)
+                        _per_tx_us(sum(window_ns), window_admitted), by_stage,
+                        None if loop_other_ns is None else min(loop_other_ns, other_ns) / 1e9)
+
+
+def loop_other_ns(stages: StageCPU, loop_cpu_ns: int, inline_ns: int = 0) -> int:
+    """The event loop thread's CPU outside every stage: its CPU since the process began
+    (`thread_cpu_ns()` read on it, after the stages' totals were read) less its laps and
+    `inline_ns` (stage CPU filed from elsewhere that ran on it: the verify pool's, inline)."""
+    return max(0, loop_cpu_ns - sum(stages.loop_ns) - inline_ns)
 
 
 def _per_tx_us(cpu_ns: int, txs: int) -> float | None:

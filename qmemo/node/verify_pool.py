@@ -120,6 +120,11 @@ class VerifyPool:
                                             initializer=name_os_thread, initargs=(f"{name}-verify",)) \
             if threads else None
 
+    @property
+    def inline(self) -> bool:
+        """No threads: signatures are verified on the calling (event loop) thread."""
+        return self._executor is None
+
     async def verify(self, transactions: Sequence[Transaction], path: str) -> list[bool]:
         """Is each transaction's signature valid? Counted under `path` ("admission"/"block")."""
         count = len(transactions)

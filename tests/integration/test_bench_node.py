@@ -80,6 +80,7 @@ def test_rates_and_cpu_figures_are_positive_and_agree(document):
     assert stages["verify"] > 0 and stages["decode_hash"] > 0 and stages["mempool"] > 0
     assert sum(stages.values()) == pytest.approx(run["node_cpu_s"], rel=0.25, abs=0.05)
     assert run["stages_us_per_tx"]["verify"] == pytest.approx(stages["verify"] / run["transactions"] * 1e6)
+    assert 0 < run["other_on_loop_cpu_s"] <= stages["other"] + 0.005
     if document["c_baseline"].get("ops_per_s"):
         assert run["ratio_to_c_single_core"] == pytest.approx(
             run["admitted_per_cpu_s"] / document["c_baseline"]["ops_per_s"])

@@ -56,6 +56,9 @@ def test_stages_add_up_to_at_most_the_process_cpu_and_other_is_the_rest(loaded):
         # overrun at all, but for the float rounding of ns to s (hence 1e-6).
         assert 0 <= stages["overrun_cpu_s"] <= 1e-6, node.name
         assert sum(figure["share"] for figure in by_stage.values()) == pytest.approx(1.0)
+        # Part of "other" ran on the event loop (aiohttp at least served these requests), and
+        # never more than all of it.
+        assert 0 < stages["other_on_loop_cpu_s"] <= by_stage[OTHER]["cpu_s"], node.name
 
 
 def test_every_node_validates_or_builds_blocks_and_the_window_covers_the_admitted(loaded):

@@ -77,6 +77,24 @@ def test_a_changed_block_is_encoded_afresh(block):
         block.transactions[0].encoded
 
 
+def test_the_body_root_is_computed_once_and_afresh_for_a_changed_block(block, monkeypatch):
+    # A peer's block is checked against its root before its signatures are verified and
+    # again when applied: the second time reads the first's result.
+    import qmemo.core.block as block_module
+    decoded = Block.decode(block.encode())
+    calls = []
+
+    def counted(ids):
+        calls.append(len(ids))
+        return merkle_root(ids)
+
+    monkeypatch.setattr(block_module, "merkle_root", counted)
+    assert decoded.body_root() == decoded.body_root() == block.header.merkle_root and calls == [2]
+    swapped = replace(decoded, transactions=decoded.transactions[::-1])   # the header left as it was
+    assert swapped.body_root() == merkle_root([tx.id for tx in swapped.transactions]) != block.header.merkle_root
+    assert calls == [2, 2]
+
+
 def test_block_json_round_trip(block):
     text = orjson.dumps(block.to_json())
     assert Block.from_json(orjson.loads(text)) == block

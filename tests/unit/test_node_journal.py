@@ -158,3 +158,22 @@ async def test_a_full_disk_fails_every_write_but_is_logged_once_per_interval(tmp
     assert len(lines) == 1 and "No space left" in lines[0].getMessage()
     assert journal.records == 0
     journal.close()
+
+
+def test_the_journals_writes_are_the_store_stages_cpu(tmp_path):
+    # Its framing, CRC, write and fsync ran on its own thread outside every stage, in "other".
+    from qmemo.node.stages import STORE, StageCPU
+
+    async def run() -> StageCPU:
+        stages = StageCPU()
+        journal = Journal(tmp_path, "test", stages=stages)
+        journal.read_back()
+        for _ in range(20):
+            await journal.append([bytes(100_000)] * 10)
+        await journal.compact([bytes(100_000)] * 10)
+        journal.close()
+        return stages
+
+    stages = asyncio.run(run())
+    assert stages.thread_ns[STORE] > 0 and stages.thread_txs[STORE] == 0
+    assert sum(stages.thread_ns) == stages.thread_ns[STORE] and sum(stages.loop_ns) == 0

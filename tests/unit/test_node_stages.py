@@ -190,3 +190,19 @@ def test_verify_jobs_count_their_signatures_and_loop_checks_do_not():
     verify.record("block", [40_000])                             # a header checked on the event loop
     assert verify.count == {"admission": 8, "block": 1}
     assert verify.job_count == 8 and sum(verify.cpu_ns.values()) == 400_000
+
+
+def test_other_on_the_loop_is_the_loops_cpu_outside_its_laps_and_inline_verifies():
+    from qmemo.node.stages import loop_other_ns
+    stages = StageCPU(started_monotonic=0.0, started_process_cpu_s=0.0)
+    stages.loop_ns[0], stages.loop_ns[3] = 300, 200
+    stages.thread_ns[2] = 10_000        # another thread's: not the loop's
+    assert loop_other_ns(stages, 1_000) == 500
+    assert loop_other_ns(stages, 1_000, inline_ns=400) == 100
+    assert loop_other_ns(stages, 400) == 0          # never negative
+    cpu_ns = [0] * len(STAGES)
+    figures = stage_figures(stages, cpu_ns, [0] * len(STAGES), process_cpu_s=1e-6, admitted=0, now=1.0,
+                            loop_other_ns=5_000)
+    assert figures.other_on_loop_cpu_s == pytest.approx(1e-6)      # at most all of "other"
+    assert stage_figures(stages, cpu_ns, [0] * len(STAGES), process_cpu_s=1.0, admitted=0,
+                         now=2.0).other_on_loop_cpu_s is None

@@ -102,7 +102,7 @@ def test_stage_figures_encode_as_the_documented_stages_object():
     figures = stage_figures(stages, cpu_ns, [1] * len(STAGES), process_cpu_s=0.01, admitted=100, now=1.0)
     document = orjson.loads(wire.dumps(figures))
     assert list(document) == ["process_cpu_s", "accounted_cpu_s", "overrun_cpu_s", "window_s", "window_admitted", "us_per_tx",
-                              "by_stage"]
+                              "by_stage", "other_on_loop_cpu_s"]
     assert list(document["by_stage"]) == [*STAGES, "other"]
     assert document["by_stage"]["verify"] == {"cpu_s": 0.002, "share": 0.2, "us_per_tx": 20.0, "txs": 1}
     assert document["by_stage"]["other"]["us_per_tx"] == 80.0 and document["us_per_tx"] == 100.0
