@@ -24,7 +24,7 @@ def summarize(parameters: dict[str, Any], runs: list[dict[str, Any]],
                                           for group, seconds in run["node_cpu_s_by_thread"].items()}
         run["node_cores_busy"] = run["node_cpu_s"] / run["wall_s"]
         # The node's own accounting (/metrics "stages", qmemo.node.stages) over the timed span:
-        # where the CPU above went; "other" is what no stage holds (aiohttp, the loop, journal).
+        # where the CPU above went; "other" is what no stage holds (aiohttp, the loop, thread hand-offs).
         run["stages_us_per_tx"] = {stage: seconds / n * 1e6 for stage, seconds in run["stages_cpu_s"].items()}
         run["other_on_loop_us_per_tx"] = run.get("other_on_loop_cpu_s", 0.0) / n * 1e6
         per_cpu = run["admitted_per_cpu_s"]

@@ -151,7 +151,7 @@ class Block:
     _encoding: bytes | None = field(default=None, init=False, compare=False, repr=False)
     # The Merkle root of the transactions' ids, kept once computed: a peer's block is checked
     # against it before its signatures are verified and again when it is applied (`apply_block`),
-    # ~9 ms for 6,000 ids each time.
+    # two BLAKE3-512 hashes per transaction in Python each time.
     _body_root: bytes | None = field(default=None, init=False, compare=False, repr=False)
 
     @property

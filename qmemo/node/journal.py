@@ -39,8 +39,8 @@ import logging
 import os
 import struct
 import zlib
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import BinaryIO, ParamSpec, TypeVar
 

@@ -155,10 +155,11 @@ class StageFigures:
 
 
 def stage_figures(stages: StageCPU, cpu_ns: Sequence[int], txs: Sequence[int], process_cpu_s: float,
-                  admitted: int, now: float, loop_other_ns: int | None = None) -> StageFigures:
+                  admitted: int, now: float, other_on_loop_ns: int | None = None) -> StageFigures:
     """The figures from per-stage totals (`StageCPU.totals`, plus what is kept elsewhere: the
     verify pool's CPU), the process's CPU read *after* them, and the admitted count; `now`
-    (monotonic) moves `stages`' recent window. `loop_other_ns`: `loop_other_ns`'s figure."""
+    (monotonic) moves `stages`' recent window. `other_on_loop_ns`: the event loop's CPU outside
+    every stage (`loop_other_ns`), None where unknown."""
     process_ns = int(process_cpu_s * 1e9)
     accounted_ns = sum(cpu_ns)
     # Read after the stages, the process total includes every lap they hold: never below,
@@ -177,7 +178,7 @@ def stage_figures(stages: StageCPU, cpu_ns: Sequence[int], txs: Sequence[int], p
     # The total is the sum of the parts shown (the window's process CPU but for that dip).
     return StageFigures(process_cpu_s, accounted_ns / 1e9, overrun_ns / 1e9, span_s, window_admitted,
                         _per_tx_us(sum(window_ns), window_admitted), by_stage,
-                        None if loop_other_ns is None else min(loop_other_ns, other_ns) / 1e9)
+                        None if other_on_loop_ns is None else min(other_on_loop_ns, other_ns) / 1e9)
 
 
 def loop_other_ns(stages: StageCPU, loop_cpu_ns: int, inline_ns: int = 0) -> int:

@@ -74,6 +74,7 @@ from qmemo.errors import ConfigError, StoreError
 
 STORE_FORMAT = "qmemo-store/3"
 FORMAT_2 = "qmemo-store/2"     # converted on open (`_convert_format_2`)
+CONVERT_ROWS = 100_000          # index rows converted at a time: ~45 MB of Python tuples, not the whole index
 PAGE_BYTES = 65536      # SQLite's largest page size (see ChainStore.__init__)
 _U32 = struct.Struct("<I")
 _KEY = struct.Struct("<q")      # an id's first 8 bytes as SQLite's signed 64-bit integer: the index key
@@ -308,27 +309,38 @@ class ChainStore:
     # --- internals ------------------------------------------------------------------------
 
     def _index(self, height: int, header_bytes: int, transactions: Sequence[Transaction]) -> None:
-        """The final block's index rows (inside `append`'s SQL transaction). In key order, so
-        rows next to each other in the tree are written together; a key some earlier
-        transaction holds (or one of this block) leaves the row out of `tx_keys` (SQLite
-        counts no change for it), and then each transaction whose key names another goes to
-        `tx_key_clashes` by its full id."""
-        rows = sorted(_index_rows(height, header_bytes, transactions))
+        """The final block's index rows (inside `append`'s SQL transaction)."""
+        self._insert_index(sorted(_index_rows(height, header_bytes, transactions)))
+
+    def _insert_index(self, rows: list[tuple]) -> None:
+        """Index rows (key, height, position, offset, length, id), best in key order: rows next
+        to each other in the tree are then written together. A key some earlier transaction
+        holds leaves the row out of `tx_keys` (SQLite counts no change for it); then each
+        row whose key names another place goes to `tx_key_clashes` by its full id - unless
+        its id is the one at that place, or already a clash: a transaction in the chain
+        twice, which the store refuses (StoreError `duplicate_transaction`, nothing written)
+        as format 2's unique ids did."""
         changes = self._db.total_changes
         self._db.executemany(_INDEX_SQL.format(table="tx_keys", column="key") + " ON CONFLICT (key) DO NOTHING",
-                             rows)
+                             [row[:5] for row in rows])
         if self._db.total_changes - changes == len(rows):
             return
-        held = self._db.execute
-        clashes = [(transactions[position].id, height, position, offset, length)
-                   for key, _, position, offset, length in rows
-                   if held("SELECT height, position FROM tx_keys WHERE key = ?", (key,)).fetchone()
-                   != (height, position)]
-        self._db.executemany(_INDEX_SQL.format(table="tx_key_clashes", column="id"), clashes)
+        execute = self._db.execute
+        for key, height, position, offset, length, tx_id in rows:
+            holder = execute("SELECT height, position FROM tx_keys WHERE key = ?", (key,)).fetchone()
+            if holder == (height, position):
+                continue
+            if self._id_at(*holder) == tx_id or \
+                    execute("SELECT 1 FROM tx_key_clashes WHERE id = ?", (tx_id,)).fetchone() is not None:
+                raise StoreError(f"transaction {tx_id.hex()[:16]}.. (block {height}, position {position}) is in the "
+                                 "chain already", code="duplicate_transaction")
+            execute(_INDEX_SQL.format(table="tx_key_clashes", column="id"), (tx_id, height, position, offset, length))
 
     def _find(self, tx_id: bytes, more: str) -> tuple | None:
         """A final transaction's `_PLACE_SQL` row (under the lock): its key's row if the id at
         that row's place is this one, else its row among the clashes."""
+        if len(tx_id) != DIGEST_BYTES:
+            return None
         row = self._db.execute(_PLACE_SQL.format(more=more, table="tx_keys", column="key"),
                                (_KEY.unpack_from(tx_id)[0],)).fetchone()
         if row is not None and self._id_at(row[0], row[1]) == tx_id:
@@ -345,19 +357,13 @@ class ChainStore:
 
     def _convert_format_2(self) -> None:
         """A `qmemo-store/2` store's index (keyed by whole ids) rewritten as `tx_keys` and
-        `tx_key_clashes`, in the caller's SQL transaction; every other table is unchanged."""
-        rows = sorted((_KEY.unpack_from(tx_id)[0], height, position, offset, length, tx_id) for
-                      tx_id, height, position, offset, length in
-                      self._db.execute("SELECT id, height, position, offset, length FROM tx_index"))
-        keyed: list[tuple] = []
-        clashes: list[tuple] = []
-        for row in rows:
-            if keyed and keyed[-1][0] == row[0]:
-                clashes.append((row[5], *row[1:5]))
-            else:
-                keyed.append(row[:5])
-        self._db.executemany(_INDEX_SQL.format(table="tx_keys", column="key"), keyed)
-        self._db.executemany(_INDEX_SQL.format(table="tx_key_clashes", column="id"), clashes)
+        `tx_key_clashes`, in the caller's SQL transaction, `CONVERT_ROWS` rows at a time (a
+        soak's store holds millions); every other table is unchanged. The old table's pages
+        go to SQLite's free list: the file does not shrink."""
+        old = self._db.execute("SELECT id, height, position, offset, length FROM tx_index")
+        while chunk := old.fetchmany(CONVERT_ROWS):
+            self._insert_index(sorted((_KEY.unpack_from(tx_id)[0], height, position, offset, length, tx_id)
+                                      for tx_id, height, position, offset, length in chunk))
         self._db.execute("DROP TABLE tx_index")
         self._db.execute("UPDATE metadata SET value = ? WHERE key = 'format'", (STORE_FORMAT,))
 
@@ -394,14 +400,14 @@ class ChainStore:
                 ("genesis_hash", self.genesis.hash)])
             self._write_accounts({address: Account(balance, 0) for address, balance in self.genesis.balances})
             return
-        if stored.get("format") == FORMAT_2:
-            self._convert_format_2()
-        elif stored.get("format") != STORE_FORMAT:
+        if stored.get("format") not in (STORE_FORMAT, FORMAT_2):
             raise StoreError(f"{self.path} is in format {stored.get('format')!r}, not {STORE_FORMAT!r}: start "
                              "the node on a new data folder (devnet.sh --reset)", code="store_format")
         if stored.get("genesis_hash") != self.genesis.hash:
             raise StoreError(f"{self.path} holds another chain (genesis {bytes(stored['genesis_hash']).hex()[:16]}.., "
                              f"this genesis is {self.genesis.hash.hex()[:16]}..)", code="wrong_chain")
+        if stored["format"] == FORMAT_2:
+            self._convert_format_2()
 
     def _read_tip(self) -> tuple[int, bytes]:
         row = self._db.execute("SELECT height, hash FROM blocks ORDER BY height DESC LIMIT 1").fetchone()
@@ -409,13 +415,13 @@ class ChainStore:
 
 
 def _index_rows(height: int, header_bytes: int, transactions: Sequence[Transaction]) -> Iterator[tuple]:
-    """(key, height, position, offset, length) of each transaction in its block's encoding:
+    """(key, height, position, offset, length, id) of each transaction in its block's encoding:
     after the header, each is a u32 length and then its bytes."""
     offset = header_bytes
     key = _KEY.unpack_from
     for position, tx in enumerate(transactions):
         length = len(tx.encoded)
-        yield key(tx.id)[0], height, position, offset + _U32.size, length
+        yield key(tx.id)[0], height, position, offset + _U32.size, length, tx.id
         offset += _U32.size + length
 
 

@@ -202,7 +202,7 @@ def test_other_on_the_loop_is_the_loops_cpu_outside_its_laps_and_inline_verifies
     assert loop_other_ns(stages, 400) == 0          # never negative
     cpu_ns = [0] * len(STAGES)
     figures = stage_figures(stages, cpu_ns, [0] * len(STAGES), process_cpu_s=1e-6, admitted=0, now=1.0,
-                            loop_other_ns=5_000)
+                            other_on_loop_ns=5_000)
     assert figures.other_on_loop_cpu_s == pytest.approx(1e-6)      # at most all of "other"
     assert stage_figures(stages, cpu_ns, [0] * len(STAGES), process_cpu_s=1.0, admitted=0,
                          now=2.0).other_on_loop_cpu_s is None

@@ -158,6 +158,23 @@ def test_a_failed_append_writes_nothing(chain):
     assert store.transaction(block.transactions[0].id).height == 4
 
 
+@pytest.mark.parametrize("where", ["in an earlier block", "twice in the block"])
+def test_a_block_holding_a_committed_transaction_again_is_refused_and_nothing_written(chain, where):
+    # apply_block refuses it first; the store does not take it either (format 2's unique ids
+    # did; format 3's index would have filed the copy as a key clash).
+    net, store = chain
+    before = store.load_state()
+    fresh = net.transfer(net.alice, net.bob, 1)
+    again = store.block(1).transactions[0] if where == "in an earlier block" else fresh
+    block = replace(net.next_block([fresh]), transactions=(fresh, again))
+    with pytest.raises(StoreError) as refused:
+        store.append(AppliedBlock(block, {}, 0))
+    assert refused.value.code == "duplicate_transaction"
+    after = store.load_state()
+    assert (after.height, after.tip_hash, after.accounts) == (before.height, before.tip_hash, before.accounts)
+    assert store.block(4) is None and store.transaction(fresh.id) is None
+
+
 def test_a_store_of_another_chain_is_refused(chain, tmp_path):
     net, store = chain
     store.close()
@@ -302,7 +319,7 @@ class _OneKey:
     """Every id's index key is 0: each transaction after the first clashes."""
 
     @staticmethod
-    def unpack_from(data):
+    def unpack_from(data: bytes) -> tuple[int]:
         return (0,)
 
 
@@ -325,12 +342,16 @@ def test_transactions_whose_index_keys_clash_are_found_by_their_full_ids(tmp_pat
                 assert verify_proof(block.header.merkle_root, tx.id, found.proof)
                 assert (place.height, place.position) == (block.header.height, position)
         assert store.transaction(bytes(64)) is None and store.place(bytes(64)) is None
+        assert store.place(b"short") is None        # not an id at all
 
 
-def test_a_store_of_format_2_is_converted_when_opened(chain, tmp_path):
+@pytest.mark.parametrize("keys", ["ids' own", "all clashing"])
+def test_a_store_of_format_2_is_converted_when_opened(chain, tmp_path, monkeypatch, keys):
     # qmemo-store/2 indexed transactions by their whole ids; its chain stays, its index is
-    # rewritten as keys, and every transaction is found again.
+    # rewritten as keys (in rows of CONVERT_ROWS), and every transaction is found again.
+    import qmemo.node.store as store_module
     net, store = chain
+    monkeypatch.setattr(store_module, "CONVERT_ROWS", 4)
     blocks = [store.block(height) for height in (1, 2, 3)]
     expected = {tx.id: store.transaction(tx.id) for block in blocks for tx in block.transactions}
     rows = []
@@ -349,8 +370,12 @@ def test_a_store_of_format_2_is_converted_when_opened(chain, tmp_path):
     db.execute("UPDATE metadata SET value = 'qmemo-store/2' WHERE key = 'format'")
     db.execute("COMMIT")
     store.close()
+    if keys == "all clashing":
+        monkeypatch.setattr(store_module, "_KEY", _OneKey)
     with ChainStore(tmp_path / "chain.sqlite", net.genesis) as reopened:
         assert {tx_id: reopened.transaction(tx_id) for tx_id in expected} == expected
+        clashes = reopened._db.execute("SELECT count(*) FROM tx_key_clashes").fetchone()[0]
+        assert clashes == (len(expected) - 1 if keys == "all clashing" else 0)
         tables = {name for (name,) in reopened._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert "tx_index" not in tables
         assert reopened._db.execute("SELECT value FROM metadata WHERE key = 'format'").fetchone()[0] == \
