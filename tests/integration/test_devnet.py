@@ -27,15 +27,28 @@ pytestmark = pytest.mark.slow
 NODES = 3
 
 
+def _ephemeral_ports_start() -> int:
+    """The first port the kernel hands out for outbound connections (Linux's default 32768)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_base_port(count: int = NODES) -> int:
     """A base port whose `count` consecutive ports are all free now.
 
     The search starts at an offset taken from this process's id: test suites of several
     checkouts running at once on one machine would otherwise all probe 21000, 21097, ...
     in the same order, and two of them could pick the same ports between this probe and
-    devnet.sh binding them (its nodes then fail while the other suite's nodes answer)."""
-    start = 21000 + (os.getpid() % 200) * 97
-    for base in [*range(start, 60000, 97), *range(21000, start, 97)]:
+    devnet.sh binding them (its nodes then fail while the other suite's nodes answer).
+
+    The search stays below the kernel's ephemeral range: a port in it can be taken by any
+    outbound connection between this probe and the nodes' bind (a CI run's node-2 found
+    39044 "already in use" that way)."""
+    top = _ephemeral_ports_start() - count
+    start = 21000 + (os.getpid() % 100) * 97
+    for base in [*range(start, top, 97), *range(21000, start, 97)]:
         sockets = []
         try:
             for port in range(base, base + count):
