@@ -26,9 +26,11 @@ transaction by about half (docs/methodology.md, "The node's hot path").
 Why an 8-byte integer key (qmemo-store/3): format 2 keyed the index by the whole 64-byte
 id. Ids are hashes, so each block's rows land all over the index, and a commit rewrites
 every page it touched: once the index outgrew a block's rows, every block rewrote all of
-it (64 KB pages, WAL), and the CPU per stored transaction grew with the chain (3.6 µs
-a transaction on an empty store, 25 µs past 300,000; 12 of a node's 35 CPU-seconds in a
-one-minute devnet stage). An integer key makes a row ~20 bytes instead of ~90 and the
+it (64 KB pages, WAL), and the CPU per stored transaction grew with the chain: `append`
+took 13-14 µs a transaction over 40 blocks of 8,000 and 20-21 over the last 10 of them,
+against 3.3-4.2 for format 3 (`python -m qmemo.bench.node_store --blocks 40`), and the
+`store` stage was 12 of a node's 35 CPU-seconds in a one-minute devnet stage at 5,859 TPS
+(docs/methodology.md section 12 has both commands). An integer key makes a row ~20 bytes instead of ~90 and the
 table SQLite's own rowid tree: 4-5x fewer pages to rewrite. Eight bytes of a hash are
 not unique against someone grinding for a clash (2^32 work), so a clash is never
 trusted: every look-up compares the full id in the block's id list, and a transaction
