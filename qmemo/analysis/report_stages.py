@@ -177,8 +177,8 @@ def stage_costs_section(results: Results, plot_dir: Path, runs: Sequence[DevnetR
             "(its drain included), with the C baseline's single-core verify time for the scheme and the nodes' "
             f"verifier (the fast verifier's with its key cached, where measured; else liboqs's: column `C row`; "
             f"`{results.summary_source}`). Stages: docs/api.md, \"Stage costs\"; `other` is the process's CPU "
-            "the stages do not hold (the event loop, aiohttp, logging, thread hand-offs; also the accepted-transaction journal in runs "
-            "from before it was timed as `store`).",
+            "the stages do not hold (the event loop, aiohttp, logging, thread hand-offs; also the "
+            "accepted-transaction journal in runs from before it was timed as `store`).",
             table(headers, _table_rows(scheme_rows), "ll" + "r" * (len(headers) - 2)),
             source_note(*sources, results.summary_source),
             "By node (the producer of more blocks pays more block building; the others more validation):",

@@ -8,9 +8,9 @@ Blocks of `--txs` transactions of Falcon-512 sizes (897-byte key, 256-byte paylo
 thread runs them (docs/methodology.md section 12). The figures are given over all the
 blocks and over the last quarter of them: a cost that grows with the chain (the
 transaction index of qmemo-store/2) shows as a last quarter above the mean; `--blocks 40`
-stores 320,000 transactions, what a node holds after about a minute at 5,000 TPS. The transactions are well formed
-but not signed: the store never verifies (`apply_block` did, before), so signing would
-only cost the benchmark time. Prints one line; a benchmark, never a test.
+stores 320,000 transactions, what a node holds after about a minute at 5,000 TPS. The
+transactions are well formed but not signed: the store never verifies (`apply_block`
+did, before), so signing would only cost the benchmark time. Prints one line; a benchmark, never a test.
 """
 
 from __future__ import annotations

@@ -30,8 +30,8 @@ it (64 KB pages, WAL), and the CPU per stored transaction grew with the chain: `
 took 13-14 µs a transaction over 40 blocks of 8,000 and 20-21 over the last 10 of them,
 against 3.3-4.2 for format 3 (`python -m qmemo.bench.node_store --blocks 40`), and the
 `store` stage was 12 of a node's 35 CPU-seconds in a one-minute devnet stage at 5,859 TPS
-(docs/methodology.md section 12 has both commands). An integer key makes a row ~20 bytes instead of ~90 and the
-table SQLite's own rowid tree: 4-5x fewer pages to rewrite. Eight bytes of a hash are
+(docs/methodology.md section 12 has both commands). An integer key makes a row ~20 bytes
+instead of ~90 and the table SQLite's own rowid tree: 4-5x fewer pages to rewrite. Eight bytes of a hash are
 not unique against someone grinding for a clash (2^32 work), so a clash is never
 trusted: every look-up compares the full id in the block's id list, and a transaction
 whose key is taken goes to `tx_key_clashes` under its full id. A format-2 store is
