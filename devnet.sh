@@ -28,6 +28,7 @@ BASELINE=1
 SWEEP=""
 STAGE=20
 VERIFIER=fast
+EVENT_LOOP=uvloop
 DEVNET_DIR="$ROOT/devnet"
 RUNS_DIR="$ROOT/runs"
 RESULTS_DIR="$ROOT/results"
@@ -58,6 +59,8 @@ target rate, and shows the live dashboard. Ctrl-C stops everything it started.
                      otherwise measures a quick, verify-only one, 20-25 s, for the dashboard)
   --verifier V       the nodes' Falcon verifier: fast (default; variable-time hash-to-point,
                      cached keys, liboqs's verdicts) or liboqs
+  --event-loop L     the nodes' event loop: uvloop (default; libuv's, in C) or asyncio
+                     (the standard library's)
   --log-format F     text (default) or json: the nodes' and the generator's logs (in the
                      run folder's logs/) as one JSON object per line
   --dir DIR          devnet folder (default ./devnet)
@@ -87,6 +90,7 @@ while [ $# -gt 0 ]; do
     --reset) RESET=1; shift ;;
     --no-baseline) BASELINE=0; shift ;;
     --verifier) need_value "$@"; [[ "$2" =~ ^(fast|liboqs)$ ]] || { echo "devnet.sh: --verifier must be fast or liboqs" >&2; exit 2; }; VERIFIER=$2; shift 2 ;;
+    --event-loop) need_value "$@"; [[ "$2" =~ ^(uvloop|asyncio)$ ]] || { echo "devnet.sh: --event-loop must be uvloop or asyncio" >&2; exit 2; }; EVENT_LOOP=$2; shift 2 ;;
     --log-format) need_value "$@"; [[ "$2" =~ ^(text|json)$ ]] || { echo "devnet.sh: --log-format must be text or json" >&2; exit 2; }; LOG_FORMAT=$2; shift 2 ;;
     --dir) need_value "$@"; DEVNET_DIR=$(realpath -m "$2"); shift 2 ;;
     --runs) need_value "$@"; RUNS_DIR=$(realpath -m "$2"); shift 2 ;;
@@ -202,7 +206,7 @@ for ((i = 0; i < NODES; i++)); do
   done
   "$QMEMO" node --genesis "$DEVNET_DIR/genesis.json" --key "$DEVNET_DIR/validator-$i.keys.json" \
     --port $((BASE_PORT + i)) --peers "${peers%,}" --data "$DEVNET_DIR/data/node-$i" --log-format "$LOG_FORMAT" \
-    --verifier "$VERIFIER" >"$RUN/logs/node-$i.log" 2>&1 &
+    --verifier "$VERIFIER" --event-loop "$EVENT_LOOP" >"$RUN/logs/node-$i.log" 2>&1 &
   NODE_PIDS+=($!)
 done
 echo "devnet.sh: started $NODES nodes on ports $BASE_PORT-$((BASE_PORT + NODES - 1)); waiting until they are healthy"

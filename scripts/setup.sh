@@ -26,6 +26,9 @@
 #               never copied into the repo) into .deps/native/libqmemo_falcon.so, plus
 #               its differential harness and instruction counter (falcon_vt.mk).
 #   4. venv     .venv with qmemo installed (editable) plus its dev extra.
+#   5. rows     the admission kernel's records-to-transactions extension
+#               (qmemo/crypto/native/qmemo_rows.c), a CPython extension built for
+#               .venv's interpreter into .deps/native/_qmemo_rows<its ABI suffix>.so.
 #
 # Environment:
 #   QMEMO_LIBOQS_PREFIX   use this liboqs install (must export OQS_SIG_supports_ctx_str,
@@ -63,7 +66,7 @@ OQS_CMAKE_FLAGS=(
   "-DOQS_MINIMAL_BUILD=$OQS_ALGS"
 )
 APT_PACKAGES=(build-essential cmake ninja-build pkg-config git
-              libssl-dev libsodium-dev libsecp256k1-dev python3-venv
+              libssl-dev libsodium-dev libsecp256k1-dev python3-venv python3-dev
               valgrind clang libclang-rt-14-dev)
 # valgrind: callgrind instruction counts of the Falcon verifiers; clang and its
 # compiler-rt (libFuzzer, sanitizers): the differential fuzz targets (Falcon verifier,
@@ -389,9 +392,31 @@ step_venv() {
   echo "$want" >"$VENV/.qmemo-stamp"
 }
 
+# --- 5. rows: the admission kernel's transaction builder ------------------------------------
+# A CPython extension (it makes Python objects, which ctypes cannot do cheaply): built
+# with the headers of .venv's own interpreter, so it needs the venv first.
+step_rows() {
+  local native="$ROOT/qmemo/crypto/native" include suffix want
+  include=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+  suffix=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+  want=$( { cat "$native/qmemo_rows.c" "$native/qmemo_admit.h"; "$VENV/bin/python" -VV; echo "$include"; } | stamp_of)
+  if [ -f "$NATIVE_DIR/_qmemo_rows$suffix" ] && [ "$(cat "$NATIVE_DIR/.qmemo-rows-stamp" 2>/dev/null)" = "$want" ]; then
+    return 0
+  fi
+  [ -f "$include/Python.h" ] ||
+    die "step 'rows': no Python.h in $include (Debian's python3: apt-get install python3-dev)"
+  say "building the admission kernel's transaction builder (log: $LOGS/rows.log)"
+  : >"$LOGS/rows.log"
+  mkdir -p "$NATIVE_DIR"
+  run rows cc -std=c11 -O2 -Wall -Wextra -Werror -fPIC -shared -I"$include" -I"$native" \
+    "$native/qmemo_rows.c" -o "$NATIVE_DIR/_qmemo_rows$suffix"
+  echo "$want" >"$NATIVE_DIR/.qmemo-rows-stamp"
+}
+
 step_apt
 step_liboqs
 step_native
 step_admit
 step_falcon
 step_venv
+step_rows

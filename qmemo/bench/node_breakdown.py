@@ -37,7 +37,6 @@ from qmemo.devnet.files import GENESIS_FILE
 from qmemo.errors import BenchmarkError
 from qmemo.frames import decode_frames
 from qmemo.net.wire import encode_tx_batch, encode_tx_results
-from qmemo.crypto.admit_kernel import transaction_from_row
 from qmemo.node.admission import native_kernel
 from qmemo.node.answers import ACCEPTED, TxOutcome
 from qmemo.node.heap import GC_YOUNG_THRESHOLD
@@ -100,7 +99,7 @@ def _admission_steps(devnet: BenchDevnet, transactions: list[Transaction], verif
     keys: dict[bytes, bytes] = {}
 
     def build(part) -> list[Transaction]:     # as Admission._records does for what is not a duplicate
-        return [transaction_from_row(part.body, row, keys) for row in part.rows()]
+        return part.transactions(keys)   # type: ignore[return-value]
 
     steps["transactions from records"] = 0.0
     _settle()

@@ -127,6 +127,7 @@ async def _drive(url: str, pid: int, warmup: list[bytes], bodies: list[bytes], c
             "verify_calls": verify_n, "verify_s": verify_s,
             "verify_latency_us": after["verify"]["latency_us"],
             "verifier": after["verify"].get("verifier"), "key_cache": after["verify"].get("key_cache"),
+            "event_loop": after["process"].get("event_loop"),
             "event_loop_lag_ms": after["event_loop_lag_ms"],
             "stages_cpu_s": {name: after["stages"]["by_stage"][name]["cpu_s"] - figure["cpu_s"]
                              for name, figure in before["stages"]["by_stage"].items()},

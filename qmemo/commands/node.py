@@ -24,6 +24,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--verify-threads", type=int, help="signature verification threads (default: CPU cores)")
     parser.add_argument("--verifier", choices=("fast", "liboqs"),
                         help="Falcon verifier: fast (default; variable-time hash-to-point, cached keys) or liboqs")
+    parser.add_argument("--event-loop", choices=("uvloop", "asyncio"),
+                        help="uvloop (default; libuv's loop, in C) or asyncio (the standard library's)")
     parser.add_argument("--log-level", help="DEBUG, INFO (default), WARNING")
     parser.add_argument("--log-format", choices=("text", "json"),
                         help="text (default), or json: one JSON object per line, the node's name on each")
@@ -34,9 +36,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import asyncio
-
-    from qmemo.net.server import serve
+    from qmemo.net.server import run_node
     from qmemo.node.config import load_config, render_defaults
     from qmemo.errors import QmemoError
     from qmemo.node.log import log_refusal, use_log_format
@@ -47,12 +47,12 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args.config, {
         "genesis": args.genesis, "key": args.key, "data": args.data, "port": args.port, "host": args.host,
         "advertise": args.advertise, "peers": args.peers, "name": args.name, "verify_threads": args.verify_threads,
-        "verifier": args.verifier,
+        "verifier": args.verifier, "event_loop": args.event_loop,
         "log_level": args.log_level, "log_format": args.log_format,
     })
     use_log_format(config.log_format)
     try:
-        asyncio.run(serve(config))
+        run_node(config)
     except QmemoError as error:
         if config.log_format != "json":
             raise  # the CLI's one red line

@@ -141,21 +141,6 @@ class Transaction:
         transaction that lies about itself: only code that computed them may call this."""
         return _decode(cls, data, (signing_digest, tx_id, sender))
 
-    @classmethod
-    def from_parsed(cls, encoded: bytes, chain_id: int, scheme_id: int, public_key: bytes, nonce: int,
-                    recipient: bytes, amount: int, fee: int, payload: bytes, signature: bytes,
-                    signing_digest: bytes, tx_id: bytes, sender: bytes) -> Transaction:
-        """The transaction `encoded`, from its fields as a caller already parsed them and its
-        digests as it already computed them, under this module's rules (the node's native
-        admission kernel, proven equal by tests/vectors/admit_kernel.json): nothing is
-        parsed, checked or hashed here - the cheapest way from a parsed record to an object,
-        ~2 us less than `decode_with_digests`. Only code that parsed `encoded` itself may
-        call this: other fields make a transaction that lies about itself."""
-        tx = _new(cls)
-        _set_slots(tx, chain_id, scheme_id, public_key, nonce, recipient, amount, fee, payload, signature, encoded,
-                   signing_digest, tx_id, sender)
-        return tx
-
     def to_json(self) -> dict[str, Any]:
         """The JSON wire form: integers as numbers, byte strings as lowercase hex."""
         return {

@@ -10,7 +10,9 @@ a per-scheme verifier table - the GIL released once for the whole batch. The tab
 verifiers are the registry's: the fast Falcon verifier (`qfv_verify_cached`, with the
 registry's own key cache) or liboqs, each under the scheme's length rule handed down
 as data (`SchemeRules`, as qmemo/crypto/batch.py does), so the rule lives in one place. What comes
-back is one buffer of fixed-size records (`RECORD`), read with one `struct.iter_unpack`.
+back is one buffer of fixed-size records (`RECORD`), read with one `struct.iter_unpack`,
+or turned into transactions in one call to `_qmemo_rows` (native/qmemo_rows.c, a
+CPython extension built by the setup beside the kernel): `AdmitResults.transactions`.
 
 Sameness with the Python core is checked, not assumed: tests/vectors/admit_kernel.json
 (written by tests/vectors/make_vectors.py) is one case table for both, plus hypothesis
@@ -27,21 +29,26 @@ its event loop, drops duplicates and rule failures from the compact records, the
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import struct
+import sysconfig
 import weakref
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from functools import cache
+from types import ModuleType
 from typing import NamedTuple
 
-from qmemo.core.transaction import ADDRESS_BYTES, Transaction
+from qmemo.core.transaction import Transaction
 from qmemo.crypto.batch import LengthRule, native_length_rule
 from qmemo.crypto.liboqs import REPO_ROOT, SETUP_COMMAND, native
 from qmemo.crypto.schemes import FastFalconScheme, OqsScheme, get_scheme
 from qmemo.errors import DecodeError, SetupError, TooLarge, UnknownScheme
 
 LIBRARY = REPO_ROOT / ".deps" / "native" / "libqmemo_admit.so"
+# The records-to-transactions extension, built for the interpreter running (its ABI suffix).
+ROWS_EXTENSION = REPO_ROOT / ".deps" / "native" / f"_qmemo_rows{sysconfig.get_config_var('EXT_SUFFIX')}"
 
 # qmemo_admit_record (native/qmemo_admit.h), field for field.
 RECORD = struct.Struct("<IIBBBBIQQQQIHHIHH64s64s32s")
@@ -53,11 +60,7 @@ _VERIFY_NS_AT = struct.calcsize("<IIBBBBIQQQ")
 _U64 = struct.Struct("<Q")
 _FRAME_SPAN = struct.Struct("<II")          # record_offset, record_length: the record's place in the body
 
-# Where the recipient lies in a transaction's encoding (qmemo.core.transaction's layout:
-# version, chain_id, scheme_id, nonce, then the 32-byte recipient), which the record does not carry.
-_RECIPIENT_AT = struct.calcsize("<BIBQ")
-_RECIPIENT_END = _RECIPIENT_AT + ADDRESS_BYTES
-KEY_MEMORY = 1 << 14        # senders whose public key `transaction_from_row` shares (~15 MB of Falcon-512 keys)
+KEY_MEMORY = 1 << 14        # senders whose public key `AdmitResults.transactions` shares (~15 MB of Falcon-512 keys)
 
 # Per record, `status`: index -> the DecodeError code Transaction.decode raises (0: decoded).
 STATUS_CODES: tuple[str | None, ...] = (None, "truncated", "unsupported_version", "oversized", "trailing_bytes")
@@ -145,6 +148,18 @@ def _library() -> ctypes.CDLL:
     return lib
 
 
+@cache
+def _rows() -> ModuleType:
+    """The `_qmemo_rows` extension (SetupError if it was not built for this interpreter)."""
+    if not ROWS_EXTENSION.is_file():
+        raise SetupError(f"the admission kernel's transaction builder is missing ({ROWS_EXTENSION}); "
+                         f"run `{SETUP_COMMAND}`")
+    spec = importlib.util.spec_from_file_location("_qmemo_rows", ROWS_EXTENSION)
+    module = importlib.util.module_from_spec(spec)      # type: ignore[arg-type]
+    spec.loader.exec_module(module)                     # type: ignore[union-attr]
+    return module
+
+
 def blake3_c_version() -> str:
     """The version of BLAKE3's C code inside the kernel."""
     return _library().qmemo_admit_blake3_version().decode()
@@ -195,6 +210,17 @@ class AdmitResults:
             parts.append(body[offset - 4:offset + length])      # the frame: its length prefix, then the record
         return b"".join(parts)
 
+    def transactions(self, keys: dict[bytes, bytes],
+                     seen: tuple[Container[bytes], ...] = ()) -> list[Transaction | bytes | int]:
+        """Per record, in one native call (`_qmemo_rows`): its status (an int) if it did not
+        decode; its id (bytes) if that id is in one of `seen` (a duplicate: no object is
+        made); else its `Transaction`, every field and digest as the kernel gave it -
+        nothing parsed or hashed again. The public key is the one object `keys` (sender ->
+        key, filled here, emptied at `KEY_MEMORY` senders) holds for its sender: a sender
+        signs many transactions, and equal senders mean equal keys (the sender is a digest
+        of scheme and key, computed by the kernel from this very record)."""
+        return _rows().transactions(Transaction, self.body, self.buffer, self.count, keys, KEY_MEMORY, seen)
+
     def encoding(self, index: int) -> bytes:
         """Record `index`'s bytes: the transaction's canonical encoding if it decoded."""
         record = self[index]
@@ -218,25 +244,6 @@ class AdmitResults:
         raise AssertionError(f"kernel says {code}, Transaction.decode accepts record {index}")
 
 
-def transaction_from_row(body: bytes, row: tuple, keys: dict[bytes, bytes]) -> Transaction:
-    """The transaction of a record that decoded (a row of `AdmitResults.rows()` over `body`),
-    its fields and digests as the kernel gave them: nothing parsed or hashed again. Its
-    public key is the one object `keys` (sender -> key, filled here, bounded) holds for its
-    sender: a sender signs many transactions, and equal senders mean equal keys (the
-    sender is a digest of scheme and key, computed by the kernel from this very record)."""
-    offset, sender, key_at, key_length = row[0], row[19], row[11], row[12]
-    public_key = keys.get(sender)
-    if public_key is None:
-        if len(keys) >= KEY_MEMORY:
-            keys.clear()
-        public_key = keys[sender] = body[key_at:key_at + key_length]
-    payload_at, signature_at = key_at + key_length, row[14]
-    return Transaction.from_parsed(body[offset:offset + row[1]], row[6], row[4], public_key, row[7],
-                                   body[offset + _RECIPIENT_AT:offset + _RECIPIENT_END], row[8], row[9],
-                                   body[payload_at:payload_at + row[13]], body[signature_at:signature_at + row[15]],
-                                   row[18], row[17], sender)
-
-
 class AdmitKernel:
     """The admission kernel for one chain, with native verifiers for the schemes named.
 
@@ -248,6 +255,7 @@ class AdmitKernel:
     def __init__(self, chain_id: int, schemes: Iterable[str] = ("Falcon-512",), *, verifier: str = "liboqs") -> None:
         self.chain_id = chain_id
         self._lib = lib = _library()
+        _rows()     # its records become transactions there: without it, no kernel
         self._table = lib.qmemo_admit_table_new()
         if not self._table:
             raise MemoryError("qmemo_admit_table_new")

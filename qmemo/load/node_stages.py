@@ -11,7 +11,7 @@ Schema "qmemo-node-stages/1":
 
     {"schema": ..., "nodes": [{"url", "node", "scheme", "verifier", "admitted",
       "process_cpu_s", "cpu_s": {stage: s, ..., "other": s}, "txs": {stage: n, ...},
-      "overrun_cpu_s", "span_s" (each absent in files written before it)}],
+      "overrun_cpu_s", "span_s", "event_loop" (each absent in files written before it)}],
      "cores" (absent in files written before it)}
 
 The end-to-end survival ratio (issue 11's P5, `survival`): the verifies the nodes did per
@@ -65,6 +65,8 @@ class NodeStageCosts:
     overrun_cpu_s: float | None = field(default=None, metadata=OMIT_NONE)
     # Wall seconds between the two readings (the node's uptime_s); None in older files.
     span_s: float | None = field(default=None, metadata=OMIT_NONE)
+    # The node's event loop ("uvloop" or "asyncio", /metrics process.event_loop); None in older files.
+    event_loop: str | None = field(default=None, metadata=OMIT_NONE)
 
     def us_per_tx(self) -> dict[str, float] | None:
         """CPU µs per admitted transaction by stage (None if it admitted nothing)."""
@@ -134,6 +136,7 @@ def run_costs(url: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> 
         process = float(after["stages"]["process_cpu_s"]) - float(before["stages"]["process_cpu_s"])
         admitted = int(after["tx"]["accepted"]) - int(before["tx"]["accepted"])
         verifier = after.get("verify", {}).get("verifier")
+        event_loop = after.get("process", {}).get("event_loop")
         node, scheme = str(after["node"]), str(after["scheme"])
         span_s = float(after["uptime_s"]) - float(before["uptime_s"]) \
             if "uptime_s" in after and "uptime_s" in before else None
@@ -146,7 +149,8 @@ def run_costs(url: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> 
     accounted = sum(cpu.values())
     cpu[OTHER] = max(0.0, process - accounted)
     return NodeStageCosts(url, node, scheme, verifier if isinstance(verifier, str) else None, admitted,
-                          process, cpu, txs, max(0.0, accounted - process), span_s)
+                          process, cpu, txs, max(0.0, accounted - process), span_s,
+                          event_loop if isinstance(event_loop, str) else None)
 
 
 def costs_file(urls: Sequence[str], before: Mapping[str, Any], after: Mapping[str, Any],

@@ -26,6 +26,7 @@ from typing import Any
 
 import aiohttp
 import orjson
+import uvloop
 
 from qmemo.errors import ConfigError
 from qmemo.records import to_json
@@ -309,7 +310,10 @@ def run_load(config: GenConfig, *, quiet: bool = False, genesis: Genesis | None 
     workload = prepare(config, offsets, genesis, quiet=quiet)
     timings = Timings(offsets)
     started_utc = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    interrupted_at, node_stages, sender, verifiers, nodes = asyncio.run(
+    # On uvloop, as the nodes: the load's sending and following took ~12% less of the
+    # generator's CPU than on asyncio's own loop (docs/methodology.md section 12), CPU the
+    # nodes share the machine with.
+    interrupted_at, node_stages, sender, verifiers, nodes = uvloop.run(
         execute(config, workload, timings, genesis.block_interval_ms / 1e3, on_status))
     interrupted = interrupted_at is not None
     # A warm-up longer than half the run would leave nothing to measure: it is halved.

@@ -147,8 +147,9 @@ async def send_batches(batches: list[Batch], timings: Timings, config: SendConfi
                            max(config.request_timeout_s, config.resend_for_s), stop, slots, previous)
         for batch in batches:
             due = start + timings.intended[batch.last - 1]
-            delay = due - time.perf_counter()
-            if delay > 0:
+            # Waited again until it is due: uvloop's timers count whole milliseconds of a
+            # clock read at the loop's turn, so one may fire up to ~1 ms early.
+            while (delay := due - time.perf_counter()) > 0 and not stop.is_set():
                 try:
                     await asyncio.wait_for(stop.wait(), timeout=delay)
                 except asyncio.TimeoutError:

@@ -154,6 +154,8 @@ def render(snapshot: MetricsSnapshot, histograms: Histograms) -> str:
                snapshot.process.cpu_seconds)
     out.scalar("process_resident_memory_bytes", "gauge", "Resident memory of the node process.",
                snapshot.process.rss_bytes)
+    out.family("qmemo_event_loop_info", "gauge", "Constant 1, labelled with the event loop that runs the node "
+               "(uvloop or asyncio).", [({"loop": snapshot.process.event_loop}, 1)])
     out.scalar("qmemo_network_received_bytes_total", "counter", "HTTP body bytes received (clients and peers).",
                snapshot.net.bytes_in)
     out.scalar("qmemo_network_transmitted_bytes_total", "counter", "HTTP body bytes sent (clients and peers).",

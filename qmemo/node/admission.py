@@ -31,9 +31,9 @@ in clear phases that per-stage timing can wrap:
   decode+hash  `unframe`: one native call frames, decodes and hashes the whole body
                (ids, signing digests, senders; no signature yet);
   checks       duplicates from the compact records (no object for a duplicate), then a
-               `Transaction` built from the kernel's fields and digests (nothing parsed
-               or hashed again; a sender's public key one shared object) for the rest,
-               and steps 3-4 as above;
+               `Transaction` built from the kernel's fields and digests for the rest, all
+               in one native call (`AdmitResults.transactions`: nothing parsed or hashed
+               again; a sender's public key one shared object), and steps 3-4 as above;
   verify       the survivors' records verified in one native call per verify thread
                (`VerifyPool.verify_records`: the node's verifier, its key cache, the
                shared signature cache);
@@ -60,7 +60,7 @@ from qmemo.core.genesis import Genesis
 from qmemo.core.mempool import Mempool
 from qmemo.core.state import EMPTY_ACCOUNT, Account, charge, check_transaction_form
 from qmemo.core.transaction import Transaction
-from qmemo.crypto.admit_kernel import AdmitKernel, AdmitResults, transaction_from_row
+from qmemo.crypto.admit_kernel import AdmitKernel, AdmitResults
 from qmemo.errors import DecodeError, InvalidTransaction, MempoolFull, QmemoError, SetupError, UnknownScheme
 from qmemo.frames import decode_frames, encode_frames
 from qmemo.node.answers import ACCEPTED, DUPLICATE, REJECTED, Item, TxOutcome
@@ -212,23 +212,22 @@ class Admission:
         return outcomes, batch.frames(positions), len(positions)   # type: ignore[return-value]
 
     def _records(self, results: AdmitResults, outcomes: list[TxOutcome | None]) -> list[Item | None]:
-        """The kernel's records as `_precheck`'s items: a duplicate is answered here from its
-        id alone (None: decided, no object built), a record that did not decode is
-        `Transaction.decode`'s own error, the rest transactions built from the kernel's
-        digests."""
-        inflight, mempool, future, committed = self._inflight, self.mempool, self.future, self.committed
-        body, keys = results.body, self._keys
+        """The kernel's records as `_precheck`'s items, made in one native call
+        (`AdmitResults.transactions`): a duplicate is answered here from its id alone (None:
+        decided, no object built), a record that did not decode is `Transaction.decode`'s
+        own error, the rest transactions built from the kernel's digests."""
         items: list[Item | None] = []
         append = items.append
-        for position, row in enumerate(results.rows()):
-            tx_id = row[17]
-            if row[2]:      # status: did not decode
+        seen = (self._inflight, self.mempool, self.future, self.committed)
+        for position, item in enumerate(results.transactions(self._keys, seen)):
+            kind = type(item)
+            if kind is int:         # its status: did not decode
                 append(results.decode_error(position).detached())    # type: ignore[union-attr]
-            elif tx_id in inflight or tx_id in mempool or tx_id in future or tx_id in committed:
-                outcomes[position] = TxOutcome(tx_id, DUPLICATE)
+            elif kind is bytes:     # its id: a duplicate
+                outcomes[position] = TxOutcome(item, DUPLICATE)     # type: ignore[arg-type]
                 append(None)
             else:
-                append(transaction_from_row(body, row, keys))
+                append(item)        # type: ignore[arg-type]
         return items
 
     def _precheck(self, items: Sequence[Item | None], outcomes: list[TxOutcome | None],

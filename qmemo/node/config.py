@@ -81,6 +81,10 @@ class NodeConfig:
     # Falcon's verifier (qmemo.crypto.schemes.VERIFIERS): the same verdicts, different speed.
     verifier: str = setting("fast", "Falcon verifier: fast (variable-time hash-to-point, cached keys) or liboqs",
                             choices=("fast", "liboqs"))
+    # The event loop (qmemo.net.server.run_node): uvloop (libuv's loop, in C) cost each node ~5 us
+    # less per transaction in the devnet than asyncio's own (docs/methodology.md, section 12).
+    event_loop: str = setting("uvloop", "event loop: uvloop (libuv, in C; the default) or asyncio (the "
+                                        "standard library's)", choices=("uvloop", "asyncio"))
 
     # Client limits (docs/api.md, "Limits").
     max_batch_txs: int = setting(1000, "transactions per POST /txs", low=1)

@@ -9,6 +9,7 @@ Never imports aiohttp, builds JSON or knows about HTTP.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -129,6 +130,7 @@ class BlockFigures:
 class ProcessFigures:
     cpu_seconds: float
     rss_bytes: int
+    event_loop: str     # the loop running the node: "uvloop" or "asyncio" (its class says, not the config)
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,10 +224,15 @@ def metrics_snapshot(node: Node) -> MetricsSnapshot:
                             dict(m.blocks_rejected), m.missed_slots, m.reorgs,
                             IntervalFigures(m.last_block_interval_s, interval[0], interval[1]),
                             m.mean_validation_ms()),
-        process=ProcessFigures(cpu_s, rss),
+        process=ProcessFigures(cpu_s, rss, event_loop_name()),
         event_loop_lag_ms=LagFigures(_ms(lag[0]), _ms(lag[1]), _ms(m.loop_lag.max_recent())),
         net=NetFigures(m.bytes_in, m.bytes_out),
         stages=stage_figures(m.stages, stage_ns, stage_txs, cpu_s, m.tx_accepted, time.monotonic(), on_loop))
+
+
+def event_loop_name() -> str:
+    """"uvloop" or "asyncio": which loop runs the caller (a test's node runs on pytest's)."""
+    return "uvloop" if type(asyncio.get_running_loop()).__module__.startswith("uvloop") else "asyncio"
 
 
 def _key_cache() -> KeyCacheFigures | None:

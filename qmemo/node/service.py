@@ -146,6 +146,9 @@ class Node:
                       "peers: %s", path, self.chain.height, self.chain.tip_hash.hex()[:16],
                       self.metrics.tx_committed, self.validator_index, config.verify_threads,
                       ", ".join(p.url for p in self.peers) or "none")
+        if self.admission.kernel is None:   # the same answers, at the Python path's cost: say so
+            self.log.warning("binary batches take the Python path, not the admission kernel: %s",
+                             self.admission.kernel_missing)
         await self.persistence.restore(journaled)
         self._spawn(probe_loop_lag(self.metrics.loop_lag), "loop-lag")
         self._spawn(self.persistence.flush_loop(), "flusher")

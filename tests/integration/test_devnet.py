@@ -283,6 +283,7 @@ def test_the_generator_folder_keeps_every_nodes_stage_costs(devnet_run):
     assert len(costs.nodes) == NODES
     for node in costs.nodes:
         assert node.admitted > 0, node.node
+        assert node.event_loop == "uvloop", node.node      # devnet.sh's default, read from the node
         assert node.cpu_s["verify"] > 0 and node.cpu_s["decode_hash"] > 0, node.node
         # "other" is the rest of the process's CPU (never below zero: a pool job that straddled
         # the first reading may tip the stages over it by that job's CPU)

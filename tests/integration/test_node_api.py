@@ -407,10 +407,12 @@ async def test_status_metrics_and_health_documents(producer):
     assert metrics["stages"]["accounted_cpu_s"] <= metrics["stages"]["process_cpu_s"]
     assert set(metrics["verify"]["count"]) == {"admission", "block"}
     assert metrics["process"]["cpu_seconds"] > 0 and metrics["process"]["rss_bytes"] > 0
+    assert metrics["process"]["event_loop"] == "asyncio"      # in-process: pytest's loop
     text = await (await client.get("/metrics/prometheus")).text()
     assert "# TYPE qmemo_signature_verify_duration_seconds histogram" in text
     assert 'qmemo_signature_verify_duration_seconds_bucket{path="admission",le="+Inf"}' in text
     assert "process_cpu_seconds_total " in text
+    assert 'qmemo_event_loop_info{loop="asyncio"} 1' in text
     assert "# TYPE qmemo_stage_cpu_seconds_total counter" in text and 'stage="decode_hash"' in text
     assert (await client.get("/health")).status == 200
     await node.stop()

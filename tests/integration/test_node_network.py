@@ -42,9 +42,11 @@ def submit(node: NodeProcess, transactions) -> set[str]:
     return {tx.id.hex() for tx in transactions}
 
 
-def test_transactions_sent_to_one_node_are_committed_once_on_all(devnet, tmp_path):
+@pytest.mark.parametrize("event_loop", ["uvloop", "asyncio"])
+def test_transactions_sent_to_one_node_are_committed_once_on_all(devnet, tmp_path, event_loop):
+    """On either event loop (uvloop by default; asyncio's own with --event-loop asyncio)."""
     wallet = Wallet(devnet)
-    with Network(devnet, tmp_path) as net:
+    with Network(devnet, tmp_path, extra=[] if event_loop == "uvloop" else ["--event-loop", "asyncio"]) as net:
         net.start()
         ids: set[str] = set()
         for _ in range(4):    # several requests, so they land in different blocks
@@ -57,6 +59,7 @@ def test_transactions_sent_to_one_node_are_committed_once_on_all(devnet, tmp_pat
             metrics = node.get("/metrics")
             assert metrics["tx"]["accepted"] == len(ids), f"{node.name} admitted {metrics['tx']['accepted']}"
             assert metrics["tx"]["rejected"] == {} and metrics["tx"]["evicted"] == {}
+            assert metrics["process"]["event_loop"] == event_loop
         producers = {b["producer"] for b in net.nodes[1].get("/blocks?from=1&limit=100&txs=ids")["blocks"]}
         assert producers == {0, 1, 2}, "every validator produced"
         receivers = [n.get("/metrics")["verify"]["cache"] for n in net.nodes]

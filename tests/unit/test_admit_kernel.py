@@ -16,8 +16,7 @@ import orjson
 import pytest
 
 from qmemo.core.transaction import Transaction, derive_address
-from qmemo.crypto.admit_kernel import (RECORD, AdmitKernel, AdmitResults, Verdict, blake3_c_version,
-                                       transaction_from_row)
+from qmemo.crypto.admit_kernel import KEY_MEMORY, RECORD, AdmitKernel, AdmitResults, Verdict, blake3_c_version
 from qmemo.crypto.verifier import RegistryVerifier
 from qmemo.errors import DecodeError, UnknownScheme
 from qmemo.frames import decode_frames, encode_frames
@@ -137,19 +136,50 @@ def test_records_give_the_fields_offsets_into_the_body(kernel):
     assert list(results.rows()) == [tuple(r) for r in results.records()]
 
 
-def test_a_transaction_from_a_row_is_transaction_decodes_in_every_slot(kernel):
+def test_a_transaction_from_a_record_is_transaction_decodes_in_every_slot(kernel):
     encodings = [bytes.fromhex(v["encoded"]) for v in CORE["transactions"]]
     encodings += decode_frames(every_scheme_body(), 10)
     results = kernel.admit(encode_frames(encodings + encodings), 100, verify=False)
     keys: dict[bytes, bytes] = {}
-    built = [transaction_from_row(results.body, row, keys) for row in results.rows()]
+    built = results.transactions(keys)
+    assert len(built) == 2 * len(encodings)
     for tx, encoded in zip(built, encodings + encodings):
         expected = Transaction.decode(encoded)
+        assert type(tx) is Transaction and tx == expected
         assert [getattr(tx, slot) for slot in Transaction.__slots__] == \
             [getattr(expected, slot) for slot in Transaction.__slots__]
+        assert hash(tx) == hash(expected)
     half = len(encodings)
     assert all(first.public_key is again.public_key for first, again in zip(built[:half], built[half:]))
     assert set(keys) == {tx.sender for tx in built}
+
+
+def test_a_record_seen_comes_back_as_its_id_and_one_that_did_not_decode_as_its_status(kernel):
+    encodings = decode_frames(every_scheme_body(), 10)
+    seen_id = Transaction.decode(encodings[1]).id
+    results = kernel.admit(encode_frames([encodings[0], b"\x07", encodings[1], encodings[2]]), 10, verify=False)
+    built = results.transactions({}, (set(), {seen_id: None}))
+    assert built[0] == Transaction.decode(encodings[0])
+    assert built[1] == results[1].status and results[1].error_code is not None and type(built[1]) is int
+    assert built[2] == seen_id and type(built[2]) is bytes
+    assert built[3] == Transaction.decode(encodings[2])
+
+
+def test_the_shared_keys_are_forgotten_at_key_memory_senders(kernel, monkeypatch):
+    encodings = decode_frames(every_scheme_body(), 10)
+    results = kernel.admit(encode_frames(encodings), 10, verify=False)
+    keys = {bytes(32 - len(str(i))) + str(i).encode(): b"k" for i in range(KEY_MEMORY)}
+    built = results.transactions(keys)
+    assert set(keys) == {tx.sender for tx in built}       # emptied once, then filled from the batch
+
+
+def test_records_of_another_body_are_refused_not_read_past_it(kernel):
+    results = kernel.admit(every_scheme_body(), 10, verify=False)
+    short = AdmitResults(results.body[:100], results.buffer, results.count)
+    with pytest.raises(ValueError, match="past the body"):
+        short.transactions({})
+    with pytest.raises(ValueError, match="exceeds the records buffer"):
+        AdmitResults(results.body, results.buffer, results.count + 1).transactions({})
 
 
 def every_scheme_body() -> bytes:
@@ -323,3 +353,31 @@ def test_threads_sharing_a_kernel_get_the_same_results(kernel):
         runs = list(pool.map(lambda i: (i % 2, kernel.admit(bodies[i % 2], 100).records()), range(24)))
     for which, records in runs:
         assert [r._replace(verify_ns=0) for r in records] == [r._replace(verify_ns=0) for r in expected[which]]
+
+
+def test_a_class_that_is_not_a_transaction_is_refused_before_any_write():
+    """The builder writes slots at its descriptors' offsets: a class with other slots, or one
+    that borrows Transaction's descriptors without their layout, would be written out of bounds."""
+    from qmemo.crypto.admit_kernel import _rows
+    borrowed = type("Borrowed", (), {name: Transaction.__dict__[name] for name in Transaction.__slots__})
+    for cls in (OneSlot, borrowed, int):
+        with pytest.raises(TypeError, match="transaction slots|slot of its own"):
+            _rows().transactions(cls, b"", b"", 0, {}, 1, ())
+
+
+class OneSlot:
+    __slots__ = ("chain_id",)
+
+
+def test_the_result_list_is_not_seen_half_built_by_a_container_that_walks_the_heap(kernel):
+    import gc
+
+    class Walker:
+        def __contains__(self, item: object) -> bool:
+            for obj in gc.get_objects():
+                if type(obj) is list:
+                    len(obj) and obj[-1]     # a half-built list would hold NULL here
+            return False
+
+    results = kernel.admit(every_scheme_body(), 10, verify=False)
+    assert len(results.transactions({}, (Walker(),))) == len(results)

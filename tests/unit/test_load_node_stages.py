@@ -20,7 +20,7 @@ def metrics(node: str, accepted: int, process_s: float, cpu_s: dict[str, float],
                 for name in STAGES}
     by_stage[OTHER] = {"cpu_s": 0.0, "share": None, "us_per_tx": None, "txs": 0}
     return {"node": node, "scheme": "Falcon-512", "verify": {"verifier": "fast"}, "tx": {"accepted": accepted},
-            "stages": {"process_cpu_s": process_s, "by_stage": by_stage}}
+            "process": {"event_loop": "uvloop"}, "stages": {"process_cpu_s": process_s, "by_stage": by_stage}}
 
 
 def test_a_runs_costs_are_the_difference_of_the_two_readings_and_other_the_rest():
@@ -33,7 +33,7 @@ def test_a_runs_costs_are_the_difference_of_the_two_readings_and_other_the_rest(
     assert list(costs.cpu_s) == [*STAGES, OTHER] and costs.txs["verify"] == 1_000
     assert costs.us_per_tx()["verify"] == pytest.approx(300.0)
     assert sum(costs.us_per_tx().values()) == pytest.approx(500.0)       # the process's 0.5 s over 1,000
-    assert (costs.node, costs.scheme, costs.verifier) == ("node-0", "Falcon-512", "fast")
+    assert (costs.node, costs.scheme, costs.verifier, costs.event_loop) == ("node-0", "Falcon-512", "fast", "uvloop")
 
 
 def test_a_restarted_or_older_node_gives_no_costs():
@@ -59,7 +59,7 @@ def test_the_file_keeps_the_nodes_that_answered_and_reads_back_equal(tmp_path):
     path = tmp_path / "node-stages.json"
     write_node_stages(path, record)
     assert json.loads(path.read_text())["schema"] == NODE_STAGES_SCHEMA
-    assert read_node_stages(path) == record
+    assert read_node_stages(path) == record and record.nodes[0].event_loop == "uvloop"
 
 
 def test_a_file_of_another_schema_is_refused_by_name(tmp_path):
