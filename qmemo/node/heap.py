@@ -1,4 +1,6 @@
-"""The node's C heap: glibc's malloc told to serve megabyte buffers from mmap, for good.
+"""The node's heap: glibc's malloc told to serve megabyte buffers from mmap, for good; and
+the cycle collector's young threshold (`GC_YOUNG_THRESHOLD`, below), which the node sets at
+start and `qmemo bench node`'s in-process breakdown times its steps under.
 
 Why (issue 12, docs/soak.md): in a 15-minute soak at 3,000 TPS a node's RSS swung
 between 343 and 449 MiB after the warm-up and kept rising for the first ten minutes,
