@@ -1,5 +1,7 @@
 """The node store's CPU per transaction: `ChainStore.keep_branch` (a block's encoding, before
-it is served) and `ChainStore.append` (when it becomes final), timed in thread CPU.
+it is served) and `ChainStore.append` (when it becomes final), timed in thread CPU; then
+each final block read back whole (`ChainStore.block`, decoded) and as its header and ids
+(`ChainStore.block_ids`).
 
     .venv/bin/python -m qmemo.bench.node_store [--blocks 4] [--txs 8000] [--sync FULL]
 
@@ -19,6 +21,7 @@ import argparse
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from qmemo.bench.node_setup import make_devnet
@@ -55,11 +58,24 @@ def store_costs(blocks: int, txs: int, synchronous: str) -> dict[str, float]:
                 started = time.thread_time()
                 store.append(AppliedBlock(block, {}, 0))
                 cpu_append.append(time.thread_time() - started)
+            reads = {name: _read_ms(store, blocks, read) for name, read in (
+                ("read_block_ms", lambda height: store.block(height)),
+                ("read_ids_ms", lambda height: store.block_ids(height)),
+                ("read_summary_ms", lambda height: store.block_ids(height, with_ids=False)))}
     last = max(1, blocks // 4)
-    return {"keep_branch_us_per_tx": sum(cpu_keep) / blocks / txs * 1e6,
+    return {**reads, "keep_branch_us_per_tx": sum(cpu_keep) / blocks / txs * 1e6,
             "append_us_per_tx": sum(cpu_append) / blocks / txs * 1e6,
             "keep_branch_us_per_tx_last": sum(cpu_keep[-last:]) / last / txs * 1e6,
             "append_us_per_tx_last": sum(cpu_append[-last:]) / last / txs * 1e6}
+
+
+def _read_ms(store: ChainStore, blocks: int, read: Callable[[int], object]) -> float:
+    """ms of thread CPU per final block read back by `read(height)`: the whole block decoded
+    (`GET /blocks` with full transactions) against its header and ids (`txs=ids`, `txs=none`)."""
+    started = time.thread_time()
+    for height in range(1, blocks + 1):
+        read(height)
+    return (time.thread_time() - started) / blocks * 1e3
 
 
 def main() -> None:
@@ -76,7 +92,9 @@ def main() -> None:
           f"{costs['append_us_per_tx']:.2f} µs/tx, total "
           f"{costs['keep_branch_us_per_tx'] + costs['append_us_per_tx']:.2f} µs/tx over {args.blocks} blocks; "
           f"the last {last}: keep_branch {costs['keep_branch_us_per_tx_last']:.2f}, append "
-          f"{costs['append_us_per_tx_last']:.2f} µs/tx")
+          f"{costs['append_us_per_tx_last']:.2f} µs/tx; a final block read back: decoded "
+          f"{costs['read_block_ms']:.1f} ms, header and ids {costs['read_ids_ms']:.2f} ms, header "
+          f"{costs['read_summary_ms']:.3f} ms")
 
 
 if __name__ == "__main__":

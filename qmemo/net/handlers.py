@@ -9,8 +9,11 @@ in app.py. docs/api.md documents every route.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from aiohttp import web
 
+from qmemo.core.block import Block, BlockIds
 from qmemo.core.codec import U64_MAX, parse_hex
 from qmemo.core.hashing import DIGEST_BYTES
 from qmemo.core.transaction import ADDRESS_BYTES, Transaction
@@ -34,17 +37,25 @@ BODY_BYTES_KEY = web.RequestKey("qmemo_body_bytes", int)
 
 async def read_body(request: web.Request, max_bytes: int) -> bytes:
     """The request body, or TooLarge (413) past `max_bytes` - checked before reading when
-    the client says how long it is."""
+    the client says how long it is, else as soon as the chunks read pass it.
+
+    The chunks are joined once: aiohttp's `request.read()` grows a bytearray chunk by chunk
+    and then copies it into bytes, two more passes over a pushed block's ~13 MB."""
     if request.content_length is not None and request.content_length > max_bytes:
         raise TooLarge(f"the body is {request.content_length} bytes, the limit is {max_bytes}",
                        code="body_too_large")
+    chunks: list[bytes] = []
+    size = 0
     try:
-        body = await request.read()
+        while chunk := await request.content.readany():
+            size += len(chunk)
+            if size > max_bytes:
+                raise TooLarge(f"the body is over the limit of {max_bytes} bytes", code="body_too_large")
+            chunks.append(chunk)
     except ConnectionResetError:        # the client went away mid-body: nobody to answer
         raise web.HTTPBadRequest(reason="the client closed the connection before sending its body") from None
-    if len(body) > max_bytes:
-        raise TooLarge(f"the body is {len(body)} bytes, the limit is {max_bytes}", code="body_too_large")
-    request[BODY_BYTES_KEY] = len(body)
+    body = b"".join(chunks)
+    request[BODY_BYTES_KEY] = size
     return body
 
 
@@ -124,7 +135,7 @@ class Handlers:
         maximum = MAX_BLOCKS_WITH_TXS if txs == "full" else MAX_BLOCKS_IDS
         from_height = query_int(request, "from", None, 0, U64_MAX)
         limit = query_int(request, "limit", min(20, maximum), 1, maximum)
-        blocks = await self.node.blocks(from_height, limit)
+        blocks = await self._blocks(from_height, limit, txs)
         return self.json(wire.blocks_json(blocks, self._validator_names(), tx_ids_only=txs == "ids",
                                           depth_of=self.node.block_depth, summary_only=txs == "none"))
 
@@ -139,12 +150,19 @@ class Handlers:
             except ValueError:
                 raise DecodeError(f"block height must be an integer or 'latest', got {raw!r}",
                                   code="malformed") from None
-        blocks = await self.node.blocks(height, 1) if height >= 1 else []
+        txs = self._txs(request)
+        blocks = await self._blocks(height, 1, txs) if height >= 1 else []
         if not blocks:
             raise NotFound(f"no block at height {height} (the tip is {self.node.height})")
-        txs = self._txs(request)
         return self.json(wire.block_json(blocks[0], self._validator_names(), tx_ids_only=txs == "ids",
                                          depth=self.node.block_depth(height), summary_only=txs == "none"))
+
+    async def _blocks(self, from_height: int, limit: int, txs: str) -> Sequence[Block | BlockIds]:
+        """The blocks as `txs` needs them: whole for "full", else headers and ids (a stored
+        block's transactions are then never decoded)."""
+        if txs == "full":
+            return await self.node.blocks(from_height, limit)
+        return await self.node.block_ids(from_height, limit, with_ids=txs == "ids")
 
     def _txs(self, request: web.Request) -> str:
         txs = request.query.get("txs", "full")

@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from qmemo.core.block import Block
+from qmemo.core.block import Block, BlockIds
 from qmemo.core.state import Account
 from qmemo.core.transaction import Transaction
 from qmemo.errors import DecodeError, TooLarge
@@ -182,7 +182,7 @@ def health_json(ready: bool, node: str) -> dict[str, Any]:
     return {"ready": ready, "node": node}
 
 
-def blocks_json(blocks: Sequence[Block], validator_names: Sequence[str], *, tx_ids_only: bool,
+def blocks_json(blocks: Sequence[Block | BlockIds], validator_names: Sequence[str], *, tx_ids_only: bool,
                 depth_of: Callable[[int], tuple[int, bool]] | None = None,
                 summary_only: bool = False) -> dict[str, Any]:
     """`GET /blocks`: each block as `block_json` gives it, ascending (with its depth
@@ -192,12 +192,13 @@ def blocks_json(blocks: Sequence[Block], validator_names: Sequence[str], *, tx_i
                                   summary_only=summary_only) for block in blocks]}
 
 
-def block_json(block: Block, validator_names: Sequence[str], *, tx_ids_only: bool,
+def block_json(block: Block | BlockIds, validator_names: Sequence[str], *, tx_ids_only: bool,
                depth: tuple[int, bool] | None = None, summary_only: bool = False) -> dict[str, Any]:
     """A block for `/block*` answers: a summary (with `confirmations` and `final` when
     `depth` is given), then transaction ids or full transactions - or nothing more with
     `summary_only` (`txs=none`): a client asking whether a block it read is final yet
-    needs its hash and `final`, not its thousands of ids again."""
+    needs its hash and `final`, not its thousands of ids again. A `BlockIds` serves the
+    summary and the ids (it holds no transactions)."""
     header = block.header
     document: dict[str, Any] = {
         "height": header.height,
@@ -215,7 +216,10 @@ def block_json(block: Block, validator_names: Sequence[str], *, tx_ids_only: boo
     if summary_only:
         return document
     if tx_ids_only:
-        document["tx_ids"] = [tx.id.hex() for tx in block.transactions]
+        ids = block.tx_ids if isinstance(block, BlockIds) else [tx.id for tx in block.transactions]
+        if ids is None:
+            raise ValueError(f"block {header.height}'s ids were not read")
+        document["tx_ids"] = [tx_id.hex() for tx_id in ids]
     else:
         document["header"] = header.to_json()
         document["transactions"] = [tx.to_json() for tx in block.transactions]

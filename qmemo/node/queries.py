@@ -1,5 +1,6 @@
 """Reads of the chain for the node's answers: where a transaction is (with its inclusion
-proof once committed), and blocks by height, decoded or as their encodings.
+proof once committed), and blocks by height: decoded, as headers and transaction ids, or
+as their encodings.
 
 Recent blocks come from memory (`Chain.recent`), older ones from the store on a reader
 thread, so a read never blocks the event loop on SQLite. Only reads: changes nothing,
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import TypeVar
 
-from qmemo.core.block import Block
+from qmemo.core.block import Block, BlockIds
 from qmemo.core.merkle import merkle_proof
 from qmemo.node.admission import Admission
 from qmemo.node.answers import TxStatus
@@ -104,6 +105,12 @@ class ChainQueries:
     async def blocks(self, from_height: int, limit: int) -> list[Block]:
         """Our blocks from `from_height` upwards (at most `limit`), ascending."""
         return await self._read_blocks(from_height, limit, lambda block: block, ChainStore.block)
+
+    async def block_ids(self, from_height: int, limit: int, *, with_ids: bool) -> list[BlockIds]:
+        """Like `blocks`, as headers and transaction ids (None without `with_ids`): a
+        stored block is read from its header and id list, not decoded."""
+        return await self._read_blocks(from_height, limit, lambda block: BlockIds.of(block, with_ids=with_ids),
+                                       lambda store, height: store.block_ids(height, with_ids=with_ids))
 
     async def block_encodings(self, from_height: int, limit: int) -> list[bytes]:
         """Like `blocks`, as block encodings (what peers sync, without decoding)."""

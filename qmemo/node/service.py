@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
-from qmemo.core.block import Block
+from qmemo.core.block import Block, BlockIds
 from qmemo.core.finality import quorum
 from qmemo.core.fork_lock import lock_expiry_ms
 from qmemo.core.genesis import Genesis
@@ -312,6 +312,10 @@ class Node:
     async def blocks(self, from_height: int, limit: int) -> list[Block]:
         """Our blocks from `from_height` upwards (at most `limit`), ascending."""
         return await self._require_queries().blocks(from_height, limit)
+
+    async def block_ids(self, from_height: int, limit: int, *, with_ids: bool) -> list[BlockIds]:
+        """`blocks` as headers and transaction ids only (qmemo.node.queries)."""
+        return await self._require_queries().block_ids(from_height, limit, with_ids=with_ids)
 
     async def block_encodings(self, from_height: int, limit: int) -> list[bytes]:
         """Like `blocks`, as block encodings (what peers sync, without decoding)."""

@@ -65,7 +65,7 @@ from pathlib import Path
 
 import orjson
 
-from qmemo.core.block import Block, BlockHeader
+from qmemo.core.block import Block, BlockHeader, BlockIds
 from qmemo.core.fork_lock import ProducerLock
 from qmemo.core.genesis import Genesis, parse_genesis
 from qmemo.core.hashing import DIGEST_BYTES
@@ -280,6 +280,18 @@ class ChainStore:
     def block(self, height: int) -> Block | None:
         data = self.block_bytes(height)
         return Block.decode(data) if data is not None else None
+
+    def block_ids(self, height: int, *, with_ids: bool = True) -> BlockIds | None:
+        """The final block's header and id list (`with_ids`) from its `blocks` row: nothing
+        decoded but the header, nor any transaction's bytes read."""
+        row = self._one(f"SELECT header{', ids' if with_ids else ''} FROM blocks WHERE height = ?", height)
+        if row is None:
+            return None
+        ids = None
+        if with_ids:
+            packed = row[1]
+            ids = tuple(packed[i:i + DIGEST_BYTES] for i in range(0, len(packed), DIGEST_BYTES))
+        return BlockIds(BlockHeader.decode_from(row[0])[0], ids)
 
     def transaction(self, tx_id: bytes) -> CommittedTransaction | None:
         """A committed transaction with its block and Merkle inclusion proof. Its bytes are

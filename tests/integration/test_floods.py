@@ -200,6 +200,20 @@ async def test_relayed_batches_get_the_client_caps(devnet, small):
     assert (response.status, (await response.json())["error"]) == (413, "body_too_large")
 
 
+async def test_a_chunked_body_is_read_whole_and_cut_off_at_the_cap(devnet, small):
+    # No Content-Length: read_body joins the chunks itself and stops at the cap.
+    _, client = small
+
+    async def chunks(data: bytes, size: int = 1000):
+        for start in range(0, len(data), size):
+            yield data[start:start + size]
+    batch = encode_tx_batch([t.encoded for t in Wallet(devnet).transfers(3)])
+    response = await client.post("/txs", data=chunks(batch), headers=BINARY)
+    assert response.status == 200 and (await response.json())["accepted"] == 3
+    response = await client.post("/peer/txs", data=chunks(bytes(64 * 1024 + 1), 4096), headers=BINARY)
+    assert (response.status, (await response.json())["error"]) == (413, "body_too_large")
+
+
 async def test_txs_envelope_with_an_unknown_key_is_refused_naming_it(observer):
     _, client = observer
     response = await client.post("/txs", data=orjson.dumps({"transactions": [], "priority": "high"}),

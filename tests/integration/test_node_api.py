@@ -332,9 +332,7 @@ async def test_bytes_in_counts_bytes_read_not_the_content_length_claimed(devnet,
 async def test_committed_transaction_has_a_verifiable_inclusion_proof(producer, devnet):
     _, client = producer
     txs = Wallet(devnet).transfers(5)
-    response = await client.post("/txs", data=orjson.dumps({"transactions": [t.to_json() for t in txs]}),
-                                 headers={"Content-Type": "application/json"})
-    assert (await response.json())["accepted"] == 5
+    await _all_accepted(client, txs)
     for tx in txs:
         await wait_for(lambda tx=tx: _is(client, tx, "committed"), "commit")
         found = await (await client.get(f"/tx/{tx.id.hex()}")).json()
@@ -346,12 +344,29 @@ async def test_committed_transaction_has_a_verifiable_inclusion_proof(producer, 
     assert (await (await client.get(f"/tx/{'00' * 64}")).json())["status"] == "unknown"
 
 
+async def test_a_stored_blocks_ids_and_summary_agree_with_its_transactions(producer, devnet):
+    # Read from the block's header and id list, not decoded (qmemo.core.block.BlockIds).
+    node, client = producer
+    txs = Wallet(devnet).transfers(4)
+    await _all_accepted(client, txs)
+    await wait_for(lambda: _is(client, txs[-1], "committed"), "commit")
+    height = (await (await client.get(f"/tx/{txs[-1].id.hex()}")).json())["height"]
+
+    async def only_in_store() -> bool:
+        return node.chain.recent_block(height) is None
+    await wait_for(only_in_store, "the block written and out of memory")
+    full = (await (await client.get(f"/blocks?from={height}&limit=1")).json())["blocks"][0]
+    ids = (await (await client.get(f"/blocks?from={height}&limit=1&txs=ids")).json())["blocks"][0]
+    summary = await (await client.get(f"/block/{height}?txs=none")).json()
+    assert ids["tx_ids"] == [Transaction.from_json(tx).id.hex() for tx in full["transactions"]]
+    assert txs[-1].id.hex() in ids["tx_ids"]
+    assert summary == {k: v for k, v in ids.items() if k != "tx_ids"} and summary["final"] is True
+
+
 async def test_statuses_of_many_transactions_answer_like_one_get_each_in_order(producer, devnet, monkeypatch):
     _, client = producer
     txs = Wallet(devnet).transfers(3)
-    response = await client.post("/txs", data=orjson.dumps({"transactions": [t.to_json() for t in txs]}),
-                                 headers={"Content-Type": "application/json"})
-    assert (await response.json())["accepted"] == 3
+    await _all_accepted(client, txs)
     await wait_for(lambda: _is(client, txs[-1], "committed"), "commit")
     ids = [txs[2].id.hex(), "00" * 64, txs[0].id.hex()]
     status, document, _ = await post_json(client, "/txs/status", {"ids": ids})
@@ -387,6 +402,13 @@ async def test_blocks_and_accounts_answer_the_documented_shapes(producer, devnet
     accounts = (await post_json(client, "/accounts", {"addresses": addresses}))[1]["accounts"]
     assert [a["address"] for a in accounts] == addresses
     assert all(a["balance"] == 10**9 and a["nonce"] == 0 == a["pending_nonce"] for a in accounts)
+
+
+async def _all_accepted(client, txs: list[Transaction]) -> None:
+    """POST `txs` as JSON; every one must be accepted."""
+    response = await client.post("/txs", data=orjson.dumps({"transactions": [t.to_json() for t in txs]}),
+                                 headers={"Content-Type": "application/json"})
+    assert (await response.json())["accepted"] == len(txs)
 
 
 async def _height_at_least(client, height: int) -> bool:

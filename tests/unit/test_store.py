@@ -16,6 +16,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from qmemo.core.block import BlockIds
 from qmemo.core.genesis import parse_genesis
 from qmemo.core.merkle import verify_proof
 from qmemo.core.state import Account, AppliedBlock, ChainState, apply_block
@@ -299,6 +300,19 @@ def test_a_transaction_look_up_reads_its_bytes_not_its_whole_block(chain):
     assert all(found is not None and found.tx.id == tx_id for found, tx_id in zip(expected, ids))
     _deny_reading_block_encodings(store)
     assert [store.transaction(tx_id) for tx_id in ids] == expected
+
+
+def test_a_blocks_ids_come_from_its_header_and_id_list_without_reading_its_encoding(chain):
+    # GET /blocks?txs=ids|none: decoding a stored 10,000-transaction block for them cost the
+    # followed devnet node ~120 ms of CPU per block (`python -m qmemo.bench.node_store`).
+    _, store = chain
+    expected = [BlockIds.of(store.block(height)) for height in (1, 2, 3)]
+    _deny_reading_block_encodings(store)
+    assert [store.block_ids(height) for height in (1, 2, 3)] == expected
+    assert all(len(ids.tx_ids) == 2 for ids in expected)
+    assert [store.block_ids(height, with_ids=False) for height in (1, 2, 3)] == \
+        [BlockIds(ids.header, None) for ids in expected]
+    assert store.block_ids(4) is None and store.block_ids(0, with_ids=False) is None
 
 
 def test_a_transaction_place_is_where_the_look_up_finds_it_without_a_proof(chain, monkeypatch):

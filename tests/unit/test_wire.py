@@ -9,6 +9,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from qmemo.core.block import BlockIds
 from qmemo.errors import DecodeError, InvalidTransaction, MempoolFull, Misuse, TooLarge
 from qmemo.frames import decode_frames, encode_frames
 from qmemo.net import wire
@@ -138,6 +139,13 @@ def test_list_answers_wrap_their_entries_as_the_single_answers_do():
     assert summary["final"] is True and summary["hash"] == block.header.hash.hex()
     assert summary == {k: v for k, v in wire.block_json(block, names, tx_ids_only=True, depth=(2, True)).items()
                        if k != "tx_ids"}
+    # A block's header and ids (a stored block read without decoding) answer the same documents.
+    for summary_only in (False, True):
+        assert wire.block_json(BlockIds.of(block), names, tx_ids_only=True, depth=(2, True),
+                               summary_only=summary_only) == \
+            wire.block_json(block, names, tx_ids_only=True, depth=(2, True), summary_only=summary_only)
+    assert wire.block_json(BlockIds.of(block, with_ids=False), names, tx_ids_only=True, summary_only=True) == \
+        wire.block_json(block, names, tx_ids_only=True, summary_only=True)
     account = net.state.account(bytes(32))
     assert wire.accounts_json([(bytes(32), account, 3)]) == {"accounts": [wire.account_json(bytes(32), account, 3)]}
     assert wire.health_json(False, "node-0") == {"ready": False, "node": "node-0"}
