@@ -72,7 +72,8 @@ def make_app(node: Node) -> web.Application:
             metrics.bytes_out += len(body)
         return response
 
-    # aiohttp's own cap sits above every limit we enforce, so ours answer first.
+    # aiohttp's own cap (its request.read(), which read_body does not call) sits above every
+    # limit we enforce, so ours answer first should anything call it.
     app = web.Application(middlewares=[boundary], client_max_size=node.config.max_peer_body_bytes + 1,
                           handler_args={"logger": fault_log, "max_line_size": PARSER_MAX_LINE_BYTES,
                                         "max_field_size": PARSER_MAX_LINE_BYTES})
@@ -92,6 +93,7 @@ def make_app(node: Node) -> web.Application:
         web.get("/metrics/prometheus", handlers.get_prometheus),
         web.post("/peer/txs", handlers.peer_txs),
         web.post("/peer/block", handlers.peer_block),
+        web.post("/peer/block_ids", handlers.peer_block_ids),
         web.get("/peer/blocks", handlers.peer_blocks),
     ])
     return app

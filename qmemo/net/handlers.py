@@ -54,9 +54,9 @@ async def read_body(request: web.Request, max_bytes: int) -> bytes:
             chunks.append(chunk)
     except ConnectionResetError:        # the client went away mid-body: nobody to answer
         raise web.HTTPBadRequest(reason="the client closed the connection before sending its body") from None
-    body = b"".join(chunks)
-    request[BODY_BYTES_KEY] = size
-    return body
+    finally:
+        request[BODY_BYTES_KEY] = size      # what was read, a refused body's too
+    return b"".join(chunks)
 
 
 def query_int(request: web.Request, name: str, default: int | None, minimum: int, maximum: int) -> int:
@@ -225,6 +225,14 @@ class Handlers:
         """POST /peer/block: one block encoding; validated in full before it is applied."""
         body = await read_body(request, self.config.max_peer_body_bytes)
         return self.json(await self.node.receive_block(body))
+
+    async def peer_block_ids(self, request: web.Request) -> web.Response:
+        """POST /peer/block_ids: one block as its header and transaction ids, rebuilt from
+        this node's pool ("missing" if it lacks one), then validated as a whole block is.
+        Capped at the longest such body the chain allows (~1.3 MB for 20,000 transactions),
+        not at a whole block's `max_peer_body_bytes`."""
+        body = await read_body(request, BlockIds.max_bytes(self.node.genesis.max_block_transactions))
+        return self.json(await self.node.receive_block_ids(body))
 
     async def peer_blocks(self, request: web.Request) -> web.Response:
         """GET /peer/blocks?from=H&limit=N: block encodings as a binary batch (sync)."""

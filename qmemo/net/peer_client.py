@@ -2,7 +2,9 @@
 
 Calls (docs/api.md, "Peer calls"):
 - `POST /peer/txs`     a binary transaction batch (relay);
-- `POST /peer/block`   one block encoding (the producer's push);
+- `POST /peer/block_ids` one block as its header and ids (the producer's push);
+- `POST /peer/block`   one block encoding (the push again, whole, when the peer lacks a
+  transaction);
 - `GET  /status`       the peer's tip (small JSON, polled every `sync_interval_s`);
 - `GET  /peer/blocks`  block encodings from a height, as a binary batch (sync).
 
@@ -59,7 +61,20 @@ class HttpPeer:
                               peer_code=code, peer_status=status)
 
     async def send_block(self, encoded: bytes) -> str:
-        status, payload = await self._call("POST", "/peer/block", body=encoded, accept=(200, 400, 422))
+        return await self._push_block("/peer/block", encoded)
+
+    async def send_block_ids(self, encoded_ids: bytes) -> str:
+        """The block as its ids (`BlockIds.encode`); "missing" if the peer lacks one of its
+        transactions - or does not know this call (a 404: a node of an earlier version)."""
+        return await self._push_block("/peer/block_ids", encoded_ids, unknown_call="missing")
+
+    async def _push_block(self, path: str, body: bytes, unknown_call: str | None = None) -> str:
+        """POST a pushed block; the peer's status ("accepted", "known", ...), `unknown_call`
+        for a 404 where given; PeerRefused for a 400 or 422."""
+        accept = (200, 400, 422) if unknown_call is None else (200, 400, 404, 422)
+        status, payload = await self._call("POST", path, body=body, accept=accept)
+        if status == 404 and unknown_call is not None:
+            return unknown_call
         document = _json(payload, self.url)
         if status == 200:
             return str(document.get("status"))

@@ -132,6 +132,9 @@ def render(snapshot: MetricsSnapshot, histograms: Histograms) -> str:
     out.scalar("qmemo_blocks_received_total", "counter", "Blocks from peers applied.", blocks.received)
     out.by_label("qmemo_blocks_rejected_total", "counter", "Blocks from peers rejected, by rule.",
                  "reason", blocks.rejected_by_reason)
+    out.by_label("qmemo_blocks_pushed_total", "counter",
+                 "Our blocks pushed to peers, by form: ids (rebuilt from the peer's pool), whole (after it lacked one).",
+                 "form", blocks.pushed)
     out.scalar("qmemo_missed_slots_total", "counter",
                "Producer turns missed (a fallback validator produced instead).", blocks.missed_slots)
     out.scalar("qmemo_reorgs_total", "counter", "Switches to a better branch.", blocks.reorgs)

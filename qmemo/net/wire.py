@@ -28,7 +28,7 @@ import orjson
 from qmemo.core.block import Block, BlockIds
 from qmemo.core.state import Account
 from qmemo.core.transaction import Transaction
-from qmemo.errors import DecodeError, TooLarge
+from qmemo.errors import DecodeError, Misuse, TooLarge
 from qmemo.frames import decode_frames, encode_frames
 from qmemo.node.answers import TX_STATUSES, Item, TxOutcome, TxStatus
 
@@ -218,8 +218,10 @@ def block_json(block: Block | BlockIds, validator_names: Sequence[str], *, tx_id
     if tx_ids_only:
         ids = block.tx_ids if isinstance(block, BlockIds) else [tx.id for tx in block.transactions]
         if ids is None:
-            raise ValueError(f"block {header.height}'s ids were not read")
+            raise Misuse(f"block {header.height}'s ids were not read", code="ids_not_read")
         document["tx_ids"] = [tx_id.hex() for tx_id in ids]
+    elif isinstance(block, BlockIds):
+        raise Misuse(f"block {header.height}: full transactions asked of its ids alone", code="no_transactions")
     else:
         document["header"] = header.to_json()
         document["transactions"] = [tx.to_json() for tx in block.transactions]

@@ -136,6 +136,20 @@ class Admission:
         reason = self.evicted.get(tx_id)
         return f"evicted:{reason}" if reason else None
 
+    def copies(self, tx_ids: Sequence[bytes]) -> tuple[Transaction, ...] | None:
+        """The transactions with these ids, in order, from the pending pool (each verified
+        at admission), or None if any is not there: what a block a peer pushed as its ids
+        is rebuilt from (qmemo.node.intake, `receive_ids`). Not the held queue: a held
+        transaction's gap is a nonce the pool lacks, so a block with both is missing one."""
+        pending = self.mempool.get
+        found: list[Transaction] = []
+        for tx_id in tx_ids:
+            tx = pending(tx_id)
+            if tx is None:
+                return None
+            found.append(tx)
+        return tuple(found)
+
     def unsettled(self) -> list[Transaction]:
         """Accepted but not yet in a block: the pending pool, then the held queue."""
         return self.mempool.select(len(self.mempool)) + self.future.transactions()

@@ -51,7 +51,8 @@ class TxOutcome:
 class BlockAnswer:
     """What happened to a block a peer pushed."""
 
-    status: str          # "accepted", "known", "kept_ours", "sync" (we fetch what it builds on)
+    status: str          # "accepted", "known", "kept_ours", "sync" (we fetch what it builds on),
+                         # "missing" (pushed as its ids, and we lack a transaction: send it whole)
     height: int
 
 

@@ -9,7 +9,8 @@ block a peer pushes goes through, on its header alone and in this order:
 2. the height window: a block we have is "known"; one at or below the final height, or
    whose parent we do not have, is "sync" (we ask our peers) - neither decodes its body;
 3. its turn: timestamp, scheduled producer and header signature, against its parent.
-Only then does `BlockIntake.receive` decode the body and run `apply_block` in full.
+Only then does `BlockIntake.receive` decode the body (or `receive_ids` rebuild it from the
+pool, for a block pushed as its ids) and run `apply_block` in full.
 
 The rules are the core's (`check_header_form`, `check_declared_size`, `check_header_turn`);
 this module only finds the parent they are checked against. Never imports aiohttp.

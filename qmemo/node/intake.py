@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from qmemo.core.block import Block
+from qmemo.core.block import Block, BlockIds
 from qmemo.core.genesis import Genesis
 from qmemo.errors import DecodeError, InvalidBlock
 from qmemo.node.admission import Admission
@@ -82,7 +82,6 @@ class BlockIntake:
     async def receive(self, encoded: bytes) -> BlockAnswer:
         """A block a peer pushed: validate and apply it, or ask for what it builds on.
         DecodeError (400) or InvalidBlock (422) if it is bad."""
-        chain = self.chain
         started, cpu_started = time.perf_counter(), thread_cpu_ns()
         try:
             block = self.decode(encoded)
@@ -91,7 +90,28 @@ class BlockIntake:
             raise
         finally:
             self.metrics.stages.lap(BLOCK_VALIDATE, cpu_started)
-        decode_s = time.perf_counter() - started
+        return await self._receive(block, time.perf_counter() - started)
+
+    async def receive_ids(self, encoded_ids: bytes) -> BlockAnswer:
+        """A block a peer pushed as its header and ids (`BlockIds.encode`): rebuilt from the
+        transactions this node holds, then as `receive` (the Merkle root, each signature
+        from the cache, `apply_block` in full); "missing" if it lacks any of them: the peer
+        sends the whole block then. DecodeError (400) or InvalidBlock (422) if it is bad."""
+        started, cpu_started = time.perf_counter(), thread_cpu_ns()
+        try:
+            pushed = BlockIds.decode(encoded_ids)
+            transactions = self.admission.copies(pushed.tx_ids or ())
+        except DecodeError as exc:
+            self.metrics.blocks_rejected[exc.code] += 1
+            raise
+        finally:
+            self.metrics.stages.lap(BLOCK_VALIDATE, cpu_started)
+        if transactions is None:
+            return BlockAnswer("missing", pushed.height)
+        return await self._receive(Block(pushed.header, transactions), time.perf_counter() - started)
+
+    async def _receive(self, block: Block, decode_s: float) -> BlockAnswer:
+        chain = self.chain
         height = block.height
         if chain.hash_at(height) == block.hash:
             return BlockAnswer("known", height)

@@ -182,6 +182,9 @@ class NodeMetrics:
     blocks_produced: int = 0
     blocks_received: int = 0
     blocks_rejected: Counter[str] = field(default_factory=Counter)
+    # Our blocks pushed to a peer, by form: "ids" (`BlockIds`, rebuilt from the peer's pool)
+    # and "whole" (the encoding: after the peer answered "missing" to the ids).
+    blocks_pushed: Counter[str] = field(default_factory=Counter)
     missed_slots: int = 0
     block_interval: Distribution = field(default_factory=lambda: Distribution(INTERVAL_BUCKETS_S, 256))
     last_block_interval_s: float | None = None

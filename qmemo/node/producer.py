@@ -17,7 +17,10 @@ the branch it is on is final above the fork (or the lock expires; qmemo.core.for
 so its blocks never count toward a majority on two conflicting branches.
 
 A push to a peer is a short task of its own (tracked, so `stop` can cancel it): one
-slow peer never delays the next turn or the other peers.
+slow peer never delays the next turn or the other peers. It sends the block as its
+header and transaction ids (qmemo.core.block.BlockIds: ~0.6 MB for 10,000 transactions
+instead of ~13 MB), which the peer rebuilds from its own pool, and the whole block only to
+a peer that answers it lacks a transaction (`blocks.pushed` in /metrics counts both).
 
 Never imports aiohttp or knows about HTTP.
 """
@@ -29,7 +32,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from qmemo.core.block import Block, make_block
+from qmemo.core.block import Block, BlockIds, make_block
 from qmemo.core.fork_lock import ProducerLock
 from qmemo.core.genesis import Genesis, next_turn_ms, scheduled_producer
 from qmemo.core.mempool import Mempool
@@ -142,15 +145,21 @@ class Producer:
         return block
 
     def _broadcast(self, block: Block) -> None:
+        """Push the block to every peer as its ids (qmemo.core.block.BlockIds: the peers hold
+        its transactions from the relay, nearly always), whole to a peer that lacks one."""
         if not self.peers:
             return
+        metrics = self.intake.metrics
         started = thread_cpu_ns()
-        encoded = block.encode()
-        self.intake.metrics.stages.lap(RELAY, started)
+        encoded_ids = BlockIds.of(block).encode()
+        metrics.stages.lap(RELAY, started)
 
         async def push(peer: PeerLink) -> None:
             try:
-                await peer.send_block(encoded)
+                metrics.blocks_pushed["ids"] += 1
+                if await peer.send_block_ids(encoded_ids) == "missing":
+                    metrics.blocks_pushed["whole"] += 1
+                    await peer.send_block(block.encode())       # made when it was stored
             except PeerError as exc:
                 view = self.peer_views[peer.url]
                 refused = isinstance(exc, PeerRefused)     # it answered: reachable, but said no

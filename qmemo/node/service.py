@@ -324,12 +324,22 @@ class Node:
     async def receive_block(self, encoded: bytes) -> BlockAnswer:
         """A block a peer pushed: its header judged first (qmemo.node.block_gate), its body
         only then (qmemo.node.intake). DecodeError (400) or InvalidBlock (422) if bad."""
+        answer = self._screen(encoded)
+        return answer if answer is not None else await self._require_ready()[2].receive(encoded)
+
+    async def receive_block_ids(self, encoded: bytes) -> BlockAnswer:
+        """A block a peer pushed as its header and ids (`BlockIds.encode`): the header
+        through the same gate, then rebuilt from our pool (qmemo.node.intake, `receive_ids`);
+        "missing" if we lack a transaction. DecodeError (400) or InvalidBlock (422) if bad."""
+        answer = self._screen(encoded)
+        return answer if answer is not None else await self._require_ready()[2].receive_ids(encoded)
+
+    def _screen(self, encoded: bytes) -> BlockAnswer | None:
+        """`screen_block`: the answer from a pushed block's header alone, or None."""
         chain, _, intake = self._require_ready()
         answer = screen_block(encoded, self.genesis, chain, self.pool.cache, self.metrics, self.clock,
                               self.log)
-        if answer is None:
-            return await intake.receive(encoded)
-        if answer.status == "sync":
+        if answer is not None and answer.status == "sync":
             intake.sync_wanted.set()    # we lack what it builds on: ask the peers now
         return answer
 

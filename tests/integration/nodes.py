@@ -322,9 +322,10 @@ class ManualClock:
 
 @contextlib.asynccontextmanager
 async def running_node(devnet: Devnet, data: Path, key: Path, *, clock: Callable[[], int] | None = None,
-                       **settings: Any) -> AsyncIterator[Node]:
-    """An in-process node without peers (for tests about one node's API): started, then
-    stopped. `clock`: the node's chain time (default: the wall clock)."""
+                       peers: Sequence[Any] = (), **settings: Any) -> AsyncIterator[Node]:
+    """An in-process node (for tests about one node's API): started, then stopped.
+    `clock`: the node's chain time (default: the wall clock); `peers`: `PeerLink`s (none
+    by default: a test's stand-ins for the node's peers)."""
     from qmemo.net.server import build_node
 
     config = load_config(None, {"genesis": devnet.genesis, "key": key, "data": data, "port": 0,
@@ -332,7 +333,7 @@ async def running_node(devnet: Devnet, data: Path, key: Path, *, clock: Callable
     if clock is not None:
         config = dataclasses.replace(config, clock=clock)
     node = build_node(config)
-    node.attach_peers([])
+    node.attach_peers(peers)
     await node.start()
     try:
         yield node

@@ -18,14 +18,16 @@ from pathlib import Path
 import orjson
 import pytest
 
-from qmemo.core.block import Block
+from qmemo.core.block import Block, BlockIds
 from qmemo.core.codec import U64_MAX
 from qmemo.core.merkle import MerkleProof, verify_proof
 from qmemo.core.transaction import Transaction
 from qmemo.net import handlers
 from qmemo.net.app import make_app
-from qmemo.net.wire import encode_tx_batch
+from qmemo.net.wire import decode_block_batch, encode_tx_batch
+from qmemo.node.peers import PeerTip
 from qmemo.node.stages import OTHER, STAGES
+from qmemo.node.store import load_genesis
 from tests.integration.nodes import Devnet, ManualClock, Wallet, make_devnet, running_node
 
 BINARY = {"Content-Type": "application/octet-stream"}
@@ -540,6 +542,102 @@ async def test_block_with_a_tampered_transaction_is_rejected(observer, devnet, t
     assert metrics["stages"]["by_stage"]["block_validate"]["txs"] == 2
 
 
+async def _push_ids(client, block: Block) -> tuple[int, dict]:
+    response = await client.post("/peer/block_ids", data=BlockIds.of(block).encode(), headers=BINARY)
+    return response.status, await response.json()
+
+
+async def test_a_block_pushed_as_its_ids_is_rebuilt_from_the_pool_or_asked_for_whole(observer, devnet):
+    node, client = observer
+    wallet = Wallet(devnet)
+    pending = [wallet.transfer(0, 1), wallet.transfer(1, 2), wallet.transfer(0, 2)]
+    await _all_accepted(client, pending)
+    genesis_ms = _genesis_time_ms(devnet)
+    first = devnet.block(height=1, previous_hash=node.genesis.hash, timestamp_ms=genesis_ms + 500, producer=0,
+                         transactions=pending)
+    assert await _push_ids(client, first) == (200, {"status": "accepted", "height": 1})
+    response = await client.get("/peer/blocks?from=1&limit=1")
+    assert decode_block_batch(await response.read(), 1) == [first.encode()]     # stored whole, byte for byte
+    # A transaction this node never saw: the ids are not enough, the whole block is.
+    unseen = wallet.transfer(3, 1)
+    second = devnet.block(height=2, previous_hash=first.hash, timestamp_ms=genesis_ms + 1000, producer=1,
+                          transactions=[unseen])
+    assert await _push_ids(client, second) == (200, {"status": "missing", "height": 2})
+    assert (await _tip(client))[0] == 1
+    assert await _push(client, second) == (200, {"status": "accepted", "height": 2})
+    assert await _push_ids(client, second) == (200, {"status": "known", "height": 2})
+    metrics = await (await client.get("/metrics")).json()
+    assert metrics["tx"]["committed"] == 4 and metrics["blocks"]["received"] == 2
+
+
+async def test_block_ids_that_do_not_match_their_header_are_refused(observer, devnet):
+    node, client = observer
+    wallet = Wallet(devnet)
+    txs = [wallet.transfer(0, 1), wallet.transfer(1, 2)]
+    await _all_accepted(client, txs)
+    block = devnet.block(height=1, previous_hash=node.genesis.hash, timestamp_ms=_genesis_time_ms(devnet) + 500,
+                         producer=0, transactions=txs)
+    encoded = BlockIds.of(block).encode()
+    header_bytes = len(block.header.encoded)
+    swapped = encoded[:header_bytes] + encoded[header_bytes + 64:] + encoded[header_bytes:header_bytes + 64]
+    longest = BlockIds.max_bytes(node.genesis.max_block_transactions)
+    for body, (status, code) in ((swapped, (422, "wrong_merkle_root")),       # the ids in another order
+                                 (encoded + bytes(64), (400, "trailing_bytes")),
+                                 (encoded[:-1], (400, "truncated")),
+                                 (encoded + bytes(longest), (413, "body_too_large"))):
+        response = await client.post("/peer/block_ids", data=body, headers=BINARY)
+        assert (response.status, (await response.json())["error"]) == (status, code)
+    assert (await _tip(client))[0] == 0
+    unscheduled = devnet.block(height=1, previous_hash=node.genesis.hash,
+                               timestamp_ms=_genesis_time_ms(devnet) + 500, producer=2, transactions=txs)
+    status, body = await _push_ids(client, unscheduled)         # judged on its header first, as a whole block
+    assert (status, body["error"]) == (422, "wrong_producer")
+    assert await _push_ids(client, block) == (200, {"status": "accepted", "height": 1})
+
+
+class _PeerLackingTransactions:
+    """A stand-in peer (qmemo.node.peers.PeerLink) that answers "missing" to a block's ids
+    and takes it whole; it records what it was sent."""
+
+    url = "http://peer.invalid"
+
+    def __init__(self, genesis_hash: bytes) -> None:
+        self.genesis_hash = genesis_hash
+        self.ids: list[bytes] = []
+        self.whole: list[bytes] = []
+
+    async def send_txs(self, encodings) -> None:
+        pass
+
+    async def send_block_ids(self, encoded_ids: bytes) -> str:
+        self.ids.append(encoded_ids)
+        return "missing"
+
+    async def send_block(self, encoded: bytes) -> str:
+        self.whole.append(encoded)
+        return "accepted"
+
+    async def tip(self) -> PeerTip:
+        return PeerTip(0, self.genesis_hash)
+
+    async def block_encodings(self, from_height: int, limit: int) -> list[bytes]:
+        return []
+
+
+async def test_a_produced_block_goes_whole_to_a_peer_that_lacks_a_transaction(devnet, tmp_path):
+    peer = _PeerLackingTransactions(load_genesis(devnet.genesis).hash)
+
+    async def pushed_whole() -> bool:
+        return len(peer.whole) >= 1
+    async with running_node(devnet, tmp_path / "data", devnet.validator_key(0), peers=[peer]) as node:
+        await wait_for(pushed_whole, "a block pushed whole")
+        pushed = node.metrics.blocks_pushed
+        assert pushed["whole"] == len(peer.whole) and pushed["ids"] >= len(peer.whole)
+        for encoded_ids, encoded in zip(peer.ids, peer.whole):     # each "missing" answered with its block
+            block = Block.decode(encoded)
+            assert encoded_ids == BlockIds.of(block).encode() and block.header.producer_index == 0
+
+
 async def test_competing_block_for_the_tip_is_chosen_by_the_fork_rule(observer, devnet):
     """Two valid blocks for height 1: the primary's (earlier window) wins whichever came first."""
     node, client = observer
@@ -580,8 +678,29 @@ async def test_a_peer_refusing_our_block_is_the_peers_word_not_a_local_invalid_b
         with pytest.raises(PeerRefused) as garbled:
             await peer.send_block(b"not a block")
         assert (garbled.value.code, garbled.value.peer_status) == ("peer_refused", 400)
+        with pytest.raises(PeerRefused) as refused_ids:
+            await peer.send_block_ids(BlockIds.of(unscheduled).encode())
+        assert (refused_ids.value.peer_code, refused_ids.value.peer_status) == ("wrong_producer", 422)
     for error in (refused.value, garbled.value):
         assert isinstance(error, PeerError) and not isinstance(error, (InvalidBlock, DecodeError))
+
+
+async def test_a_peer_without_the_block_ids_call_is_sent_the_whole_block(devnet, aiohttp_client):
+    """A node of an earlier version answers 404 to POST /peer/block_ids: the peer client
+    reads it as "missing", and the producer sends the block whole (qmemo.node.producer)."""
+    import aiohttp
+    from aiohttp import web
+
+    from qmemo.errors import PeerError
+    from qmemo.net.peer_client import HttpPeer
+    from qmemo.node.metrics import NodeMetrics, VerifyMetrics
+
+    server = await aiohttp_client(web.Application())
+    async with aiohttp.ClientSession() as session:
+        peer = HttpPeer(str(server.make_url("")), session, NodeMetrics(VerifyMetrics(threads=1)), origin="http://us")
+        assert await peer.send_block_ids(b"ids") == "missing"
+        with pytest.raises(PeerError):          # the whole block's call is never taken for "missing"
+            await peer.send_block(b"block")
 
 
 async def test_our_own_misuse_answers_500_with_its_code_and_is_logged(observer, devnet, monkeypatch, caplog):

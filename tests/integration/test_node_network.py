@@ -64,6 +64,8 @@ def test_transactions_sent_to_one_node_are_committed_once_on_all(devnet, tmp_pat
         assert producers == {0, 1, 2}, "every validator produced"
         receivers = [n.get("/metrics")["verify"]["cache"] for n in net.nodes]
         assert sum(c["hits"] for c in receivers) >= len(ids), "block validation reused admission's verifications"
+        pushed = [n.get("/metrics")["blocks"]["pushed"]["ids"] for n in net.nodes]
+        assert sum(pushed) >= 2 * 4, "blocks pushed to both peers as their ids"
         balances = [node.get(f"/account/{devnet.address(0).hex()}") for node in net.nodes]
         assert all(b == balances[0] for b in balances)
 

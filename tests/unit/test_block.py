@@ -8,10 +8,10 @@ from dataclasses import replace
 import orjson
 import pytest
 
-from qmemo.core.block import UNSIGNED_HEADER_BYTES, Block, BlockHeader, make_block
+from qmemo.core.block import UNSIGNED_HEADER_BYTES, Block, BlockHeader, BlockIds, make_block
 from qmemo.core.hashing import Domain, blake3_512
 from qmemo.core.merkle import merkle_root
-from qmemo.errors import DecodeError
+from qmemo.errors import DecodeError, Misuse
 from tests.unit.chain_kit import Devnet
 
 
@@ -116,6 +116,28 @@ def test_block_truncated(block, cut):
     with pytest.raises(DecodeError) as rejected:
         Block.decode(block.encode()[:cut])
     assert rejected.value.code == "truncated"
+
+
+def test_block_ids_encoding_is_the_header_then_each_id_and_decodes_back(block):
+    ids = BlockIds.of(block)
+    assert ids.encode() == block.header.encoded + b"".join(tx.id for tx in block.transactions)
+    assert BlockIds.decode(ids.encode()) == ids and ids.hash == block.hash and ids.height == block.height
+    assert BlockIds.decode(bytearray(ids.encode())) == ids
+
+
+@pytest.mark.parametrize("change, code", [(lambda data: data[:-1], "truncated"),
+                                          (lambda data: data[:-64], "truncated"),
+                                          (lambda data: data + bytes(64), "trailing_bytes"),
+                                          (lambda data: data[:20], "truncated")])
+def test_block_ids_need_exactly_one_id_per_transaction(block, change, code):
+    with pytest.raises(DecodeError) as rejected:
+        BlockIds.decode(change(BlockIds.of(block).encode()))
+    assert rejected.value.code == code
+
+
+def test_block_ids_read_without_their_ids_do_not_encode(block):
+    with pytest.raises(Misuse):
+        BlockIds.of(block, with_ids=False).encode()
 
 
 def test_block_claiming_more_transactions_than_its_bytes_can_hold():

@@ -146,6 +146,9 @@ def test_list_answers_wrap_their_entries_as_the_single_answers_do():
             wire.block_json(block, names, tx_ids_only=True, depth=(2, True), summary_only=summary_only)
     assert wire.block_json(BlockIds.of(block, with_ids=False), names, tx_ids_only=True, summary_only=True) == \
         wire.block_json(block, names, tx_ids_only=True, summary_only=True)
+    for ids, tx_ids_only in ((BlockIds.of(block, with_ids=False), True), (BlockIds.of(block), False)):
+        with pytest.raises(Misuse):     # ids not read, or transactions asked of ids: our bug, not the client's
+            wire.block_json(ids, names, tx_ids_only=tx_ids_only)
     account = net.state.account(bytes(32))
     assert wire.accounts_json([(bytes(32), account, 3)]) == {"accounts": [wire.account_json(bytes(32), account, 3)]}
     assert wire.health_json(False, "node-0") == {"ready": False, "node": "node-0"}
