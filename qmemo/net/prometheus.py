@@ -133,8 +133,11 @@ def render(snapshot: MetricsSnapshot, histograms: Histograms) -> str:
     out.by_label("qmemo_blocks_rejected_total", "counter", "Blocks from peers rejected, by rule.",
                  "reason", blocks.rejected_by_reason)
     out.by_label("qmemo_blocks_pushed_total", "counter",
-                 "Our blocks pushed to peers, by form: ids (rebuilt from the peer's pool), whole (after it lacked one).",
-                 "form", blocks.pushed)
+                 "Our blocks pushed to peers, by form: ids (rebuilt from the peer's pool) or whole.",
+                 "form", {form: blocks.pushed[form] for form in ("ids", "whole")})
+    out.scalar("qmemo_block_ids_missing_total", "counter",
+               "Our blocks pushed as ids that the peer lacked a transaction of (then sent whole).",
+               blocks.pushed["missing"])
     out.scalar("qmemo_missed_slots_total", "counter",
                "Producer turns missed (a fallback validator produced instead).", blocks.missed_slots)
     out.scalar("qmemo_reorgs_total", "counter", "Switches to a better branch.", blocks.reorgs)

@@ -182,8 +182,9 @@ class NodeMetrics:
     blocks_produced: int = 0
     blocks_received: int = 0
     blocks_rejected: Counter[str] = field(default_factory=Counter)
-    # Our blocks pushed to a peer, by form: "ids" (`BlockIds`, rebuilt from the peer's pool)
-    # and "whole" (the encoding: after the peer answered "missing" to the ids).
+    # Our blocks pushed to a peer: "ids" (as `BlockIds`, rebuilt from the peer's pool),
+    # "missing" (of those, the ones it lacked a transaction of), "whole" (as the encoding:
+    # after a "missing", or straight away while a peer lacked one lately).
     blocks_pushed: Counter[str] = field(default_factory=Counter)
     missed_slots: int = 0
     block_interval: Distribution = field(default_factory=lambda: Distribution(INTERVAL_BUCKETS_S, 256))

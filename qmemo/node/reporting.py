@@ -122,7 +122,7 @@ class BlockFigures:
     rejected_by_reason: dict[str, int]
     missed_slots: int
     reorgs: int
-    pushed: dict[str, int]          # our blocks pushed to peers, by form: "ids", then "whole" after a "missing"
+    pushed: dict[str, int]          # our blocks pushed to peers: "ids", "missing" (of those), "whole"
     interval_s: IntervalFigures
     validation_ms: dict[str, float | None]
 
@@ -223,7 +223,7 @@ def metrics_snapshot(node: Node) -> MetricsSnapshot:
                              _key_cache() if node.pool.verifier.verifier == "fast" else None),
         blocks=BlockFigures(m.blocks_produced, m.blocks_received, sum(m.blocks_rejected.values()),
                             dict(m.blocks_rejected), m.missed_slots, m.reorgs,
-                            {form: m.blocks_pushed[form] for form in ("ids", "whole")},
+                            {kind: m.blocks_pushed[kind] for kind in ("ids", "missing", "whole")},
                             IntervalFigures(m.last_block_interval_s, interval[0], interval[1]),
                             m.mean_validation_ms()),
         process=ProcessFigures(cpu_s, rss, event_loop_name()),

@@ -625,17 +625,24 @@ class _PeerLackingTransactions:
 
 
 async def test_a_produced_block_goes_whole_to_a_peer_that_lacks_a_transaction(devnet, tmp_path):
+    """Whole after a "missing", and whole at once for the next WHOLE_AFTER_MISSING blocks."""
+    from qmemo.node.producer import WHOLE_AFTER_MISSING
+
     peer = _PeerLackingTransactions(load_genesis(devnet.genesis).hash)
 
-    async def pushed_whole() -> bool:
-        return len(peer.whole) >= 1
+    async def pushed_twice_as_ids() -> bool:
+        return len(peer.ids) >= 2
     async with running_node(devnet, tmp_path / "data", devnet.validator_key(0), peers=[peer]) as node:
-        await wait_for(pushed_whole, "a block pushed whole")
+        await wait_for(pushed_twice_as_ids, "a second block pushed as its ids", timeout=30)
+        whole = [Block.decode(encoded) for encoded in peer.whole]
+        by_height = {block.height: block for block in whole}
+        ids_heights = [BlockIds.decode(encoded_ids).height for encoded_ids in peer.ids]
+        assert ids_heights[1] == ids_heights[0] + 1 + WHOLE_AFTER_MISSING
+        assert [block.height for block in whole][:WHOLE_AFTER_MISSING + 1] == \
+            list(range(ids_heights[0], ids_heights[1]))       # every block reached the peer whole
+        assert peer.ids[0] == BlockIds.of(by_height[ids_heights[0]]).encode()
         pushed = node.metrics.blocks_pushed
-        assert pushed["whole"] == len(peer.whole) and pushed["ids"] >= len(peer.whole)
-        for encoded_ids, encoded in zip(peer.ids, peer.whole):     # each "missing" answered with its block
-            block = Block.decode(encoded)
-            assert encoded_ids == BlockIds.of(block).encode() and block.header.producer_index == 0
+        assert pushed["ids"] == pushed["missing"] == len(peer.ids) and pushed["whole"] == len(peer.whole)
 
 
 async def test_competing_block_for_the_tip_is_chosen_by_the_fork_rule(observer, devnet):
