@@ -133,10 +133,11 @@ def render(snapshot: MetricsSnapshot, histograms: Histograms) -> str:
     out.by_label("qmemo_blocks_rejected_total", "counter", "Blocks from peers rejected, by rule.",
                  "reason", blocks.rejected_by_reason)
     out.by_label("qmemo_blocks_pushed_total", "counter",
-                 "Our blocks pushed to peers, by form: ids (rebuilt from the peer's pool) or whole.",
+                 "Our blocks' pushes to peers (attempted), by form: ids (rebuilt from the peer's pool) or whole.",
                  "form", {form: blocks.pushed[form] for form in ("ids", "whole")})
     out.scalar("qmemo_block_ids_missing_total", "counter",
-               "Our blocks pushed as ids that the peer lacked a transaction of (then sent whole).",
+               "Our blocks pushed as ids that the peer could not rebuild (it lacked a transaction, or "
+               "answered 404: an earlier version); then sent whole.",
                blocks.pushed["missing"])
     out.scalar("qmemo_missed_slots_total", "counter",
                "Producer turns missed (a fallback validator produced instead).", blocks.missed_slots)

@@ -182,9 +182,10 @@ class NodeMetrics:
     blocks_produced: int = 0
     blocks_received: int = 0
     blocks_rejected: Counter[str] = field(default_factory=Counter)
-    # Our blocks pushed to a peer: "ids" (as `BlockIds`, rebuilt from the peer's pool),
-    # "missing" (of those, the ones it lacked a transaction of), "whole" (as the encoding:
-    # after a "missing", or straight away while a peer lacked one lately).
+    # Our blocks' pushes to a peer, attempted: "ids" (as `BlockIds`, rebuilt from the peer's
+    # pool), "missing" (of those, answered that it lacks a transaction, or a 404 from a node
+    # that does not know the call), "whole" (as the encoding: after a "missing", or straight
+    # away while a peer lacked one lately).
     blocks_pushed: Counter[str] = field(default_factory=Counter)
     missed_slots: int = 0
     block_interval: Distribution = field(default_factory=lambda: Distribution(INTERVAL_BUCKETS_S, 256))

@@ -20,8 +20,9 @@ A push to a peer is a short task of its own (tracked, so `stop` can cancel it): 
 slow peer never delays the next turn or the other peers. It sends the block as its
 header and transaction ids (qmemo.core.block.BlockIds: ~0.6 MB for 10,000 transactions
 instead of ~13 MB), which the peer rebuilds from its own pool, and the whole block to a
-peer that answers it lacks a transaction - and, for the next `WHOLE_AFTER_MISSING`
-blocks, to that peer straight away (`blocks.pushed` in /metrics counts each).
+peer that answers it lacks a transaction - and, for the next
+`WHOLE_HEIGHTS_AFTER_MISSING` heights, to that peer straight away (`blocks.pushed` in
+/metrics counts each).
 
 Never imports aiohttp or knows about HTTP.
 """
@@ -45,14 +46,15 @@ from qmemo.node.stages import BLOCK_BUILD, RELAY, thread_cpu_ns
 Sign = Callable[[bytes], bytes]
 
 LOCK_POLL_S = 0.25      # how often a locked producer looks again (qmemo.core.fork_lock)
-# After a peer lacked a transaction of a block pushed as its ids, this many of our next
-# blocks go to it whole at once. Near saturation a peer's pool trails ours (relays wait in
-# its event loop), and an ids push it cannot use costs a round trip through two busy
-# loops before the block goes whole anyway: in one-minute stages on 2 cores, 32 of 84 ids
-# pushes were answered "missing" at 8,500 TPS on a slowed machine, 22 of 64 at 10,000 TPS,
-# against 0-2 of ~70 at 5,000 (docs/methodology.md section 12, "Blocks pushed as ids").
-# Four blocks (8 s at 2 s blocks) ride out such a stretch and come back to ids soon after.
-WHOLE_AFTER_MISSING = 4
+# After a peer lacked a transaction of a block pushed as its ids, our blocks at the next
+# this many heights go to it whole at once - chain time, not a count of our blocks: 4
+# heights are ~8 s at 2 s blocks, one or two blocks of ours among 3 validators. Near
+# saturation a peer's pool trails ours (relays wait in its event loop), and an ids push it
+# cannot use costs a round trip through two busy loops before the block goes whole anyway:
+# in one-minute stages on 2 cores, 32 of 84 ids pushes were answered "missing" at 8,500
+# TPS on a slowed machine without this rule, 22 of 64 at 10,000 TPS with it, against 2 of
+# ~280 at 5,000 (docs/methodology.md section 12, "Three steps of 2026-11-26").
+WHOLE_HEIGHTS_AFTER_MISSING = 4
 
 
 class Producer:
@@ -157,7 +159,7 @@ class Producer:
     def _broadcast(self, block: Block) -> None:
         """Push the block to every peer as its ids (qmemo.core.block.BlockIds: the peers hold
         its transactions from the relay, nearly always), whole to a peer that lacks one -
-        and at once to a peer that lacked one lately (`WHOLE_AFTER_MISSING`)."""
+        and at once to a peer that lacked one lately (`WHOLE_HEIGHTS_AFTER_MISSING`)."""
         if not self.peers:
             return
         metrics = self.intake.metrics
@@ -173,7 +175,9 @@ class Producer:
                     if await peer.send_block_ids(encoded_ids) != "missing":
                         return
                     metrics.blocks_pushed["missing"] += 1
-                    self._whole_below[peer.url] = height + 1 + WHOLE_AFTER_MISSING
+                    # max: an older block's late answer never shortens a newer one's window
+                    self._whole_below[peer.url] = max(self._whole_below.get(peer.url, 0),
+                                                      height + 1 + WHOLE_HEIGHTS_AFTER_MISSING)
                 metrics.blocks_pushed["whole"] += 1
                 await peer.send_block(block.encode())       # made when it was stored
             except PeerError as exc:

@@ -625,8 +625,9 @@ class _PeerLackingTransactions:
 
 
 async def test_a_produced_block_goes_whole_to_a_peer_that_lacks_a_transaction(devnet, tmp_path):
-    """Whole after a "missing", and whole at once for the next WHOLE_AFTER_MISSING blocks."""
-    from qmemo.node.producer import WHOLE_AFTER_MISSING
+    """Whole after a "missing", and whole at once for the next WHOLE_HEIGHTS_AFTER_MISSING
+    heights (validator 0 alone produces at every height here: each height is one of its blocks)."""
+    from qmemo.node.producer import WHOLE_HEIGHTS_AFTER_MISSING
 
     peer = _PeerLackingTransactions(load_genesis(devnet.genesis).hash)
 
@@ -637,8 +638,8 @@ async def test_a_produced_block_goes_whole_to_a_peer_that_lacks_a_transaction(de
         whole = [Block.decode(encoded) for encoded in peer.whole]
         by_height = {block.height: block for block in whole}
         ids_heights = [BlockIds.decode(encoded_ids).height for encoded_ids in peer.ids]
-        assert ids_heights[1] == ids_heights[0] + 1 + WHOLE_AFTER_MISSING
-        assert [block.height for block in whole][:WHOLE_AFTER_MISSING + 1] == \
+        assert ids_heights[1] == ids_heights[0] + 1 + WHOLE_HEIGHTS_AFTER_MISSING
+        assert [block.height for block in whole][:WHOLE_HEIGHTS_AFTER_MISSING + 1] == \
             list(range(ids_heights[0], ids_heights[1]))       # every block reached the peer whole
         assert peer.ids[0] == BlockIds.of(by_height[ids_heights[0]]).encode()
         pushed = node.metrics.blocks_pushed
