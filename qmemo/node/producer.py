@@ -47,8 +47,8 @@ Sign = Callable[[bytes], bytes]
 
 LOCK_POLL_S = 0.25      # how often a locked producer looks again (qmemo.core.fork_lock)
 # After a peer lacked a transaction of a block pushed as its ids, our blocks at the next
-# this many heights go to it whole at once - chain time, not a count of our blocks: 4
-# heights are ~8 s at 2 s blocks, one or two blocks of ours among 3 validators. Near
+# WHOLE_HEIGHTS_AFTER_MISSING heights go to it whole at once - chain time, not a count of
+# our blocks: 4 heights are ~8 s at 2 s blocks, one or two of ours among 3 validators. Near
 # saturation a peer's pool trails ours (relays wait in its event loop), and an ids push it
 # cannot use costs a round trip through two busy loops before the block goes whole anyway:
 # in one-minute stages on 2 cores, 32 of 84 ids pushes were answered "missing" at 8,500
