@@ -120,6 +120,16 @@ def _table_rows(rows: Sequence[StageCostRow]) -> list[tuple[str, ...]]:
             for row in rows]
 
 
+def event_loops(costs: NodeStagesFile) -> str:
+    """The event loops the run's nodes ran, each with its nodes ("uvloop on every node")."""
+    by_loop: dict[str, list[str]] = {}
+    for node in costs.nodes:
+        by_loop.setdefault(node.event_loop or "not recorded (a file from before it was kept)", []).append(node.node)
+    if len(by_loop) == 1:
+        return f"{next(iter(by_loop))} on every node"
+    return ", ".join(f"{loop} on {', '.join(nodes)}" for loop, nodes in sorted(by_loop.items()))
+
+
 def survival_table(rows: Sequence[tuple[DevnetRun, Survival]]) -> str:
     """Issue 11's P5 per run (qmemo.load.node_stages.survival), with the verifier and whether
     its verify is constant-time, and a sweep's stages' ratios as their summaries hold them."""
@@ -157,11 +167,13 @@ def stage_costs_section(results: Results, plot_dir: Path, runs: Sequence[DevnetR
     sources: list[str] = []
     missing: list[str] = []
     survivals: list[tuple[DevnetRun, Survival]] = []
+    loops: list[str] = []
     for run in runs:
         path, costs = load_stage_costs(run)
         if costs is None:
             missing.append(display_path(path))
             continue
+        loops.append(f"{run.run_id}: {event_loops(costs)}")
         if (figures := survival(costs, run.committed_tps)) is not None:
             survivals.append((run, figures))
         schemes, nodes = stage_rows(results, run.run_id, costs)
@@ -184,6 +196,10 @@ def stage_costs_section(results: Results, plot_dir: Path, runs: Sequence[DevnetR
             "By node (the producer of more blocks pays more block building; the others more validation):",
             table(headers, _table_rows(node_rows), "ll" + "r" * (len(headers) - 2)),
             source_note(*sources, results.summary_source),
+            # `other` is mostly the event loop's own work, which its implementation changes by ~7%
+            # (docs/methodology.md section 12): a comparison across runs must know it.
+            "The nodes' event loop (`event_loop` in node-stages.json; `qmemo node --event-loop`): "
+            + "; ".join(loops) + ".",
         ]
         bars = [row.label for row in scheme_rows]
         parts = {stage: [row.us_per_tx[stage] for row in scheme_rows] for stage in COLUMNS}

@@ -4,12 +4,13 @@ and a devnet run folder with a node-stages.json made by the generator's own writ
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from qmemo.analysis.devnet import load_devnet_run
-from qmemo.analysis.report_stages import COLUMNS, TITLE, pooled, stage_costs_section, stage_rows
+from qmemo.analysis.report_stages import COLUMNS, TITLE, event_loops, pooled, stage_costs_section, stage_rows
 from qmemo.analysis.results import load_results
 from qmemo.load.node_stages import (NODE_STAGES_FILE, NODE_STAGES_SCHEMA, NodeStageCosts, NodeStagesFile,
                                     write_node_stages)
@@ -75,6 +76,16 @@ def test_the_section_tables_and_draws_a_run_with_stage_costs(tmp_path, results):
     assert cells[2] == "2,000" and cells[3 + COLUMNS.index("verify")] == "50.0"
     assert cells[3 + COLUMNS.index(OTHER)] == "150.0" and cells[3 + len(COLUMNS)] == "200.0"
     assert NODE_STAGES_FILE in section.body and "c-baseline-quick/summary.json" in section.body
+
+
+def test_the_section_names_the_event_loop_each_node_ran(tmp_path, results):
+    on = [replace(node("node-0", 100, 0.01, 0.03), event_loop="uvloop"),
+          replace(node("node-1", 100, 0.01, 0.03), event_loop="uvloop")]
+    section = stage_costs_section(results, tmp_path, [run_with(tmp_path, NodeStagesFile(NODE_STAGES_SCHEMA, on))])
+    assert "run: uvloop on every node." in section.body
+    mixed = [on[0], replace(on[1], event_loop="asyncio"), node("node-2", 100, 0.01, 0.03)]
+    assert event_loops(NodeStagesFile(NODE_STAGES_SCHEMA, mixed)) == \
+        "asyncio on node-1, not recorded (a file from before it was kept) on node-2, uvloop on node-0"
 
 
 def test_a_run_folder_without_stage_costs_is_named_not_guessed(tmp_path, results):
