@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from qmemo.core.codec import U16_MAX, U32_MAX, U64_MAX, expect_object, hex_field, int_field
-from qmemo.core.hashing import DIGEST_BYTES, Domain, blake3_512
+from qmemo.core.hashing import DIGEST_BYTES, Domain, blake3_512, split_digests
 from qmemo.core.merkle import merkle_root
 from qmemo.core.transaction import FIXED_BYTES as TX_FIXED_BYTES
 from qmemo.core.transaction import Transaction
@@ -284,7 +284,7 @@ class BlockIds:
         if len(data) != expected:
             raise DecodeError(f"{len(data) - offset} bytes of ids for {header.tx_count} transactions",
                               code="truncated" if len(data) < expected else "trailing_bytes")
-        return cls(header, tuple(data[i:i + DIGEST_BYTES] for i in range(offset, expected, DIGEST_BYTES)))
+        return cls(header, split_digests(data, offset, expected))
 
     def __repr__(self) -> str:
         return f"BlockIds({self.header!r})"

@@ -60,6 +60,13 @@ def blake3_512(domain: Domain, *parts: bytes) -> bytes:
     return hasher.digest(DIGEST_BYTES)
 
 
+def split_digests(packed: bytes, start: int = 0, end: int | None = None) -> tuple[bytes, ...]:
+    """The 64-byte digests laid end to end in `packed[start:end]` (a block's id list, as
+    stored and as pushed), in order; the caller has checked the span is a whole number of them."""
+    stop = len(packed) if end is None else end
+    return tuple(packed[i:i + DIGEST_BYTES] for i in range(start, stop, DIGEST_BYTES))
+
+
 def hasher_factory(domain: Domain) -> Callable[[], blake3]:
     """A function returning a fresh hasher under `domain`, for hot loops.
 

@@ -68,7 +68,7 @@ import orjson
 from qmemo.core.block import Block, BlockHeader, BlockIds
 from qmemo.core.fork_lock import ProducerLock
 from qmemo.core.genesis import Genesis, parse_genesis
-from qmemo.core.hashing import DIGEST_BYTES
+from qmemo.core.hashing import DIGEST_BYTES, split_digests
 from qmemo.core.merkle import MerkleProof, merkle_proof
 from qmemo.core.state import Account, AppliedBlock, ChainState
 from qmemo.core.transaction import Transaction
@@ -287,11 +287,7 @@ class ChainStore:
         row = self._one(f"SELECT header{', ids' if with_ids else ''} FROM blocks WHERE height = ?", height)
         if row is None:
             return None
-        ids = None
-        if with_ids:
-            packed = row[1]
-            ids = tuple(packed[i:i + DIGEST_BYTES] for i in range(0, len(packed), DIGEST_BYTES))
-        return BlockIds(BlockHeader.decode_from(row[0])[0], ids)
+        return BlockIds(BlockHeader.decode_from(row[0])[0], split_digests(row[1]) if with_ids else None)
 
     def transaction(self, tx_id: bytes) -> CommittedTransaction | None:
         """A committed transaction with its block and Merkle inclusion proof. Its bytes are
@@ -305,7 +301,7 @@ class ChainStore:
             with self._db.blobopen("block_encodings", "encoded", height, readonly=True) as blob:
                 blob.seek(offset)
                 encoded = blob.read(length)
-        ids = [packed[i:i + DIGEST_BYTES] for i in range(0, len(packed), DIGEST_BYTES)]
+        ids = split_digests(packed)
         header = BlockHeader.decode_from(header_bytes)[0]
         return CommittedTransaction(Transaction.decode(encoded), height, position, header.hash,
                                     header.merkle_root, merkle_proof(ids, position))

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from qmemo.core.hashing import DIGEST_BYTES, Domain, blake3_512, blake3_xof
+from qmemo.core.hashing import DIGEST_BYTES, Domain, blake3_512, blake3_xof, split_digests
 from qmemo.errors import CryptoError
 
 VECTORS = json.loads((Path(__file__).parents[1] / "vectors" / "blake3_official.json").read_text())
@@ -52,3 +52,11 @@ def test_domain_context_strings_are_unique():
 def test_key_and_context_together_are_refused():
     with pytest.raises(CryptoError):
         blake3_xof(b"", 32, key=b"k" * 32, context="c")
+
+
+def test_split_digests_gives_back_each_64_byte_digest_of_a_span_in_order():
+    digests = [bytes([i]) * 64 for i in range(3)]
+    packed = b"head" + b"".join(digests)
+    assert split_digests(packed, 4) == tuple(digests)
+    assert split_digests(packed, 4, 4 + 128) == tuple(digests[:2])
+    assert split_digests(b"".join(digests)) == tuple(digests) and split_digests(b"") == ()
