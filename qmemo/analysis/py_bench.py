@@ -57,6 +57,20 @@ class NodeRun:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeHeadline:
+    """Issue 11's P2 figure: the one-thread node against its verifier's native loop, same run."""
+
+    verifier: str
+    threads: int                            # the node run it is read from (1 when the file has one)
+    reference: str                          # which native loop (node_figures.NATIVE_LOOPS)
+    same_run_verify_per_s: float
+    ratio: float | None
+    ceiling: float | None                   # node_figures.ceiling's ratio (None: a file from before it)
+    ceiling_verify_us: float | None
+    ceiling_decode_hash_us: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class NodeBench:
     source: Path
     scheme: str
@@ -67,6 +81,7 @@ class NodeBench:
     runs: tuple[NodeRun, ...]
     speedup_2_vs_1_threads: float | None
     breakdown_us_per_tx: Mapping[str, float]
+    headline: NodeHeadline | None = None    # None: a document from before the headline
 
 
 def newest(pattern: str, folder: Path = RESULTS_DIR) -> Path | None:
@@ -111,9 +126,21 @@ def read_node_bench(path: Path) -> NodeBench:
                              r["node_cpu_us_per_tx"], r["ratio_to_c_single_core"]) for r in document["runs"])
         parameters = document["parameters"]
         return NodeBench(path, parameters["scheme"], parameters["txs"], baseline.get("ops_per_s"), c_source, note, runs,
-                         document["speedup_2_vs_1_threads"], document["admission_breakdown_us_per_tx"])
-    except (KeyError, TypeError) as exc:
+                         document["speedup_2_vs_1_threads"], document["admission_breakdown_us_per_tx"],
+                         _headline(document.get("headline")))
+    except (KeyError, TypeError, AttributeError) as exc:
         raise ConfigError(f"{path}: a `qmemo bench node` result without {exc}; re-run `qmemo bench node`") from None
+
+
+def _headline(head: Mapping[str, Any] | None) -> NodeHeadline | None:
+    """The file's `headline` (None: a file from before it); its `ceiling`, when there, whole."""
+    if head is None:
+        return None
+    top = head.get("ceiling")
+    ceiling = (None, None, None) if top is None else \
+        (top["ratio"], top["verify_us_per_tx"], top["decode_hash_us_per_tx"])
+    return NodeHeadline(head["verifier"], head["threads"], head["reference"], head["same_run_verify_per_s"],
+                        head["ratio"], *ceiling)
 
 
 @dataclass(frozen=True, slots=True)

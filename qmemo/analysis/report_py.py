@@ -9,7 +9,7 @@ file; a benchmark that has not run is said so, with the command that runs it.
 from __future__ import annotations
 
 from qmemo.analysis.markdown import Section, num, percent, source_note, table, times
-from qmemo.analysis.py_bench import CORE_STEPS, CoreBench, NodeBench, PyBenches
+from qmemo.analysis.py_bench import CORE_STEPS, CoreBench, NodeBench, NodeHeadline, PyBenches
 from qmemo.analysis.results import display_path
 
 TITLE = "Python chain core and node"
@@ -47,9 +47,26 @@ def _node(node: NodeBench | None) -> list[str]:
         f"Two verify threads against one: {times(node.speedup_2_vs_1_threads, 2)}.",
         table(("verify threads", "admitted tx/s", "node CPU cores", "tx per node CPU-s", "node CPU us/tx",
                "per CPU-s vs C 1-core"), rows),
+        *_headline(node.headline),
         table(("admission step, in-process", "us/tx"), steps),
         source_note(display_path(node.source), node.c_source or ""),
     ]
+
+
+def _headline(head: NodeHeadline | None) -> list[str]:
+    """The same-run ratio (issue 11's P2) and, where the file has it, its ceiling in that run."""
+    if head is None:
+        return []
+    threads = "one verify thread" if head.threads == 1 else f"{head.threads} verify threads"
+    text = (f"Same run, {threads} ({head.verifier} verifier): the node admitted {num(head.ratio, 2)} of its "
+            f"verifier's native-loop rate per CPU-second ({num(head.same_run_verify_per_s)} verifies/s, "
+            f"`{head.reference}`).")
+    if head.ceiling is not None:
+        text += (f" Its ceiling in that run is {num(head.ceiling, 2)}: verify {num(head.ceiling_verify_us, 1)} us over "
+                 f"verify plus the admission kernel's native decoding and hashing ({num(head.ceiling_decode_hash_us, 1)} "
+                 "us: the signing digest and the id, without which no transaction is admitted), what a node on "
+                 "this kernel doing nothing else would reach.")
+    return [text]
 
 
 def python_benches_section(benches: PyBenches) -> Section:

@@ -6,7 +6,9 @@ The steps are the node's binary-batch path (qmemo.node.admission): the admission
 kernel's one native call (framing, decoding, ids, digests, senders), the Transaction
 objects built from its records, the form rules, the kernel's verify of every record
 through the node's verifier, the mempool, the JSON answer. The Python decode it
-replaced is timed too, for comparison (`python decode (replaced)`).
+replaced is timed too, for comparison (`python decode (replaced)`). The kernel's step is
+the best of `KERNEL_PASSES`: it is also the decode and hash of the headline's ceiling
+(qmemo.bench.node_figures), which noise must not lower.
 
 Each step starts with the cycle collector settled as a running node has it: what exists
 is collected and frozen (the node freezes what exists at start), and young collections
@@ -27,6 +29,7 @@ from typing import Any
 
 import orjson
 
+from qmemo.bench.node_figures import KERNEL_STEP
 from qmemo.bench.node_setup import BenchDevnet
 from qmemo.core.genesis import parse_genesis
 from qmemo.core.mempool import Mempool, MempoolLimits
@@ -40,6 +43,8 @@ from qmemo.net.wire import encode_tx_batch, encode_tx_results
 from qmemo.node.admission import native_kernel
 from qmemo.node.answers import ACCEPTED, TxOutcome
 from qmemo.node.heap import GC_YOUNG_THRESHOLD
+
+KERNEL_PASSES = 3     # the kernel step is the best of this many passes: a ceiling must not be lowered by noise
 
 
 @contextmanager
@@ -93,8 +98,15 @@ def _admission_steps(devnet: BenchDevnet, transactions: list[Transaction], verif
     if kernel is None:
         raise BenchmarkError(f"the node would not use the admission kernel for {verifier}: {missing}")
     bodies = [encode_tx_batch([tx.encoded for tx in transactions[i:i + batch]]) for i in range(0, n, batch)]
-    batches = timed("kernel: frame, decode, ids, digests",
-                    lambda: [kernel.admit(part, batch, verify=False) for part in bodies])
+
+    def kernel_pass() -> list:
+        return [kernel.admit(part, batch, verify=False) for part in bodies]
+
+    best = float("inf")
+    for _ in range(KERNEL_PASSES):
+        batches = timed(KERNEL_STEP, kernel_pass)
+        best = min(best, steps[KERNEL_STEP])
+    steps[KERNEL_STEP] = best
 
     keys: dict[bytes, bytes] = {}
 

@@ -87,6 +87,10 @@ def _print(document: dict[str, Any]) -> None:
                   f"{_fmt(head['admitted_per_cpu_s'], ',.0f')} tx per node CPU-s / {head['same_run_verify_per_s']:,.0f} "
                   f"verify/s native loop ({head.get('reference', 'native_loop_verify')}), "
                   f"same run = {_fmt(head['ratio'], '.2f')}")
+    if (top := head.get("ceiling")) is not None:
+        console.print(f"its ceiling in this run: {top['ratio']:.2f} = verify {top['verify_us_per_tx']:.1f} us / (verify "
+                      f"+ the kernel's decoding and hashing {top['decode_hash_us_per_tx']:.1f} us), a node on this "
+                      "kernel that did nothing else")
     if head["admitted_per_cpu_s"] is None:
         console.print("the node's CPU time read 0 s (/proc counts in 10 ms ticks): the run was too short to "
                       "give a per-CPU figure; use more --txs")

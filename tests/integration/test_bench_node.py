@@ -11,6 +11,7 @@ import json
 import pytest
 
 from qmemo.analysis.c_baseline import load_c_baseline
+from qmemo.bench.node_figures import KERNEL_STEP
 from qmemo.bench.node_references import C_BASELINE_MISSING
 from qmemo.errors import QmemoError
 from tests.conftest import VENV_BIN, run_command
@@ -111,6 +112,11 @@ def test_headline_sets_the_node_against_its_own_verifiers_native_loop(document):
         max(refs["native_loop_verify"]["ops_per_s"], refs["kernel_verify"]["ops_per_s"])
     assert head["ratio"] == pytest.approx(head["admitted_per_cpu_s"] / head["same_run_verify_per_s"])
     assert run["ratio_to_same_run"][head["reference"]] == pytest.approx(head["ratio"])
+    # Its ceiling: the same reference's verify against the kernel's decode and hashing, same run.
+    top = head["ceiling"]
+    assert top["verify_us_per_tx"] == pytest.approx(1e6 / head["same_run_verify_per_s"])
+    assert top["decode_hash_us_per_tx"] == document["admission_breakdown_us_per_tx"][KERNEL_STEP]
+    assert head["ratio"] < top["ratio"] < 1
     # The fast verifier's key cache served the node: far fewer keys than transactions, mostly hits.
     assert run["key_cache"]["size"] >= 1 and run["key_cache"]["hits"] > run["key_cache"]["misses"]
 

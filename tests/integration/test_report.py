@@ -41,7 +41,8 @@ PLOTS = ("verify_distribution_Falcon-512.png", "scheme_rates.png", "multicore.pn
          "schemes_throughput_latency.png")   # two --devnet runs: the schemes section draws its curves
 PY_BENCH = REPO_ROOT / "tests" / "fixtures" / "py-bench"
 CORE_BENCH = PY_BENCH / "core-bench-20261123T161800Z.json"
-NODE_BENCH = PY_BENCH / "node-bench-20261123T161900Z.json"
+NODE_BENCH = PY_BENCH / "node-bench-20261126T034032Z.json"
+NODE_BENCH_BEFORE_HEADLINE = PY_BENCH / "node-bench-20261123T161900Z.json"    # written before `headline`
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -341,6 +342,35 @@ def test_python_bench_figures_are_the_result_files_with_their_source(report):
     assert f"`tests/fixtures/py-bench/{CORE_BENCH.name}`" in section
     assert f"`tests/fixtures/py-bench/{NODE_BENCH.name}`" in section
     assert f"- qmemo bench node: `tests/fixtures/py-bench/{NODE_BENCH.name}`" in md     # named among the inputs
+
+
+def test_the_node_bench_headline_and_its_ceiling_are_the_files(report):
+    _, md = report
+    head = json.loads(NODE_BENCH.read_text())["headline"]
+    section = md.split("## Python chain core and node")[1]
+    assert (f"the node admitted {head['ratio']:.2f} of its verifier's native-loop rate per CPU-second "
+            f"({head['same_run_verify_per_s']:,.0f} verifies/s, `{head['reference']}`)") in section
+    top = head["ceiling"]
+    assert (f"Its ceiling in that run is {top['ratio']:.2f}: verify {top['verify_us_per_tx']:.1f} us over verify plus "
+            f"the admission kernel's native decoding and hashing ({top['decode_hash_us_per_tx']:.1f} us") in section
+
+
+def test_a_node_bench_headline_without_a_ceiling_reads_without_its_sentence(tmp_path):
+    document = json.loads(NODE_BENCH.read_text())
+    del document["headline"]["ceiling"]            # as every file written before 2026-11-26
+    older = tmp_path / "node-bench-20261125T000000Z.json"
+    older.write_text(json.dumps(document))
+    node = load_py_benches(node_file=older).node
+    assert node.headline.ceiling is None and node.headline.ratio == document["headline"]["ratio"]
+    body = python_benches_section(PyBenches(node=node)).body
+    assert "Same run, one verify thread" in body and "ceiling" not in body
+
+
+def test_a_node_bench_file_from_before_the_headline_reads_without_it():
+    node = load_py_benches(node_file=NODE_BENCH_BEFORE_HEADLINE).node
+    assert node.headline is None and node.runs
+    body = python_benches_section(PyBenches(node=node)).body
+    assert "Same run, one verify thread" not in body and "admitted tx/s" in body
 
 
 def test_the_newest_bench_results_are_the_default(tmp_path):
