@@ -19,7 +19,7 @@ DURATION_SET=0
 SCHEME=Falcon-512
 ACCOUNTS=1200
 BLOCK_TXS=4000
-BATCH=50
+BATCH=""
 LOAD=1
 MONITOR=1
 RESET=0
@@ -48,7 +48,8 @@ target rate, and shows the live dashboard. Ctrl-C stops everything it started.
   --accounts N       funded accounts in a new devnet (default $ACCOUNTS)
   --block-txs N      most transactions per block in a new devnet (default $BLOCK_TXS, MEMO's;
                      with 2 s blocks that caps the chain at N/2 TPS)
-  --batch N          transactions per request (default $BATCH)
+  --batch N          transactions per request at most (default: qmemo gen's, which sends
+                     20 ms of schedule per request: 200 at 10,000 TPS)
   --sweep S:F:M      instead of one rate: a sweep of constant-rate stages S, S*F, ... up to M
                      TPS, until the chain saturates (qmemo gen --sweep; --tps/--duration unused)
   --stage S          seconds per sweep stage (default $STAGE)
@@ -225,7 +226,8 @@ for i in "${!NODE_PIDS[@]}"; do
 done
 
 # --- load ---------------------------------------------------------------------------------
-GEN_ARGS=(--devnet "$DEVNET_DIR" --nodes "$URLS_CSV" --batch "$BATCH" --out "$RUN/gen" --live "$RUN/gen/live.json")
+GEN_ARGS=(--devnet "$DEVNET_DIR" --nodes "$URLS_CSV" --out "$RUN/gen" --live "$RUN/gen/live.json")
+if [ -n "$BATCH" ]; then GEN_ARGS+=(--batch "$BATCH"); fi
 if [ -n "$SWEEP" ]; then
   GEN_ARGS+=(--sweep "$SWEEP" --stage "$STAGE")
 else

@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from qmemo.load.schedule import BATCH_WINDOW_S, MAX_BATCH
+
 if TYPE_CHECKING:
     from qmemo.load.thresholds import Thresholds
 
@@ -30,7 +32,9 @@ def register(parser: argparse.ArgumentParser) -> None:
                       help="step constant rates START, START*FACTOR, ... up to MAX until the chain saturates")
     rate.add_argument("--stage", type=float, default=20.0, help="seconds per sweep stage (default 20)")
     send = parser.add_argument_group("sending")
-    send.add_argument("--batch", type=int, default=50, help="transactions per request (default 50)")
+    send.add_argument("--batch", type=int, default=MAX_BATCH,
+                      help=f"transactions per request at most (default {MAX_BATCH}); fewer, so that a batch spans "
+                           f"at most {BATCH_WINDOW_S * 1000:.0f} ms of schedule at the mean rate")
     send.add_argument("--target", choices=("round-robin", "random", "single"), default="round-robin",
                       help="which node each batch goes to (default round-robin)")
     send.add_argument("--max-in-flight", type=int, default=64, help="outstanding requests at most (default 64)")

@@ -62,7 +62,7 @@ class GenConfig:
     schedule: str | None = None          # "0:500,30:1000,..." (overrides tps)
     ramp: bool = False
     poisson: bool = False
-    batch: int = 50
+    batch: int = sched.MAX_BATCH
     targeting: str = "round-robin"
     send: SendConfig = field(default_factory=SendConfig)
     warmup_s: float = 2.0
@@ -129,16 +129,9 @@ def offsets_for(config: GenConfig) -> tuple[list[float], float]:
     return offsets, len(offsets) / config.duration_s
 
 
-# A batch never spans more than this much of the schedule: at low rates a full batch
-# would hold transactions back for seconds (their latency counts it, honestly, but it
-# would measure the generator's batching rather than the chain).
-BATCH_WINDOW_S = 0.02
-
-
 def batch_size(config: GenConfig, offsets: list[float]) -> int:
     """--batch, or fewer so one batch spans at most BATCH_WINDOW_S at the mean rate."""
-    mean_tps = len(offsets) / config.duration_s
-    return max(1, min(config.batch, int(mean_tps * BATCH_WINDOW_S)))
+    return sched.batch_size(config.batch, len(offsets) / config.duration_s)
 
 
 def prepare(config: GenConfig, offsets: list[float], genesis: Genesis, *, quiet: bool = False) -> Workload:
@@ -336,7 +329,7 @@ def run_load(config: GenConfig, *, quiet: bool = False, genesis: Genesis | None 
         "config": _config_document(config), "genesis_hash": genesis.hash.hex(), "chain_id": genesis.chain_id,
         "block_interval_s": genesis.block_interval_ms / 1e3, "started_utc": started_utc,
         "workload_from_cache": workload.from_cache, "follower_poll_s": FOLLOW_POLL_S,
-        "batch_size": batch_size(config, offsets), "batch_window_s": BATCH_WINDOW_S, "sender": sender,
+        "batch_size": batch_size(config, offsets), "batch_window_s": sched.BATCH_WINDOW_S, "sender": sender,
         "node_verifiers": verifiers,
         "commit_time_note": "committed = first seen by the block follower (up to one poll interval late)",
         "machine": machine_info(),

@@ -4,8 +4,9 @@ An open-loop load generator decides every send time in advance, from the schedul
 never from the replies. Latency is then measured from that intended time, so a server
 that stalls cannot hide its stall by slowing the generator down (coordinated omission).
 
-Every function here is pure: it returns the intended send offsets in seconds from
-the start of the run, sorted. Randomness (Poisson arrivals) comes from a seeded
+Every function here is pure: the schedule functions return the intended send offsets in
+seconds from the start of the run, sorted; `batch_size` says how many of them one request
+carries. Randomness (Poisson arrivals) comes from a seeded
 `random.Random` passed in, so a schedule is reproducible.
 """
 
@@ -19,6 +20,18 @@ from qmemo.errors import ConfigError
 
 # A rate above this is a typo, not a plan: no node on one machine gets near it.
 MAX_RATE_TPS = 1_000_000
+
+# A batch never spans more than this much of the schedule: at low rates a full batch
+# would hold transactions back for seconds (their latency counts it, honestly, but it
+# would measure the generator's batching rather than the chain).
+BATCH_WINDOW_S = 0.02
+# --batch's default: the most transactions per request, so that at high rates a batch is
+# BATCH_WINDOW_S of schedule (200 at 10,000 TPS), not a fixed count. A request costs a
+# node ~0.55 ms of CPU whatever it carries (`qmemo bench node --threads 1 --batch
+# 10 / 50 / 200`: 71-79 / 28-29 / 20 µs per transaction), and the window bounds what batching
+# adds to a transaction's latency, as it did when the default was 50 (which the window
+# gave anyway below 2,500 TPS): docs/devnet.md, "Open-loop sending".
+MAX_BATCH = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +83,12 @@ def rate_at(points: list[RatePoint], t_s: float, *, ramp: bool = False) -> float
             return current.tps
         current = point
     return current.tps
+
+
+def batch_size(most: int, mean_tps: float) -> int:
+    """Transactions per request: `most` (--batch), or fewer so that one batch spans at most
+    BATCH_WINDOW_S of schedule at `mean_tps`; at least 1."""
+    return max(1, min(most, int(mean_tps * BATCH_WINDOW_S)))
 
 
 def constant_offsets(tps: float, duration_s: float) -> list[float]:

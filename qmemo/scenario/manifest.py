@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from qmemo.errors import ConfigError
+from qmemo.load.schedule import MAX_BATCH
 
 # Actions a perturbation can take, and the keys each one accepts besides at_s/action.
 NODE_ACTIONS = ("kill", "restart", "pause", "disconnect")
@@ -347,7 +348,7 @@ def _parse_load(table: dict[str, Any], nodes: int) -> Load:
                 schedule=schedule, ramp=_bool(table, "ramp", where), poisson=_bool(table, "poisson", where),
                 targeting=_string(table, "targeting", where, "round-robin", TARGETINGS),
                 target_nodes=_node_list(table.get("target_nodes", list(range(nodes))), "target_nodes", where, nodes),
-                batch=_integer(table, "batch", where, 50, minimum=1),
+                batch=_integer(table, "batch", where, MAX_BATCH, minimum=1),
                 resend_for_s=_number(table, "resend_for_s", where, 0.0))
 
 

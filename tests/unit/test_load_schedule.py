@@ -7,7 +7,10 @@ import pytest
 
 from qmemo.errors import ConfigError
 from qmemo.load.schedule import (
+    BATCH_WINDOW_S,
+    MAX_BATCH,
     RatePoint,
+    batch_size,
     constant_offsets,
     parse_schedule,
     poisson_offsets,
@@ -80,3 +83,14 @@ def test_sweep_rates_grow_by_the_factor_up_to_the_maximum():
 
 def test_rate_at_after_the_last_point_keeps_the_last_rate():
     assert rate_at([RatePoint(0, 10), RatePoint(5, 20)], 100) == 20
+
+
+@pytest.mark.parametrize("mean_tps, expected", [(10_000, 200), (7_000, 140), (2_000, 40), (40, 1), (1, 1),
+                                                (100_000, MAX_BATCH)])
+def test_a_batch_is_the_windows_worth_of_schedule_up_to_the_cap(mean_tps, expected):
+    assert batch_size(MAX_BATCH, mean_tps) == expected
+
+
+def test_the_window_is_20_ms_and_a_smaller_batch_flag_caps_the_batch_below_it():
+    assert BATCH_WINDOW_S == 0.02
+    assert batch_size(50, 10_000) == 50 and batch_size(50, 1_000) == 20
