@@ -163,14 +163,17 @@ def load_genesis(path: Path) -> Genesis:
 class ChainStore:
     """A node's chain in SQLite. Thread-safe: one connection, used under a lock."""
 
-    def __init__(self, path: Path, genesis: Genesis, *, synchronous: str = "NORMAL") -> None:
+    def __init__(self, path: Path, genesis: Genesis, *, synchronous: str = "NORMAL",
+                 connection: type[sqlite3.Connection] = sqlite3.Connection) -> None:
+        """`connection`: the class of the store's one connection (a subclass that times each
+        statement or sets a pragma: `qmemo.bench.node_store --statements`, `--pragma`)."""
         if synchronous not in ("NORMAL", "FULL"):
             raise ConfigError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
         self.path = Path(path)
         self.genesis = genesis
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # Autocommit mode: every write below opens its own explicit transaction.
-        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, factory=connection)
         self._lock = threading.Lock()
         try:
             # Large pages for a new store (an existing one keeps its own: SQLite fixes the size
