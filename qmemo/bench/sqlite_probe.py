@@ -1,0 +1,93 @@
+"""A look inside the store's SQLite, for `python -m qmemo.bench.node_store`: a pragma set when
+its connection opens (`--pragma`), and the thread CPU of each statement, by store call
+(`--statements`).
+
+Why: the store's CPU per transaction grew with the chain, and the time of `keep_branch` and
+`append` alone could not say where; trying a SQLite setting took a wrapper patched over
+`sqlite3.connect` (docs/methodology.md section 12, "third session"). `ChainStore` takes the
+class of its connection, so the benchmark hands it one made here, and the node keeps
+SQLite's own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sqlite3
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+
+# Settings of one connection, tried without changing the store. Not those the store sets
+# itself (page_size, journal_mode, synchronous: it would set them again after these), nor
+# those that change the file (auto_vacuum, user_version, ...: another store, not a setting).
+PRAGMAS = ("cache_size", "cache_spill", "mmap_size", "temp_store", "wal_autocheckpoint", "journal_size_limit")
+_PRAGMA = re.compile(r"([A-Za-z_]+)=(-?[0-9]+|[A-Za-z]+)")
+
+
+def pragma(text: str) -> str:
+    """`--pragma`'s type: NAME=VALUE, NAME one of PRAGMAS (any case), VALUE an integer or a
+    word; returned as `name=VALUE`. Nothing else reaches SQL."""
+    match = _PRAGMA.fullmatch(text)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE (VALUE an integer or a word)")
+    name = match[1].lower()
+    if name not in PRAGMAS:
+        raise argparse.ArgumentTypeError(f"{name} is not one of the settings tried here ({', '.join(PRAGMAS)}); "
+                                         "the store sets page_size, journal_mode and synchronous itself (--sync)")
+    return f"{name}={match[2]}"
+
+
+class StatementTimes:
+    """Thread CPU (s) and calls per (store call, statement's first three words), over all
+    blocks and over the last quarter; only while `phase` names the call being timed."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[tuple[str, str], float] = defaultdict(float)
+        self.seconds_last: dict[tuple[str, str], float] = defaultdict(float)
+        self.calls: Counter[tuple[str, str]] = Counter()
+        self.calls_last: Counter[tuple[str, str]] = Counter()
+        self.phase: str | None = None
+        self.in_last = False
+
+    def add(self, sql: str, seconds: float) -> None:
+        assert self.phase is not None
+        key = (self.phase, " ".join(sql.split()[:3]))
+        self.seconds[key] += seconds
+        self.calls[key] += 1
+        if self.in_last:
+            self.seconds_last[key] += seconds
+            self.calls_last[key] += 1
+
+
+def connection_class(pragmas: Sequence[str], times: StatementTimes | None,
+                     took: dict[str, object]) -> type[sqlite3.Connection]:
+    """The store's connection class: each of `pragmas` (checked by `pragma`) set when it opens,
+    and what it reads back after that put in `took` (SQLite ignores a value it does not
+    know: the read-back shows it); each statement timed into `times` (None: none)."""
+
+    class Connection(sqlite3.Connection):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, **kwargs)      # type: ignore[arg-type]
+            for item in pragmas:
+                name = item.partition("=")[0]
+                super().execute(f"PRAGMA {item}")
+                took[name] = super().execute(f"PRAGMA {name}").fetchone()[0]
+
+        def execute(self, sql: str, parameters: object = (), /) -> sqlite3.Cursor:    # type: ignore[override]
+            return self._timed(super().execute, sql, parameters)
+
+        def executemany(self, sql: str, parameters: object, /) -> sqlite3.Cursor:   # type: ignore[override]
+            return self._timed(super().executemany, sql, parameters)
+
+        @staticmethod
+        def _timed(run: Callable[..., sqlite3.Cursor], sql: str, parameters: object) -> sqlite3.Cursor:
+            if times is None or times.phase is None:
+                return run(sql, parameters)
+            started = time.thread_time()
+            try:
+                return run(sql, parameters)
+            finally:
+                times.add(sql, time.thread_time() - started)
+
+    return Connection
