@@ -48,7 +48,8 @@ KEY_BYTES, PAYLOAD_BYTES, SIGNATURE_BYTES = 897, 256, 666      # Falcon-512's ke
 
 
 def last_quarter(blocks: int) -> int:
-    """How many blocks the `..._last` figures cover."""
+    """How many blocks the `..._last` figures cover: the end of the chain, where a cost that
+    grows with it shows (at least one block, so a short run still has them)."""
     return max(1, blocks // 4)
 
 
@@ -120,11 +121,13 @@ def main() -> None:
     args = parser.parse_args()
     if args.blocks < 1 or args.txs < 1:
         parser.error("--blocks and --txs must be at least 1")
+    if len({item.partition("=")[0] for item in args.pragma}) < len(args.pragma):
+        parser.error("--pragma: one value per setting")
     times = StatementTimes() if args.statements else None
     took: dict[str, object] = {}
     try:
         costs = store_costs(args.blocks, args.txs, args.sync, args.pragma, times, took)
-    except (sqlite3.Error, QmemoError) as exc:
+    except (sqlite3.Error, QmemoError, OSError) as exc:
         parser.exit(2, f"node_store: {exc}\n")
     last = last_quarter(args.blocks)
     pragmas = "".join(f", {item} (reads {took.get(item.partition('=')[0])})" for item in args.pragma)

@@ -18,24 +18,33 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 
-# Settings of one connection, tried without changing the store. Not those the store sets
-# itself (page_size, journal_mode, synchronous: it would set them again after these), nor
-# those that change the file (auto_vacuum, user_version, ...: another store, not a setting).
-PRAGMAS = ("cache_size", "cache_spill", "mmap_size", "temp_store", "wal_autocheckpoint", "journal_size_limit")
-_PRAGMA = re.compile(r"([A-Za-z_]+)=(-?[0-9]+|[A-Za-z]+)")
+# Settings of one connection, tried without changing the store, each with the values it
+# takes (SQLite reads a word it does not know as 0, or ignores it: both are refused here).
+# Not those the store sets itself (page_size, journal_mode, synchronous: it would set them
+# again after these), nor those that change the file (auto_vacuum, user_version, ...:
+# another store, not a setting), nor cache_spill (its read-back depends on the page size,
+# which the store sets after these).
+_INTEGER = (r"-?[0-9]{1,18}", "an integer")
+PRAGMAS = {"cache_size": _INTEGER, "mmap_size": _INTEGER, "wal_autocheckpoint": _INTEGER,
+           "journal_size_limit": _INTEGER,
+           "temp_store": (r"DEFAULT|FILE|MEMORY|[0-2]", "DEFAULT, FILE, MEMORY, 0, 1 or 2")}
+_PRAGMA = re.compile(r"([A-Za-z_]+)=([A-Za-z0-9_-]+)")
 
 
 def pragma(text: str) -> str:
-    """`--pragma`'s type: NAME=VALUE, NAME one of PRAGMAS (any case), VALUE an integer or a
-    word; returned as `name=VALUE`. Nothing else reaches SQL."""
+    """`--pragma`'s type: NAME=VALUE, NAME one of PRAGMAS (any case) and VALUE one it takes;
+    returned as `name=VALUE`. Nothing else reaches SQL."""
     match = _PRAGMA.fullmatch(text)
     if match is None:
-        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE (VALUE an integer or a word)")
-    name = match[1].lower()
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
+    name, value = match[1].lower(), match[2]
     if name not in PRAGMAS:
         raise argparse.ArgumentTypeError(f"{name} is not one of the settings tried here ({', '.join(PRAGMAS)}); "
                                          "the store sets page_size, journal_mode and synchronous itself (--sync)")
-    return f"{name}={match[2]}"
+    values, described = PRAGMAS[name]
+    if re.fullmatch(values, value, re.IGNORECASE) is None:
+        raise argparse.ArgumentTypeError(f"{name} takes {described}, not {value!r}")
+    return f"{name}={value}"
 
 
 class StatementTimes:
@@ -51,6 +60,8 @@ class StatementTimes:
         self.in_last = False
 
     def add(self, sql: str, seconds: float) -> None:
+        """One statement's CPU, under the call being timed (by its first three words: the
+        table a statement writes, not its parameters, so a block's statements add up)."""
         assert self.phase is not None
         key = (self.phase, " ".join(sql.split()[:3]))
         self.seconds[key] += seconds
@@ -67,12 +78,16 @@ def connection_class(pragmas: Sequence[str], times: StatementTimes | None,
     know: the read-back shows it); each statement timed into `times` (None: none)."""
 
     class Connection(sqlite3.Connection):
+        """SQLite's connection, its settings set first, its statements timed while a store
+        call is named (so building the blocks and reading them back stay out)."""
+
         def __init__(self, *args: object, **kwargs: object) -> None:
             super().__init__(*args, **kwargs)      # type: ignore[arg-type]
             for item in pragmas:
                 name = item.partition("=")[0]
                 super().execute(f"PRAGMA {item}")
-                took[name] = super().execute(f"PRAGMA {name}").fetchone()[0]
+                row = super().execute(f"PRAGMA {name}").fetchone()
+                took[name] = row[0] if row else None
 
         def execute(self, sql: str, parameters: object = (), /) -> sqlite3.Cursor:    # type: ignore[override]
             return self._timed(super().execute, sql, parameters)
