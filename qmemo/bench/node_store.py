@@ -13,7 +13,8 @@ blocks and over the last quarter of them: a cost that grows with the chain (the
 transaction index of qmemo-store/2) shows as a last quarter above the mean; `--blocks 40`
 stores 320,000 transactions, what a node holds after about a minute at 5,000 TPS. The
 transactions are well formed but not signed: the store never verifies (`apply_block`
-did, before), so signing would only cost the benchmark time. Prints one line; a benchmark, never a test.
+did, before), so signing would only cost the benchmark time. Prints one line (and with
+`--statements` one per statement); a benchmark, never a test.
 
 Two looks inside (qmemo.bench.sqlite_probe), for a store change's before and after
 (docs/methodology.md section 12, "third session"):

@@ -74,8 +74,8 @@ class StatementTimes:
 def connection_class(pragmas: Sequence[str], times: StatementTimes | None,
                      took: dict[str, object]) -> type[sqlite3.Connection]:
     """The store's connection class: each of `pragmas` (checked by `pragma`) set when it opens,
-    and what it reads back after that put in `took` (SQLite ignores a value it does not
-    know: the read-back shows it); each statement timed into `times` (None: none)."""
+    and what it reads back after that put in `took` (what SQLite took: MEMORY reads 2); each
+    statement timed into `times` (None: none)."""
 
     class Connection(sqlite3.Connection):
         """SQLite's connection, its settings set first, its statements timed while a store
