@@ -318,8 +318,9 @@ step_admit() {
   # Only qmemo_admit_* is exported: BLAKE3's own symbols stay private to the library.
   echo '{ global: qmemo_admit_*; local: *; };' >"$build/exports.map"
   run admit cc -std=c11 -O2 -Wall -Wextra -Werror -fPIC -shared -I"$src" -I"$LIBOQS_PREFIX/include" \
-    "$ROOT/qmemo/crypto/native/qmemo_admit.c" "$ROOT/qmemo/crypto/native/qmemo_admit_oqs.c" "$build"/*.o \
-    -Wl,--version-script="$build/exports.map" -pthread -L"$libdir" -loqs -Wl,-rpath,"$libdir" \
+    "$ROOT/qmemo/crypto/native/qmemo_admit.c" "$ROOT/qmemo/crypto/native/qmemo_admit_oqs.c" \
+    "$ROOT/qmemo/crypto/native/qmemo_admit_merkle.c" "$ROOT/qmemo/crypto/native/qmemo_admit_classical.c" "$build"/*.o \
+    -Wl,--version-script="$build/exports.map" -pthread -L"$libdir" -loqs -Wl,-rpath,"$libdir" -lsodium -lsecp256k1 \
     -o "$NATIVE_DIR/libqmemo_admit.so"
   echo "$want" >"$NATIVE_DIR/.qmemo-admit-stamp"
 }
@@ -413,6 +414,26 @@ step_rows() {
   echo "$want" >"$NATIVE_DIR/.qmemo-rows-stamp"
 }
 
+# --- 6. ledger: the node's accounts and pool in C ------------------------------------------------
+step_ledger() {
+  local native="$ROOT/qmemo/crypto/native" ledger="$ROOT/qmemo/node/native" include suffix want
+  include=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+  suffix=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+  want=$( { cat "$ledger"/ledger*.[ch] "$native/qmemo_admit.h" "$NATIVE_DIR/.qmemo-admit-stamp"
+            "$VENV/bin/python" -VV; echo "$include"; } | stamp_of)
+  if [ -f "$NATIVE_DIR/_qmemo_ledger$suffix" ] && [ "$(cat "$NATIVE_DIR/.qmemo-ledger-stamp" 2>/dev/null)" = "$want" ]; then
+    return 0
+  fi
+  [ -f "$include/Python.h" ] ||
+    die "step 'ledger': no Python.h in $include (Debian's python3: apt-get install python3-dev)"
+  say "building the node's ledger (log: $LOGS/ledger.log)"
+  : >"$LOGS/ledger.log"
+  run ledger cc -std=gnu11 -O2 -Wall -Wextra -Werror -fPIC -shared -pthread -I"$include" -I"$native" -I"$ledger" \
+    "$ledger"/ledger_sets.c "$ledger"/ledger_pool.c "$ledger"/ledger_apply.c "$ledger"/ledger_module.c \
+    -L"$NATIVE_DIR" -lqmemo_admit -Wl,-rpath,"$NATIVE_DIR" -o "$NATIVE_DIR/_qmemo_ledger$suffix"
+  echo "$want" >"$NATIVE_DIR/.qmemo-ledger-stamp"
+}
+
 step_apt
 step_liboqs
 step_native
@@ -420,3 +441,4 @@ step_admit
 step_falcon
 step_venv
 step_rows
+step_ledger

@@ -2,13 +2,13 @@
 process on the same transactions, one step at a time with nothing else running (no HTTP,
 no threads), in microseconds of this thread's CPU time per transaction.
 
-The steps are the node's binary-batch path (qmemo.node.admission): the admission
-kernel's one native call (framing, decoding, ids, digests, senders), the Transaction
-objects built from its records, the form rules, the kernel's verify of every record
-through the node's verifier, the mempool, the JSON answer. The Python decode it
-replaced is timed too, for comparison (`python decode (replaced)`). The kernel's step is
-the best of `KERNEL_PASSES`: it is also the decode and hash of the headline's ceiling
-(qmemo.bench.node_figures), which noise must not lower.
+The steps are the node's one admission path (qmemo.node.admission) over the node's
+ledger (qmemo.node.ledger), batch by batch as the node receives them: the admission
+kernel's call (framing, decoding, ids, digests, senders), the ledger's checks
+(duplicates, form, nonce and balance), the verify of every candidate through the node's
+verifier, the ledger's commit into the pool, and the JSON answer built in C. The
+kernel's step is the best of `KERNEL_PASSES`: it is also the decode and hash of the
+headline's floor (qmemo.bench.node_figures), which noise must not lower.
 
 Each step starts with the cycle collector settled as a running node has it: what exists
 is collected and frozen (the node freezes what exists at start), and young collections
@@ -32,17 +32,14 @@ import orjson
 from qmemo.bench.node_figures import KERNEL_STEP
 from qmemo.bench.node_setup import BenchDevnet
 from qmemo.core.genesis import parse_genesis
-from qmemo.core.mempool import Mempool, MempoolLimits
-from qmemo.core.state import ChainState, check_transaction_form
 from qmemo.core.transaction import Transaction
+from qmemo.crypto.admit_kernel import AdmitKernel
 from qmemo.crypto.verifier import scheme_table
 from qmemo.devnet.files import GENESIS_FILE
 from qmemo.errors import BenchmarkError
-from qmemo.frames import decode_frames
-from qmemo.net.wire import encode_tx_batch, encode_tx_results
-from qmemo.node.admission import native_kernel
-from qmemo.node.answers import ACCEPTED, TxOutcome
+from qmemo.net.wire import encode_tx_batch
 from qmemo.node.heap import GC_YOUNG_THRESHOLD
+from qmemo.node.ledger import PoolLimits, new_ledger
 
 KERNEL_PASSES = 3     # the kernel step is the best of this many passes: a ceiling must not be lowered by noise
 
@@ -75,66 +72,43 @@ def admission_breakdown(devnet: BenchDevnet, transactions: list[Transaction], ve
 
 def _admission_steps(devnet: BenchDevnet, transactions: list[Transaction], verifier: str,
                      batch: int) -> dict[str, float]:
-    """Microseconds per transaction of each admission step, in this process (no HTTP).
-
-    The kernel and the transactions built from its records are timed batch by batch
-    (`batch` transactions, as the node receives them), each batch's objects dropped before
-    the next: a node's memory is reused as blocks commit, whereas one list of all the
-    transactions timed its fresh allocations' page faults (~60 MB for 20,000), not the step."""
+    """Microseconds per transaction of each admission step, in this process (no HTTP),
+    batch by batch (`batch` transactions, as the node receives them) on a fresh ledger."""
     genesis = parse_genesis(orjson.loads((devnet.dir / GENESIS_FILE).read_bytes()), scheme_table())
-    state = ChainState.from_genesis(genesis)
-    body = encode_tx_batch([tx.encoded for tx in transactions])
     n = len(transactions)
+    kernel = AdmitKernel(genesis.chain_id, [genesis.scheme_name(i) for i in genesis.tx_scheme_ids], verifier=verifier)
+    bodies = [encode_tx_batch([tx.encoded for tx in transactions[i:i + batch]]) for i in range(0, n, batch)]
     steps: dict[str, float] = {}
 
-    def timed(name: str, fn) -> Any:
-        _settle()
-        started = time.thread_time()
-        value = fn()
-        steps[name] = (time.thread_time() - started) / n * 1e6
-        return value
-
-    kernel, missing = native_kernel(genesis, verifier)
-    if kernel is None:
-        raise BenchmarkError(f"the node would not use the admission kernel for {verifier}: {missing}")
-    bodies = [encode_tx_batch([tx.encoded for tx in transactions[i:i + batch]]) for i in range(0, n, batch)]
-
-    def kernel_pass() -> list:
-        return [kernel.admit(part, batch, verify=False) for part in bodies]
+    def ledger_of() -> Any:
+        ledger = new_ledger(genesis, PoolLimits(max_txs=10 * n, max_bytes=1 << 34, max_per_sender=n))
+        for address, balance in genesis.balances:
+            ledger.set_account(address, balance, 0)
+        return ledger
 
     best = float("inf")
     for _ in range(KERNEL_PASSES):
-        batches = timed(KERNEL_STEP, kernel_pass)
-        best = min(best, steps[KERNEL_STEP])
+        ledger = ledger_of()
+        _settle()
+        started = time.thread_time()
+        batches = [ledger.admit(kernel.table, part, batch) for part in bodies]
+        best = min(best, (time.thread_time() - started) / n * 1e6)
     steps[KERNEL_STEP] = best
 
-    keys: dict[bytes, bytes] = {}
-
-    def build(part) -> list[Transaction]:     # as Admission._records does for what is not a duplicate
-        return part.transactions(keys)   # type: ignore[return-value]
-
-    steps["transactions from records"] = 0.0
+    # Batch by batch, as the node does (a sender's nonces may span two batches): each step's
+    # CPU is summed over the batches.
+    names = ("ledger checks", "signature (kernel, node's verifier)", "ledger commit (pool)", "JSON answer (C)")
+    totals = dict.fromkeys(names, 0.0)
     _settle()
     for part in batches:
-        started = time.thread_time()
-        build(part)
-        steps["transactions from records"] += (time.thread_time() - started) / n * 1e6
-    decoded = [tx for part in batches for tx in build(part)]
-    results = kernel.admit(body, n, verify=False)
-    timed("form rules", lambda: [check_transaction_form(genesis, tx) for tx in decoded])
-    valid = timed("signature (kernel, node's verifier)", lambda: kernel.verify(results))
-    if valid != n:
-        raise BenchmarkError(f"{n - valid} of the benchmark's own signatures did not verify in the kernel")
-    timed("python decode (replaced)", lambda: [Transaction.decode(r) for r in decode_frames(body, n)])
-    mempool = Mempool(MempoolLimits(max_transactions=10 * n, max_bytes=1 << 34, max_per_sender=n))
-
-    def check_and_add() -> None:
-        for tx in decoded:
-            account = state.account(tx.sender)
-            mempool.check(tx, account)
-            mempool.add(tx, account)
-
-    timed("mempool check + add", check_and_add)
-    outcomes = [TxOutcome(tx.id, ACCEPTED) for tx in decoded]
-    timed("JSON answer", lambda: encode_tx_results(outcomes))
+        for name, step in zip(names, (ledger.precheck, lambda p: p.verify(kernel.table, 0, 1),
+                                      lambda p: ledger.commit(p, 0.0, True), lambda p: p.answer_json({}))):
+            started = time.thread_time()
+            step(part)
+            totals[name] += time.thread_time() - started
+    steps.update({name: seconds / n * 1e6 for name, seconds in totals.items()})
+    accepted = sum(part.counts()[0] for part in batches)
+    if accepted != n:
+        raise BenchmarkError(f"the ledger accepted {accepted} of the benchmark's {n} transactions: "
+                             f"{[part.counts()[2] for part in batches]}")
     return steps

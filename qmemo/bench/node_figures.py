@@ -49,8 +49,9 @@ def summarize(parameters: dict[str, Any], runs: list[dict[str, Any]],
         "admission_breakdown_us_per_tx": breakdown,
         "runs": runs,
         "speedup_2_vs_1_threads": speedup,
-        # Issue 11's P2 is the headline's same-run ratio (it once named the C baseline here).
-        "targets": {"same_run_ratio": 0.9, "speedup_2_vs_1": 1.8},
+        # The node's own work per admitted transaction against the protocol's floor (`floor_ratio`),
+        # and what a second verify thread buys against what the machine gave (`two_threads_verify`).
+        "targets": {"floor_ratio": 0.8, "thread_gain_share": 0.8},
     }
 
 
@@ -67,9 +68,16 @@ def headline(verifier: str, runs: list[dict[str, Any]], references: dict[str, An
     label = max((label for label in NATIVE_LOOPS if label in references), key=lambda k: references[k]["ops_per_s"])
     reference = references[label]["ops_per_s"]
     per_cpu = run["admitted_per_cpu_s"]
+    floor_us = 1e6 / reference + breakdown[KERNEL_STEP] if KERNEL_STEP in breakdown else None
+    node_us = run["node_cpu_us_per_tx"]
     return {"admitted_per_cpu_s": per_cpu, "same_run_verify_per_s": reference,
             "ratio": per_cpu / reference if per_cpu else None, "verifier": verifier, "threads": run["threads"],
-            "reference": label, "ceiling": ceiling(1e6 / reference, breakdown.get(KERNEL_STEP))}
+            "reference": label, "ceiling": ceiling(1e6 / reference, breakdown.get(KERNEL_STEP)),
+            # The protocol's own work per transaction - the kernel's decode and hash, and the
+            # verify, this run - over the node's CPU per admitted transaction: 1.0 is a node that
+            # does nothing else (HTTP, checks, pool, journal, answer all free).
+            "floor_us_per_tx": floor_us, "node_cpu_us_per_tx": node_us,
+            "floor_ratio": floor_us / node_us if floor_us and node_us else None}
 
 
 def ceiling(verify_us: float, decode_hash_us: float | None) -> dict[str, float] | None:

@@ -36,7 +36,7 @@ from itertools import islice
 
 from qmemo.core.state import Account, charge
 from qmemo.core.transaction import Transaction
-from qmemo.errors import InvalidTransaction, MempoolFull
+from qmemo.core.refusals import refusal
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,13 +102,12 @@ class Mempool:
         pending, pending_cost = (len(queue.txs), queue.cost) if queue else (0, 0)
         next_nonce = account.nonce + pending
         if account.nonce <= tx.nonce < next_nonce:
-            raise InvalidTransaction(f"another transaction with nonce {tx.nonce} is pending", code="nonce_conflict")
+            raise refusal("nonce_conflict", tx.nonce)
         charge(account.balance - pending_cost, next_nonce, tx)
         if pending >= self.limits.max_per_sender:
-            raise MempoolFull(f"this sender already has {pending} pending transactions", code="sender_limit")
+            raise refusal("sender_limit", pending)
         if len(self._by_id) >= self.limits.max_transactions or self._bytes + tx.size > self.limits.max_bytes:
-            raise MempoolFull(f"the mempool is full ({len(self._by_id)} transactions, {self._bytes} bytes)",
-                              code="mempool_full")
+            raise refusal("mempool_full", len(self._by_id), self._bytes)
         return True
 
     def add(self, tx: Transaction, account: Account) -> bool:

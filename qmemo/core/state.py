@@ -29,6 +29,7 @@ from qmemo.core.codec import U64_MAX
 from qmemo.core.genesis import Genesis, Validator, scheduled_producer
 from qmemo.core.transaction import FIXED_BYTES as TX_FIXED_BYTES
 from qmemo.core.transaction import MAX_PAYLOAD_BYTES, Transaction
+from qmemo.core.refusals import block_refusal, refusal
 from qmemo.errors import InvalidBlock, InvalidTransaction
 
 
@@ -72,6 +73,12 @@ class AppliedBlock:
     fees: int
 
 
+class HeaderVerifier(Protocol):
+    """What the header rules need: one signature checked (a block's producer's)."""
+
+    def verify(self, scheme_id: int, public_key: bytes, message: bytes, signature: bytes) -> bool: ...
+
+
 class BlockVerifier(Protocol):
     """What `apply_block` needs to check signatures (`VerifyCache` is one)."""
 
@@ -85,36 +92,33 @@ class BlockVerifier(Protocol):
 def check_transaction_form(genesis: Genesis, tx: Transaction) -> None:
     """The rules a transaction meets whatever the state; InvalidTransaction otherwise."""
     if tx.chain_id != genesis.chain_id:  # signed for this chain, not replayed from another
-        raise InvalidTransaction(f"chain id {tx.chain_id}, this chain is {genesis.chain_id}", code="wrong_chain_id")
+        raise refusal("wrong_chain_id", tx.chain_id, genesis=genesis)
     rules = genesis.schemes.get(tx.scheme_id)
     if rules is None:  # a scheme this chain has never heard of
-        raise InvalidTransaction(f"unknown signature scheme id {tx.scheme_id}", code="unknown_scheme")
+        raise refusal("unknown_scheme", tx.scheme_id, genesis=genesis)
     if tx.scheme_id not in genesis.tx_scheme_ids:  # a scheme the genesis allows for transactions
-        raise InvalidTransaction(f"{rules.name} is not allowed for transactions", code="scheme_not_allowed")
+        raise refusal("scheme_not_allowed", tx.scheme_id, genesis=genesis)
     if len(tx.public_key) != rules.public_key_bytes:  # a key of the scheme's size
-        raise InvalidTransaction(f"{rules.name} public keys are {rules.public_key_bytes} bytes, "
-                                 f"got {len(tx.public_key)}", code="bad_public_key_length")
+        raise refusal("bad_public_key_length", tx.scheme_id, len(tx.public_key), genesis)
     if len(tx.signature) > rules.max_signature_bytes:  # never longer than the scheme's maximum
-        raise InvalidTransaction(f"{rules.name} signatures are at most {rules.max_signature_bytes} bytes, "
-                                 f"got {len(tx.signature)}", code="signature_too_long")
+        raise refusal("signature_too_long", tx.scheme_id, len(tx.signature), genesis)
     if not rules.signature_length_ok(len(tx.signature)):  # non-empty; exact for fixed-length schemes
-        raise InvalidTransaction(f"a {rules.name} signature cannot be {len(tx.signature)} bytes",
-                                 code="bad_signature_length")
+        raise refusal("bad_signature_length", tx.scheme_id, len(tx.signature), genesis)
     if tx.fee < genesis.min_fee:  # pays at least the chain's minimum fee: nothing is sent for free
-        raise InvalidTransaction(f"fee {tx.fee}, this chain's minimum is {genesis.min_fee}", code="fee_too_low")
+        raise refusal("fee_too_low", tx.fee, genesis=genesis)
 
 
 def charge(balance: int, next_nonce: int, tx: Transaction) -> int:
     """What `tx` costs its sender (amount + fee), if the sender can pay it now."""
     if tx.nonce < next_nonce:  # a nonce already used: a replay
-        raise InvalidTransaction(f"nonce {tx.nonce} already used (next is {next_nonce})", code="replayed_nonce")
+        raise refusal("replayed_nonce", tx.nonce, next_nonce)
     if tx.nonce > next_nonce:  # nonces are consecutive
-        raise InvalidTransaction(f"nonce {tx.nonce} skips ahead (next is {next_nonce})", code="nonce_gap")
+        raise refusal("nonce_gap", tx.nonce, next_nonce)
     cost = tx.amount + tx.fee
     if cost > U64_MAX:  # amount + fee must not wrap a u64
-        raise InvalidTransaction(f"amount + fee = {cost} overflows a u64", code="amount_overflow")
+        raise refusal("amount_overflow", cost)
     if cost > balance:  # the sender can pay
-        raise InvalidTransaction(f"amount + fee = {cost}, balance {balance}", code="insufficient_balance")
+        raise refusal("insufficient_balance", cost, balance)
     return cost
 
 
@@ -128,7 +132,7 @@ def check_header_form(genesis: Genesis, header: BlockHeader) -> None:
              f"chain id {header.chain_id}, this chain is {genesis.chain_id}")
 
 
-def check_header_turn(genesis: Genesis, header: BlockHeader, parent_timestamp_ms: int, verifier: BlockVerifier,
+def check_header_turn(genesis: Genesis, header: BlockHeader, parent_timestamp_ms: int, verifier: HeaderVerifier,
                       now_ms: int) -> Validator:
     """The header's time, producer and signature against its parent's timestamp; returns
     the producer. InvalidBlock otherwise."""
@@ -169,6 +173,19 @@ def max_transaction_frame_bytes(genesis: Genesis) -> int:
     return 4 + TX_FIXED_BYTES + largest + MAX_PAYLOAD_BYTES + 2
 
 
+def check_header(genesis: Genesis, header: BlockHeader, tip_height: int, tip_hash: bytes, tip_timestamp_ms: int,
+                 verifier: HeaderVerifier, now_ms: int) -> Validator:
+    """Every header rule of a block extending the tip (height, hash, timestamp): its form,
+    its place, its turn and its signature; returns the producer. InvalidBlock otherwise.
+    The node checks a block's body with its native ledger after this (qmemo.node.chain)."""
+    check_header_form(genesis, header)
+    _require(header.height == tip_height + 1, "wrong_height",  # extends the tip by one
+             f"height {header.height}, the tip is {tip_height}")
+    _require(header.previous_hash == tip_hash, "wrong_previous_hash",  # builds on the tip
+             f"previous hash {header.previous_hash.hex()[:16]}.. is not the tip {tip_hash.hex()[:16]}..")
+    return check_header_turn(genesis, header, tip_timestamp_ms, verifier, now_ms)
+
+
 # --- the state transition ------------------------------------------------------------------
 
 def apply_block(state: ChainState, block: Block, verifier: BlockVerifier, now_ms: int) -> AppliedBlock:
@@ -176,23 +193,18 @@ def apply_block(state: ChainState, block: Block, verifier: BlockVerifier, now_ms
     genesis, header, transactions = state.genesis, block.header, block.transactions
 
     # The header.
-    check_header_form(genesis, header)
-    _require(header.height == state.height + 1, "wrong_height",  # extends the tip by one
-             f"height {header.height}, the tip is {state.height}")
-    _require(header.previous_hash == state.tip_hash, "wrong_previous_hash",  # builds on the tip
-             f"previous hash {header.previous_hash.hex()[:16]}.. is not the tip {state.tip_hash.hex()[:16]}..")
-    producer = check_header_turn(genesis, header, state.tip_timestamp_ms, verifier, now_ms)
+    producer = check_header(genesis, header, state.height, state.tip_hash, state.tip_timestamp_ms, verifier, now_ms)
 
     # The body's commitment.
-    _require(header.tx_count == len(transactions), "wrong_tx_count",  # the count the header commits to
-             f"header says {header.tx_count} transactions, the block has {len(transactions)}")
-    _require(len(transactions) <= genesis.max_block_transactions, "too_many_transactions",  # within the limit
-             f"{len(transactions)} transactions, at most {genesis.max_block_transactions}")
+    if header.tx_count != len(transactions):  # the count the header commits to
+        raise block_refusal("wrong_tx_count", -1, header.tx_count, len(transactions))
+    if len(transactions) > genesis.max_block_transactions:  # within the limit
+        raise block_refusal("too_many_transactions", -1, len(transactions), genesis.max_block_transactions)
     tx_ids = [tx.id for tx in transactions]
-    _require(header.merkle_root == block.body_root(), "wrong_merkle_root",  # the transactions it commits to
-             "the Merkle root does not match the transactions")
-    _require(len(set(tx_ids)) == len(tx_ids), "duplicate_transaction",  # each transaction once
-             "a transaction appears twice")
+    if header.merkle_root != block.body_root():  # the transactions it commits to
+        raise block_refusal("wrong_merkle_root", -1)
+    if len(set(tx_ids)) != len(tx_ids):  # each transaction once
+        raise block_refusal("duplicate_transaction", -1)
 
     # Each transaction in order: form, nonce, balance; applied to a scratch copy of
     # the accounts it touches ([balance, nonce]), so a failure leaves `state` alone.
@@ -204,7 +216,7 @@ def apply_block(state: ChainState, block: Block, verifier: BlockVerifier, now_ms
             check_transaction_form(genesis, tx)
             cost = charge(sender[0], sender[1], tx)
         except InvalidTransaction as exc:
-            raise InvalidBlock(f"transaction {position} ({tx.id.hex()[:16]}..): {exc}", code=exc.code) from None
+            raise InvalidBlock(f"transaction {position} ({tx.id.hex()[:16]}..): {exc.detail}", code=exc.code) from None
         sender[0] -= cost
         sender[1] += 1
         _touch(touched, state, tx.recipient)[0] += tx.amount
@@ -213,7 +225,7 @@ def apply_block(state: ChainState, block: Block, verifier: BlockVerifier, now_ms
     # Every signature valid (the cache answers for those verified at admission).
     for position, valid in enumerate(verifier.verify_transactions(transactions)):
         if not valid:  # signed by the key that names the sender, over this transaction
-            raise InvalidBlock(f"transaction {position}: the signature does not verify", code="bad_signature")
+            raise block_refusal("bad_signature", position)
 
     # The producer is paid the fees. (Balances cannot overflow: the genesis caps the supply.)
     if fees:

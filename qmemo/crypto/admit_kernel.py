@@ -43,7 +43,7 @@ from typing import NamedTuple
 from qmemo.core.transaction import Transaction
 from qmemo.crypto.batch import LengthRule, native_length_rule
 from qmemo.crypto.liboqs import REPO_ROOT, SETUP_COMMAND, native
-from qmemo.crypto.schemes import FastFalconScheme, OqsScheme, get_scheme
+from qmemo.crypto.schemes import Ed25519, FastFalconScheme, OqsScheme, Secp256k1Ecdsa, get_scheme
 from qmemo.errors import DecodeError, SetupError, TooLarge, UnknownScheme
 
 LIBRARY = REPO_ROOT / ".deps" / "native" / "libqmemo_admit.so"
@@ -136,6 +136,9 @@ def _library() -> ctypes.CDLL:
         ("qmemo_admit_count", ctypes.c_int, [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_size_t, size_p, u64_p]),
         ("qmemo_admit_verify", ctypes.c_size_t,
          [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]),
+        ("qmemo_admit_table_set_classical", ctypes.c_int,
+         [ctypes.c_void_p, ctypes.c_uint8, ctypes.c_char_p, ctypes.POINTER(LengthRule)]),
+        ("qmemo_admit_merkle_root", ctypes.c_int, [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p]),
         ("qmemo_admit_record_size", ctypes.c_size_t, []),
         ("qmemo_admit_blake3_version", ctypes.c_char_p, []),
     ):
@@ -266,6 +269,12 @@ class AdmitKernel:
             self.set_verifier(name, verifier)
 
     @property
+    def table(self) -> int:
+        """The native verifier table's address, for the node's ledger (qmemo.node.ledger),
+        which verifies through it; valid while this kernel lives."""
+        return self._handle
+
+    @property
     def _handle(self) -> int:
         """The native table; ValueError once closed (never a freed pointer to C)."""
         if not self._finalizer.alive:
@@ -284,6 +293,14 @@ class AdmitKernel:
                 raise UnknownScheme(f"the admission kernel refused the fast verifier for {scheme.name}")
             self._keep.append(scheme.fast)
             self.verifiers[scheme.info.scheme_id] = f"fast {scheme.name}"
+        elif isinstance(scheme, (Ed25519, Secp256k1Ecdsa)):
+            # The classical baselines on the libraries the registry calls (libsodium,
+            # libsecp256k1), in C: the scheme comparison then measures signatures, not Python.
+            which = b"ed" if isinstance(scheme, Ed25519) else b"k1"
+            if self._lib.qmemo_admit_table_set_classical(self._handle, scheme.info.scheme_id, which,
+                                                         native_length_rule(scheme.rules)) != 0:
+                raise UnknownScheme(f"the admission kernel refused the native verifier for {scheme.name}")
+            self.verifiers[scheme.info.scheme_id] = f"{scheme.info.implementation.split(' ')[0]} {scheme.name}"
         else:
             self.set_liboqs_verifier(name)
 

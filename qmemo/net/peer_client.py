@@ -18,12 +18,10 @@ Bytes sent and received are added to the node's network counters.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-
 import aiohttp
 
 from qmemo.errors import DecodeError, PeerError, PeerRefused
-from qmemo.net.wire import MAX_SYNC_BLOCKS, decode_block_batch, encode_tx_batch, loads
+from qmemo.net.wire import MAX_SYNC_BLOCKS, decode_block_batch, loads
 from qmemo.node.metrics import NodeMetrics
 from qmemo.node.peers import PeerTip
 from qmemo.node.stages import RELAY, thread_cpu_ns
@@ -44,11 +42,10 @@ class HttpPeer:
         self._headers = {**BINARY, ORIGIN_HEADER: origin}
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
 
-    async def send_txs(self, encodings: Sequence[bytes]) -> None:
-        started = thread_cpu_ns()
-        body = encode_tx_batch(encodings)
-        self._metrics.stages.lap(RELAY, started, len(encodings))
-        status, payload = await self._call("POST", "/peer/txs", body=body, accept=ANY_STATUS)
+    async def send_txs(self, frames: bytes, count: int) -> None:
+        """A binary batch of `count` framed transactions (framed once, by the ledger)."""
+        self._metrics.stages.lap(RELAY, thread_cpu_ns(), count)
+        status, payload = await self._call("POST", "/peer/txs", body=frames, accept=ANY_STATUS)
         if status != 200:
             # It answered: the batch reached it, and sending it again would only double its
             # load (a 429 mempool full) or be refused again (a 413): PeerRefused, which the

@@ -104,8 +104,6 @@ def render(snapshot: MetricsSnapshot, histograms: Histograms) -> str:
                  "reason", tx.evicted)
     out.scalar("qmemo_transactions_relayed_total", "counter", "Transactions relayed to peers (per peer).",
                tx.relayed)
-    out.scalar("qmemo_transaction_decodes_reused_total", "counter",
-               "Transaction bytes that matched one decoded before (not decoded again).", tx.decodes_reused)
     out.scalar("qmemo_verify_threads", "gauge", "Threads in the signature verification pool.", verify.threads)
     out.histogram("qmemo_signature_verify_duration_seconds",
                   "Duration of each signature verification, by path (admission, block).",

@@ -13,6 +13,7 @@ a pure codec that loads no sqlite3 or asyncio.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 from qmemo.core.merkle import MerkleProof
 from qmemo.core.transaction import Transaction
@@ -47,12 +48,21 @@ class TxOutcome:
                          code="bad_outcome")
 
 
+class BlockStatus(str, Enum):
+    """What happened to a block a peer pushed (the wire carries the value)."""
+
+    ACCEPTED = "accepted"      # applied (a branch switch included)
+    KNOWN = "known"            # we hold it already
+    KEPT_OURS = "kept_ours"    # valid, on a branch the fork-choice rule does not prefer
+    SYNC = "sync"              # we lack what it builds on: we fetch it from the peers
+    MISSING = "missing"        # pushed as its ids, and we lack a transaction: send it whole
+
+
 @dataclass(frozen=True, slots=True)
 class BlockAnswer:
     """What happened to a block a peer pushed."""
 
-    status: str          # "accepted", "known", "kept_ours", "sync" (we fetch what it builds on),
-                         # "missing" (pushed as its ids, and we lack a transaction: send it whole)
+    status: BlockStatus
     height: int
 
 

@@ -23,14 +23,14 @@ from collections.abc import Callable
 
 from qmemo.core.block import BlockHeader
 from qmemo.core.genesis import Genesis
-from qmemo.core.state import BlockVerifier, check_declared_size, check_header_form, check_header_turn
+from qmemo.core.state import HeaderVerifier, check_declared_size, check_header_form, check_header_turn
 from qmemo.errors import DecodeError, InvalidBlock
-from qmemo.node.answers import BlockAnswer
+from qmemo.node.answers import BlockAnswer, BlockStatus
 from qmemo.node.chain import Chain
 from qmemo.node.metrics import NodeMetrics
 
 
-def screen_block(encoded: bytes, genesis: Genesis, chain: Chain, verifier: BlockVerifier, metrics: NodeMetrics,
+def screen_block(encoded: bytes, genesis: Genesis, chain: Chain, verifier: HeaderVerifier, metrics: NodeMetrics,
                  now_ms: Callable[[], int], log: logging.LoggerAdapter) -> BlockAnswer | None:
     """The answer a pushed block gets from its header alone ("known" or "sync"), None if
     its body is worth decoding; DecodeError or InvalidBlock (counted) if the header is bad."""
@@ -40,10 +40,10 @@ def screen_block(encoded: bytes, genesis: Genesis, chain: Chain, verifier: Block
         check_declared_size(genesis, header, header_bytes, len(encoded))
         height = header.height
         if chain.hash_at(height) == header.hash:
-            return BlockAnswer("known", height)
+            return BlockAnswer(BlockStatus.KNOWN, height)
         parent_timestamp_ms = _parent_timestamp_ms(chain, header)
         if height <= chain.final_height or parent_timestamp_ms is None:
-            return BlockAnswer("sync", height)
+            return BlockAnswer(BlockStatus.SYNC, height)
         check_header_turn(genesis, header, parent_timestamp_ms, verifier, now_ms())
     except (DecodeError, InvalidBlock) as exc:
         metrics.blocks_rejected[exc.code] += 1

@@ -34,27 +34,44 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from typing import Any
+
 from qmemo.core.block import Block
 from qmemo.core.finality import final_height
 from qmemo.core.fork_lock import ProducerLock, binding_locks, lock_for
-from qmemo.core.state import Account, AppliedBlock, BlockVerifier, ChainState, apply_block
+from qmemo.core.genesis import Genesis
+from qmemo.core.state import Account, HeaderVerifier, check_header
 from qmemo.errors import StoreError
+from qmemo.node.ledger import NodeBlock, account_of, block_error, native
 from qmemo.node.store import ChainStore
 
 @dataclass(slots=True)
 class RecentBlock:
-    """A block above the store's tip, with what is needed to undo it."""
+    """A block above the store's tip, with what it changed and how to undo that."""
 
-    applied: AppliedBlock
-    undo: dict[bytes, Account | None]        # touched accounts before the block (None: absent)
+    block: NodeBlock
+    changed: bytes       # (address, balance, nonce) per account it touched, after it (what the store writes)
+    undo: bytes          # the same accounts before it (the ledger restores them)
     parent_timestamp_ms: int
 
-    @property
-    def block(self) -> Block:
-        return self.applied.block
+
+def apply_to_ledger(genesis: Genesis, ledger: Any, block: NodeBlock, tip_height: int, tip_hash: bytes,
+                    tip_timestamp_ms: int, verifier: HeaderVerifier, table: int, now_ms: int) -> tuple[bytes, bytes]:
+    """apply_block, the node's way: the header rules in Python (qmemo.core.state.check_header),
+    the body's in the ledger, in apply_block's order and with its codes and sentences.
+    Returns what the block changed and what undoes it; InvalidBlock (nothing changed) if
+    a rule is broken. tests/unit/test_apply_block.py runs every mutation through both."""
+    header = block.header
+    producer = check_header(genesis, header, tip_height, tip_hash, tip_timestamp_ms, verifier, now_ms)
+    try:
+        changed, undo, _ = ledger.apply(block.body, header.tx_count, header.merkle_root,
+                                        genesis.max_block_transactions, producer.address, table)
+    except native().BlockRefused as refused:
+        raise block_error(refused, block.body, genesis) from None
+    return changed, undo
 
 
-def branch_is_better(ours: Sequence[Block], theirs: Sequence[Block], quorum: int = 1) -> bool:
+def branch_is_better(ours: Sequence[Block | NodeBlock], theirs: Sequence[Block | NodeBlock], quorum: int = 1) -> bool:
     """Fork choice between two branches growing from the same parent: should we switch?
     `quorum`: distinct producers that make a block final (qmemo.core.finality)."""
     our_final, their_final = (final_height(_producers(branch), quorum) or 0 for branch in (ours, theirs))
@@ -68,20 +85,27 @@ def branch_is_better(ours: Sequence[Block], theirs: Sequence[Block], quorum: int
     return (other.timestamp_ms, other.hash) < (mine.timestamp_ms, mine.hash)
 
 
-def _producers(blocks: Sequence[Block]) -> list[tuple[int, int]]:
+def _producers(blocks: Sequence[Block | NodeBlock]) -> list[tuple[int, int]]:
     return [(block.height, block.header.producer_index) for block in blocks]
 
 
 class Chain:
-    def __init__(self, store: ChainStore, *, quorum: int, min_confirmations: int = 1,
+    def __init__(self, store: ChainStore, ledger: Any, *, quorum: int, min_confirmations: int = 1,
                  validator_index: int | None = None, lock_expiry_ms: int = 0) -> None:
-        """`quorum`: distinct producers at or above a block that make it final;
-        `min_confirmations`: blocks at or above it (itself counted) it needs besides;
-        `validator_index`: our validator (None: an observer, which never locks);
-        `lock_expiry_ms`: how long a producer lock binds at most (qmemo.core.fork_lock)."""
+        """`ledger`: the node's ledger (qmemo.node.ledger), whose accounts this chain's tip
+        owns - loaded here from the store; `quorum`: distinct producers at or above a block
+        that make it final; `min_confirmations`: blocks at or above it (itself counted) it
+        needs besides; `validator_index`: our validator (None: an observer, which never
+        locks); `lock_expiry_ms`: how long a producer lock binds at most (qmemo.core.fork_lock)."""
         self.store = store
         self.genesis = store.genesis
-        self.state: ChainState = store.load_state()
+        self.ledger = ledger
+        for address, balance, nonce in store.accounts():
+            ledger.set_account(address, balance, nonce)
+        self.height = store.height
+        self.tip_hash = store.tip_hash
+        header = store.header(store.height)
+        self.tip_timestamp_ms = header.timestamp_ms if header else self.genesis.genesis_time_ms
         self.quorum = quorum
         self.min_confirmations = min_confirmations
         self.recent: list[RecentBlock] = []
@@ -98,60 +122,36 @@ class Chain:
 
     # --- the tip --------------------------------------------------------------------------
 
-    @property
-    def height(self) -> int:
-        return self.state.height
-
-    @property
-    def tip_hash(self) -> bytes:
-        return self.state.tip_hash
-
-    @property
-    def tip_timestamp_ms(self) -> int:
-        return self.state.tip_timestamp_ms
-
     def account(self, address: bytes) -> Account:
-        return self.state.account(address)
+        return account_of(self.ledger, address)
 
     # --- changing it ------------------------------------------------------------------------
 
-    def apply(self, block: Block, verifier: BlockVerifier, now_ms: int) -> AppliedBlock:
-        """`apply_block` on the tip, remembering how to undo it. InvalidBlock if invalid."""
-        state = self.state
-        accounts = state.accounts
-        producer = self.genesis.validators[block.header.producer_index] \
-            if block.header.producer_index < len(self.genesis.validators) else None
-        undo: dict[bytes, Account | None] = {}
-        for tx in block.transactions:
-            undo[tx.sender] = accounts.get(tx.sender)
-            undo[tx.recipient] = accounts.get(tx.recipient)
-        if producer is not None:
-            undo[producer.address] = accounts.get(producer.address)
-        parent_timestamp_ms = state.tip_timestamp_ms
-        applied = apply_block(state, block, verifier, now_ms)
-        self.recent.append(RecentBlock(applied, undo, parent_timestamp_ms))
-        return applied
+    def apply(self, block: NodeBlock, verifier: HeaderVerifier, table: int, now_ms: int) -> None:
+        """The block's header rules (qmemo.core.state.check_header), then its body in the
+        ledger: apply_block's rules in its order, the accounts changed, how to undo that
+        remembered. InvalidBlock (and nothing changed) if a rule is broken."""
+        header = block.header
+        changed, undo = apply_to_ledger(self.genesis, self.ledger, block, self.height, self.tip_hash,
+                                        self.tip_timestamp_ms, verifier, table, now_ms)
+        self.recent.append(RecentBlock(block, changed, undo, self.tip_timestamp_ms))
+        self.height, self.tip_hash, self.tip_timestamp_ms = header.height, header.hash, header.timestamp_ms
 
-    def rollback_to(self, height: int, *, now_ms: int = 0) -> list[Block]:
+    def rollback_to(self, height: int, *, now_ms: int = 0) -> list[NodeBlock]:
         """Undo every block above `height` (newest first); returns them oldest first.
         Each block of our validator's among them locks our producer (`now_ms`: when)."""
         if height < self.final_height:
             raise StoreError(f"cannot undo below the final height {self.final_height} (asked for {height})",
                              code="below_finality")
-        undone: list[Block] = []
+        undone: list[NodeBlock] = []
         self.durable_height = min(self.durable_height, height)
-        accounts = self.state.accounts
         while self.recent and self.recent[-1].block.height > height:
             entry = self.recent.pop()
-            for address, account in entry.undo.items():
-                if account is None:
-                    accounts.pop(address, None)
-                else:
-                    accounts[address] = account
+            self.ledger.undo(entry.undo)
             header = entry.block.header
-            self.state.height = header.height - 1
-            self.state.tip_hash = header.previous_hash
-            self.state.tip_timestamp_ms = entry.parent_timestamp_ms
+            self.height = header.height - 1
+            self.tip_hash = header.previous_hash
+            self.tip_timestamp_ms = entry.parent_timestamp_ms
             undone.append(entry.block)
             if header.producer_index == self.validator_index:
                 self.locks.append(lock_for(header.height, entry.block.hash, height, now_ms))
@@ -165,7 +165,7 @@ class Chain:
                                    now_ms=now_ms, expiry_ms=self.lock_expiry_ms)
         return self.locks
 
-    def not_durable(self) -> list[Block]:
+    def not_durable(self) -> list[NodeBlock]:
         """The blocks of the current branch not yet in the store, ascending."""
         return [entry.block for entry in self.recent if entry.block.height > self.durable_height]
 
@@ -179,11 +179,10 @@ class Chain:
         if height is not None:
             self.final_height = max(self.final_height, height)
 
-    def take_final(self) -> list[AppliedBlock]:
+    def take_final(self) -> list[RecentBlock]:
         """Final blocks not yet written, in order (the caller writes them, then calls
         `written`). A block once final is never undone."""
-        return [entry.applied for entry in self.recent
-                if self.written_height < entry.block.height <= self.final_height]
+        return [entry for entry in self.recent if self.written_height < entry.block.height <= self.final_height]
 
     def written(self, height: int) -> None:
         """The store now holds every block up to `height`: forget their undo records."""
@@ -203,7 +202,7 @@ class Chain:
         (and then never undone: `rollback_to` refuses)."""
         return self.served_height - height + 1, height <= self.final_height
 
-    def recent_block(self, height: int) -> Block | None:
+    def recent_block(self, height: int) -> NodeBlock | None:
         """A block still held in memory (None if it is only in the store, or unknown)."""
         if not self.recent:
             return None
@@ -222,6 +221,6 @@ class Chain:
         header = self.store.header(height) if 0 < height <= self.written_height else None
         return header.hash if header else None
 
-    def blocks_above(self, height: int) -> list[Block]:
+    def blocks_above(self, height: int) -> list[NodeBlock]:
         """Our blocks above `height` that are still in memory (a branch that could be undone)."""
         return [entry.block for entry in self.recent if entry.block.height > height]

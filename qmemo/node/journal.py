@@ -176,22 +176,23 @@ class Journal:
     def wants_compaction(self) -> bool:
         return self.size_bytes >= max(MIN_COMPACT_BYTES, 2 * self.compacted_bytes)
 
-    async def compact(self, unsettled: list[bytes]) -> None:
-        """Rewrite the journal as exactly `unsettled` (taken by the caller just now: every
-        transaction accepted so far and not committed). Appends queued before run first,
-        appends after go to the new file, so nothing accepted falls between the two."""
-        await asyncio.get_running_loop().run_in_executor(self._executor, self._timed(self._rewrite), unsettled)
+    async def compact(self, frames: bytes, count: int) -> None:
+        """Rewrite the journal as exactly the `count` framed transactions of `frames` (taken
+        by the caller just now: every transaction accepted so far and not committed). Appends
+        queued before run first, appends after go to the new file, so nothing accepted falls
+        between the two."""
+        await asyncio.get_running_loop().run_in_executor(self._executor, self._timed(self._rewrite), frames, count)
 
     def _timed(self, function: Callable[P, R]) -> Callable[P, R]:
         """`function` with its CPU added to the `store` stage (transactions are counted there
         once, when their block is stored: none here)."""
         return function if self._stages is None else self._stages.timed(STORE, function)
 
-    def _rewrite(self, unsettled: list[bytes]) -> None:
+    def _rewrite(self, frames: bytes, count: int) -> None:
         tmp = self.path.with_suffix(".tmp")
         with tmp.open("wb") as out:
-            for start in range(0, len(unsettled), COMPACT_ENTRY_RECORDS):     # entries far below MAX_BATCH_BYTES
-                out.write(_entry([encode_frames(unsettled[start:start + COMPACT_ENTRY_RECORDS])]))
+            for chunk in _chunks(frames, COMPACT_ENTRY_RECORDS):     # entries far below MAX_BATCH_BYTES
+                out.write(_entry([chunk]))
             out.flush()
             os.fsync(out.fileno())
             size = out.tell()
@@ -206,6 +207,21 @@ class Journal:
         self._executor.shutdown(wait=True)
         if self._file is not None:
             self._file.close()
+
+
+def _chunks(frames: bytes, per_chunk: int) -> list[bytes]:
+    """`frames` cut after every `per_chunk` frames (only the u32 lengths are read)."""
+    chunks: list[bytes] = []
+    start = offset = count = 0
+    while offset < len(frames):
+        offset += 4 + int.from_bytes(frames[offset:offset + 4], "little")
+        count += 1
+        if count == per_chunk:
+            chunks.append(frames[start:offset])
+            start, count = offset, 0
+    if start < len(frames):
+        chunks.append(frames[start:])
+    return chunks
 
 
 def _entry(framed: list[bytes]) -> bytes:

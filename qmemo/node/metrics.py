@@ -71,6 +71,21 @@ class Distribution:
         self.count += n
         self.recent.extend(values_s)
 
+    def observe_sampled(self, count: int, total_s: float, samples_s: Sequence[float]) -> None:
+        """`count` observations summing to `total_s`, known by a few evenly spread `samples_s`
+        (native code measures each call and hands back 16 at most: no Python per call). The
+        count and total are exact; each sample stands for count / len(samples) of the buckets'
+        counts and is kept as one recent sample for the percentiles."""
+        self.total += total_s
+        self.count += count
+        if not samples_s:
+            self.counts[bisect.bisect_left(self.bounds, total_s / count if count else 0.0)] += count
+            return
+        share, extra = divmod(count, len(samples_s))
+        for i, value in enumerate(samples_s):
+            self.counts[bisect.bisect_left(self.bounds, value)] += share + (1 if i < extra else 0)
+        self.recent.extend(samples_s)
+
     def percentiles(self, *quantiles: float) -> list[float | None]:
         """Nearest-rank percentiles of the recent samples (None when there are none)."""
         ordered = sorted(self.recent)
@@ -150,6 +165,28 @@ class VerifyMetrics:
             self.seconds[path] += sum(seconds)
             self.latency[path].observe_many(seconds)
             self.window.add(len(seconds), time.monotonic())
+
+    def record_summary(self, path: str, count: int, total_ns: int, samples_ns: Sequence[int],
+                       cpu_ns: int | None = None) -> None:
+        """`record` for native jobs: `count` verifications taking `total_ns` in all, a few
+        sampled durations (Distribution.observe_sampled), and the job's CPU (the `verify`
+        stage) when it ran on a pool thread."""
+        if not count and not cpu_ns:
+            return
+        with self.lock:
+            if cpu_ns is not None:
+                self.cpu_ns[path] += cpu_ns
+                self.job_count += count
+            self.count[path] += count
+            self.seconds[path] += total_ns * 1e-9
+            self.latency[path].observe_sampled(count, total_ns * 1e-9, [d * 1e-9 for d in samples_ns])
+            self.window.add(count, time.monotonic())
+
+    def count_cache(self, hits: int, misses: int) -> None:
+        """Signatures found verified already (hits) or checked now (misses)."""
+        with self.lock:
+            self.cache_hits += hits
+            self.cache_misses += misses
 
     def latency_us(self) -> dict[str, float | None]:
         """p50/p99 over the recent samples of every path together."""

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from qmemo.errors import PeerError, PeerRefused
+from qmemo.frames import decode_frames, encode_frames
 from qmemo.node.metrics import NodeMetrics
 
 _FRAME_PREFIX_BYTES = 4     # each frame's u32 length in a binary batch (qmemo.frames)
@@ -46,7 +47,7 @@ class PeerTip:
 class PeerLink(Protocol):
     url: str
 
-    async def send_txs(self, encodings: Sequence[bytes]) -> None: ...
+    async def send_txs(self, frames: bytes, count: int) -> None: ...
 
     async def send_block(self, encoded: bytes) -> str: ...
 
@@ -71,12 +72,18 @@ class PeerView:
 
 
 class Relay:
-    """Per-peer queues of transaction encodings, each drained by its own task."""
+    """Per-peer queues of framed transactions, each drained by its own task.
+
+    A queue holds chunks - one admitted request's relayed transactions, framed once by the
+    ledger - so relaying costs no Python per transaction; a batch to a peer is as many whole
+    chunks as fit its caps (a chunk over them is cut in frames, which only a peer with a
+    smaller cap than ours causes)."""
 
     def __init__(self, peers: Sequence[PeerLink], metrics: NodeMetrics, log: logging.LoggerAdapter, *,
                  flush_s: float, max_batch_txs: int, max_batch_bytes: int, max_queue_txs: int = 200_000) -> None:
         self._peers = list(peers)
-        self._queues = {peer.url: deque[bytes]() for peer in self._peers}
+        self._queues = {peer.url: deque[tuple[bytes, int]]() for peer in self._peers}
+        self._queued = dict.fromkeys(self._queues, 0)       # transactions in each queue
         self._ready = {peer.url: asyncio.Event() for peer in self._peers}
         self._metrics = metrics
         self._log = log
@@ -87,58 +94,89 @@ class Relay:
         self.dropped = 0
         self.resent = 0          # transactions sent a second time after a batch failed unanswered
 
-    def enqueue(self, encodings: Sequence[bytes]) -> None:
+    def enqueue(self, frames: bytes, count: int) -> None:
+        """Relay `count` framed transactions to every peer."""
+        if not count:
+            return
         for url, queue in self._queues.items():
-            queue.extend(encodings)
-            overflow = len(queue) - self._max_queue
-            for _ in range(max(0, overflow)):
-                queue.popleft()
-                self.dropped += 1
+            queue.append((frames, count))
+            self._queued[url] += count
+            while self._queued[url] > self._max_queue and len(queue) > 1:    # a down peer: oldest first
+                _, dropped = queue.popleft()
+                self._queued[url] -= dropped
+                self.dropped += dropped
             self._ready[url].set()
 
     async def run(self) -> None:
         """Drain every peer's queue until cancelled."""
         await asyncio.gather(*(self._drain(peer) for peer in self._peers))
 
-    def _next_batch(self, queue: deque[bytes]) -> list[bytes]:
-        """At most `max_batch_txs` from the front of `queue` whose frames fit `max_batch_bytes`
-        (always at least one: a single transaction is far below any body cap)."""
-        batch: list[bytes] = []
-        size = 0
-        while queue and len(batch) < self._max_batch:
-            size += _FRAME_PREFIX_BYTES + len(queue[0])
-            if batch and size > self._max_bytes:
+    def _next_batch(self, url: str) -> tuple[bytes, int]:
+        """Whole chunks from the front of the queue, within `max_batch_txs` and
+        `max_batch_bytes` (always at least one transaction)."""
+        queue = self._queues[url]
+        parts: list[bytes] = []
+        count = size = 0
+        while queue:
+            frames, n = queue[0]
+            if parts and (count + n > self._max_batch or size + len(frames) > self._max_bytes):
                 break
-            batch.append(queue.popleft())
-        return batch
+            if not parts and (n > self._max_batch or len(frames) > self._max_bytes):
+                return self._cut_front(url)
+            queue.popleft()
+            parts.append(frames)
+            count += n
+            size += len(frames)
+        self._queued[url] -= count
+        return b"".join(parts), count
+
+    def _cut_front(self, url: str) -> tuple[bytes, int]:
+        """The front chunk is over a cap: send its first frames that fit, keep the rest."""
+        queue = self._queues[url]
+        frames, count = queue.popleft()
+        records = decode_frames(frames, count, "relayed transaction")
+        taken: list[bytes] = []
+        size = 0
+        for record in records:
+            if taken and (len(taken) >= self._max_batch or size + _FRAME_PREFIX_BYTES + len(record) > self._max_bytes):
+                break
+            taken.append(record)
+            size += _FRAME_PREFIX_BYTES + len(record)
+        rest = records[len(taken):]
+        if rest:
+            queue.appendleft((encode_frames(rest), len(rest)))
+        self._queued[url] -= len(taken)
+        return encode_frames(taken), len(taken)
 
     async def _drain(self, peer: PeerLink) -> None:
         queue, ready = self._queues[peer.url], self._ready[peer.url]
         failing = False
-        retry: list[bytes] | None = None      # a batch that failed unanswered, to send once more
+        retry: tuple[bytes, int] | None = None      # a batch that failed unanswered, to send once more
         while True:
             if retry is None:
                 await ready.wait()
             await asyncio.sleep(self._flush_s)
             resend = retry is not None
             if retry is not None:
-                batch, retry = retry, None
+                (frames, count), retry = retry, None
             else:
-                batch = self._next_batch(queue)
+                frames, count = self._next_batch(peer.url)
                 if not queue:
                     ready.clear()
+                if not count:
+                    continue
             try:
-                await peer.send_txs(batch)
-                self._metrics.relayed_txs += len(batch)
-                self.resent += len(batch) if resend else 0
+                await peer.send_txs(frames, count)
+                self._metrics.relayed_txs += count
+                self.resent += count if resend else 0
                 if failing:
                     self._log.info("relay to %s works again", peer.url)
                 failing = False
             except Exception as exc:   # PeerError, or a bug: never let one batch stop the relay
                 if isinstance(exc, PeerError) and not isinstance(exc, PeerRefused) and not resend:
-                    retry = batch
+                    retry = (frames, count)
                 else:
-                    self.dropped += len(batch)
+                    self.dropped += count
                 if not isinstance(exc, PeerError):
                     self._log.exception("relay to %s failed", peer.url)
                 if not failing:   # one line per outage, not one per batch

@@ -29,8 +29,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from qmemo.errors import DecodeError, InvalidBlock
-from qmemo.frames import decode_frames
+from qmemo.frames import decode_frames, encode_frames
 from qmemo.node.admission import Admission
+from qmemo.node.chain import RecentBlock
 from qmemo.node.intake import BlockIntake
 from qmemo.node.journal import Journal
 from qmemo.node.metrics import NodeMetrics
@@ -68,24 +69,21 @@ class Persistence:
         """Until cancelled: after each applied block, write the blocks that became final,
         and compact the journal once it has grown enough."""
         loop = asyncio.get_running_loop()
-        applied_event = self.intake.applied
         while True:
-            await applied_event.wait()
-            applied_event.clear()
-            for applied in self.chain.take_final():
+            await self.intake.next_applied()
+            for entry in self.chain.take_final():
                 started = time.perf_counter()
                 try:
                     # counted once, when make_durable stored it: `txs` stays 0 here
-                    await loop.run_in_executor(self._writer, self.metrics.stages.timed(STORE, self.store.append),
-                                               applied)
+                    await loop.run_in_executor(self._writer, self.metrics.stages.timed(STORE, self._append), entry)
                 except Exception:   # the store refused: say so loudly; the block stays in memory
-                    self.log.exception("writing block %d to the store failed", applied.block.height)
+                    self.log.exception("writing block %d to the store failed", entry.block.height)
                     break
                 self.metrics.validation["storage"].observe(time.perf_counter() - started)
-                self.chain.written(applied.block.height)
+                self.chain.written(entry.block.height)
             if self.journal.wants_compaction():
                 try:
-                    await self.journal.compact(self._unsettled())
+                    await self.journal.compact(*self.admission.unsettled())
                 except OSError:         # the journal still holds everything: only bigger
                     self.log.exception("compacting the journal %s failed", self.journal.path)
 
@@ -95,18 +93,21 @@ class Persistence:
         """On the writer thread, once the flusher is stopped: blocks already handed over as final."""
         for entry in list(self.chain.recent):
             if self.store.height < entry.block.height <= self.chain.final_height:
-                self.store.append(entry.applied)
+                self._append(entry)
+
+    def _append(self, entry: RecentBlock) -> None:
+        """A final block into the store's tables (on the writer thread): its header, ids,
+        where each transaction lies in its stored encoding, the accounts it changed."""
+        block = entry.block
+        self.store.append_block(block.header, block.ids(), block.body.spans(), block.encode, entry.changed)
 
     async def keep(self) -> None:
         """The journal becomes every unsettled transaction, relayed ones too (the undoable
         blocks already are in the store)."""
-        pending = self._unsettled()
-        await self.journal.compact(pending)
-        if pending:
-            self.log.info("kept %d accepted, uncommitted transaction(s) in %s", len(pending), self.journal.path)
-
-    def _unsettled(self) -> list[bytes]:
-        return [tx.encoded for tx in self.admission.unsettled()]
+        frames, count = self.admission.unsettled()
+        await self.journal.compact(frames, count)
+        if count:
+            self.log.info("kept %d accepted, uncommitted transaction(s) in %s", count, self.journal.path)
 
     # --- at start -----------------------------------------------------------------------------
 
@@ -125,13 +126,13 @@ class Persistence:
                 self.log.error("the blocks kept at the last stop (%s) are unreadable: %s", restoring, exc)
                 records = []
             await self._restore_blocks(records, str(self.data / RECENT_BLOCKS_FILE))
-        async with self.intake.lock:
+        async with self.intake.locked():
             await self.intake.make_durable()
         if restoring is not None:
             restoring.unlink()
         await self._readmit(journaled, str(self.journal.path))
         await self._restore_transactions()
-        await self.journal.compact(self._unsettled())
+        await self.journal.compact(*self.admission.unsettled())
 
     async def _restore_blocks(self, records: list[bytes], source: str) -> None:
         """Apply, with full validation, the undoable blocks from `source`, as far as they
@@ -167,7 +168,8 @@ class Persistence:
         """Admit `records` again through normal admission; each outcome is counted."""
         if not records:
             return
-        outcomes = await self.admission.admit(records, relay=True)
+        batch = self.admission.decode(encode_frames(records), len(records))
+        outcomes = (await self.admission.admit(batch, relay=True)).outcomes()
         by_status = Counter(outcome.status if outcome.error is None else outcome.error.code
                             for outcome in outcomes)
         self.log.info("re-admitted the %d transaction(s) in %s: %s", len(records), source,

@@ -34,12 +34,13 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from qmemo.core.block import Block, BlockIds, make_block
+from qmemo.core.block import BLOCK_VERSION, BlockHeader
 from qmemo.core.fork_lock import ProducerLock
 from qmemo.core.genesis import Genesis, next_turn_ms, scheduled_producer
-from qmemo.core.mempool import Mempool
 from qmemo.errors import PeerError, PeerRefused, QmemoError
+from qmemo.node.answers import BlockStatus
 from qmemo.node.intake import BlockIntake
+from qmemo.node.ledger import NodeBlock
 from qmemo.node.peers import PeerLink, PeerView
 from qmemo.node.stages import BLOCK_BUILD, RELAY, thread_cpu_ns
 
@@ -60,14 +61,14 @@ WHOLE_HEIGHTS_AFTER_MISSING = 4
 class Producer:
     """Produces this validator's blocks on `intake`'s chain and pushes them to the peers."""
 
-    def __init__(self, genesis: Genesis, validator_index: int, sign: Sign, mempool: Mempool,
+    def __init__(self, genesis: Genesis, validator_index: int, sign: Sign, ledger: Any,
                  intake: BlockIntake, peers: Sequence[PeerLink], peer_views: dict[str, PeerView],
                  log: logging.LoggerAdapter, clock: Callable[[], int],
                  spawn: Callable[[Any], None]) -> None:
         self.genesis = genesis
         self.validator_index = validator_index
         self._sign = sign
-        self.mempool = mempool
+        self.ledger = ledger
         self.intake = intake
         self.peers = list(peers)
         self.peer_views = peer_views
@@ -86,23 +87,17 @@ class Producer:
             height, parent_hash, parent_ts = chain.height + 1, chain.tip_hash, chain.tip_timestamp_ms
             now = self.clock()
             turn = next_turn_ms(genesis, me, height, parent_ts, now)
-            if turn > now:
-                intake.tip_changed.clear()
-                try:
-                    await asyncio.wait_for(intake.tip_changed.wait(), (turn - now) / 1000)
-                    continue          # a block arrived first: plan again on the new tip
-                except asyncio.TimeoutError:
-                    pass
-            if max(intake.validating_to, default=0) >= height:
+            if turn > now and await intake.wait_tip_change((turn - now) / 1000):
+                continue          # a block arrived first: plan again on the new tip
+            if intake.validating(height):
                 # A block (or branch) reaching this height is being validated - a pushed block's
                 # header already passed the gate - so a block of ours would only fork off it.
                 # Skip the turn until it is applied or refused, then plan again.
-                intake.validated.clear()
-                await intake.validated.wait()
+                await intake.wait_validated()
                 continue
             if await self._locked(self.clock()):
                 continue
-            async with intake.lock:
+            async with intake.locked():
                 if chain.tip_hash != parent_hash:
                     continue
                 timestamp = self.clock()
@@ -138,25 +133,24 @@ class Producer:
                                  lock.height, lock.block_hash.hex()[:16], lock.fork_height, chain.final_height,
                                  chain.lock_expiry_ms / 1000)
         expires_ms = min(lock.since_ms for lock in locks) + chain.lock_expiry_ms
-        self.intake.tip_changed.clear()
-        try:
-            await asyncio.wait_for(self.intake.tip_changed.wait(),
-                                   min(LOCK_POLL_S, max(0.0, (expires_ms - now_ms) / 1000)))
-        except asyncio.TimeoutError:
-            pass
+        await self.intake.wait_tip_change(min(LOCK_POLL_S, max(0.0, (expires_ms - now_ms) / 1000)))
         return True
 
-    def _produce(self, height: int, parent_hash: bytes, timestamp_ms: int) -> Block:
+    def _produce(self, height: int, parent_hash: bytes, timestamp_ms: int) -> NodeBlock:
+        """Select the block's transactions from the pool (one call: the first pending, in
+        arrival order), commit to them (the Merkle root, in C), sign the header, apply."""
         started = thread_cpu_ns()
-        transactions = self.mempool.select(self.genesis.max_block_transactions)
-        block = make_block(chain_id=self.genesis.chain_id, height=height, previous_hash=parent_hash,
-                           timestamp_ms=timestamp_ms, producer_index=self.validator_index,
-                           transactions=transactions, sign=self._sign)
+        body = self.ledger.select(self.genesis.max_block_transactions)
+        header = BlockHeader(version=BLOCK_VERSION, chain_id=self.genesis.chain_id, height=height,
+                             previous_hash=parent_hash, timestamp_ms=timestamp_ms,
+                             producer_index=self.validator_index, tx_count=body.count,
+                             merkle_root=body.merkle_root()).signed(self._sign)
+        block = NodeBlock(header, body)
         self.intake.metrics.stages.lap(BLOCK_BUILD, started)    # apply counts the block's txs
         self.intake.apply(block, produced=True, record_state=False)
         return block
 
-    def _broadcast(self, block: Block) -> None:
+    def _broadcast(self, block: NodeBlock) -> None:
         """Push the block to every peer as its ids (qmemo.core.block.BlockIds: the peers hold
         its transactions from the relay, nearly always), whole to a peer that lacks one -
         and at once to a peer that lacked one lately (`WHOLE_HEIGHTS_AFTER_MISSING`)."""
@@ -164,7 +158,7 @@ class Producer:
             return
         metrics = self.intake.metrics
         started = thread_cpu_ns()
-        encoded_ids = BlockIds.of(block).encode()
+        encoded_ids = block.ids_encoding()
         metrics.stages.lap(RELAY, started)
         height = block.height
 
@@ -172,7 +166,7 @@ class Producer:
             try:
                 if height >= self._whole_below.get(peer.url, 0):
                     metrics.blocks_pushed["ids"] += 1
-                    if await peer.send_block_ids(encoded_ids) != "missing":
+                    if await peer.send_block_ids(encoded_ids) != BlockStatus.MISSING:
                         return
                     metrics.blocks_pushed["missing"] += 1
                     # max: an older block's late answer never shortens a newer one's window

@@ -17,10 +17,12 @@ from concurrent.futures import Executor
 from typing import TypeVar
 
 from qmemo.core.block import Block, BlockIds
+from qmemo.core.hashing import split_digests
 from qmemo.core.merkle import merkle_proof
 from qmemo.node.admission import Admission
 from qmemo.node.answers import TxStatus
 from qmemo.node.chain import Chain
+from qmemo.node.ledger import NodeBlock
 from qmemo.node.store import ChainStore
 
 T = TypeVar("T")
@@ -46,11 +48,10 @@ class ChainQueries:
             block = entry.block
             if block.height > chain.served_height:   # applied, not yet stored: not served
                 break
-            for position, tx in enumerate(block.transactions):
-                if tx.id == tx_id:
-                    return TxStatus(tx_id, "committed", block.height, position, block.hash, block.header.merkle_root,
-                                    merkle_proof([tx.id for tx in block.transactions], position),
-                                    None, *chain.depth(block.height))
+            position = block.body.find(tx_id)
+            if position >= 0:
+                return TxStatus(tx_id, "committed", block.height, position, block.hash, block.header.merkle_root,
+                                merkle_proof(split_digests(block.ids()), position), None, *chain.depth(block.height))
         committed = await asyncio.get_running_loop().run_in_executor(self._reader, self.store.transaction, tx_id)
         if committed is not None and committed.height <= chain.height and \
                 chain.hash_at(committed.height) == committed.block_hash:
@@ -66,12 +67,12 @@ class ChainQueries:
         reader-thread hop: one `transaction_status` per id scanned every recent block each
         time, and past saturation a batch of 1,000 outlasted the client's 30 s."""
         chain = self.chain
-        where: dict[bytes, tuple[Block, int]] = {}
+        where: dict[bytes, tuple[NodeBlock, int]] = {}
         for entry in chain.recent:
             block = entry.block
             if block.height > chain.served_height:   # applied, not yet stored: not served
                 break
-            where.update((tx.id, (block, position)) for position, tx in enumerate(block.transactions))
+            where.update((tx_id, (block, position)) for position, tx_id in enumerate(split_digests(block.ids())))
         out: list[TxStatus | None] = []
         pending_of: dict[int, str | None] = {}
         for index, tx_id in enumerate(tx_ids):
@@ -104,19 +105,19 @@ class ChainQueries:
 
     async def blocks(self, from_height: int, limit: int) -> list[Block]:
         """Our blocks from `from_height` upwards (at most `limit`), ascending."""
-        return await self._read_blocks(from_height, limit, lambda block: block, ChainStore.block)
+        return await self._read_blocks(from_height, limit, NodeBlock.to_block, ChainStore.block)
 
     async def block_ids(self, from_height: int, limit: int, *, with_ids: bool) -> list[BlockIds]:
         """Like `blocks`, as headers and transaction ids (None without `with_ids`): a
         stored block is read from its header and id list, not decoded."""
-        return await self._read_blocks(from_height, limit, lambda block: BlockIds.of(block, with_ids=with_ids),
+        return await self._read_blocks(from_height, limit, lambda block: block.block_ids(with_ids=with_ids),
                                        lambda store, height: store.block_ids(height, with_ids=with_ids))
 
     async def block_encodings(self, from_height: int, limit: int) -> list[bytes]:
         """Like `blocks`, as block encodings (what peers sync, without decoding)."""
-        return await self._read_blocks(from_height, limit, Block.encode, ChainStore.block_bytes)
+        return await self._read_blocks(from_height, limit, NodeBlock.encode, ChainStore.block_bytes)
 
-    async def _read_blocks(self, from_height: int, limit: int, from_memory: Callable[[Block], T],
+    async def _read_blocks(self, from_height: int, limit: int, from_memory: Callable[[NodeBlock], T],
                            from_store: Callable[[ChainStore, int], T | None]) -> list[T]:
         """Blocks from `from_height` on, from memory where held there, else from the store
         (on a reader thread), each as `from_memory`/`from_store` gives it; up to the first gap."""

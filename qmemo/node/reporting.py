@@ -73,7 +73,6 @@ class TxFigures:
     evicted: dict[str, int]
     relayed: int
     relay_dropped: int
-    decodes_reused: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,12 +181,12 @@ class Histograms:
 
 
 def node_status(node: Node) -> NodeStatus:
-    chain, admission = node.chain, node.admission
+    chain = node.chain
     return NodeStatus(
         node=node.name, version=__version__, chain_id=node.genesis.chain_id, genesis_hash=node.genesis.hash,
         height=node.height, tip_hash=chain.hash_at(node.height) if chain else None, tip_age_s=round(node.tip_age_s(), 3),
-        final_height=chain.final_height if chain else 0, mempool=len(node.mempool),
-        mempool_queued=len(admission.future) if admission else 0, validator=node.validator_index,
+        final_height=chain.final_height if chain else 0, mempool=len(node.ledger),
+        mempool_queued=node.ledger.sizes()[1], validator=node.validator_index,
         scheme=node.scheme_name(), block_interval_ms=node.genesis.block_interval_ms,
         peers=tuple(PeerStatus(v.url, v.reachable, v.height, v.tip_hash, v.error) for v in node.peer_views.values()),
         uptime_s=round(node.metrics.uptime_s(), 3), ready=node.ready)
@@ -195,7 +194,7 @@ def node_status(node: Node) -> NodeStatus:
 
 def metrics_snapshot(node: Node) -> MetricsSnapshot:
     m, v = node.metrics, node.metrics.verify
-    chain, admission = node.chain, node.admission
+    chain = node.chain
     with v.lock:
         verify_count = dict(v.count)
         verify_seconds = dict(v.seconds)
@@ -205,7 +204,8 @@ def metrics_snapshot(node: Node) -> MetricsSnapshot:
     stage_ns[VERIFY] += verify_cpu_ns
     stage_txs[VERIFY] += verify_job_count
     # After the stages: the loop's and the process's CPU include all they hold.
-    on_loop = loop_other_ns(m.stages, thread_cpu_ns(), verify_cpu_ns if node.pool.inline else 0)
+    on_loop = loop_other_ns(m.stages, thread_cpu_ns(), verify_cpu_ns if node.verify_pool.inline else 0)
+    pending, held, pending_bytes, _, verified, *_ = node.ledger.sizes()
     cpu_s, rss = process_usage()
     lag = m.loop_lag.percentiles(0.5, 0.99)
     interval = m.block_interval.percentiles(0.5, 0.99)
@@ -213,14 +213,13 @@ def metrics_snapshot(node: Node) -> MetricsSnapshot:
         schema=METRICS_SCHEMA, node=node.name, chain_id=node.genesis.chain_id, scheme=node.scheme_name(),
         version=__version__, time_s=node.clock() / 1000, uptime_s=m.uptime_s(), height=node.height,
         tip_hash=chain.hash_at(node.height) if chain else None, tip_age_s=node.tip_age_s(),
-        mempool=MempoolFigures(len(node.mempool), node.mempool.size_bytes, len(admission.future) if admission else 0),
+        mempool=MempoolFigures(pending, pending_bytes, held),
         tx=TxFigures(m.tx_received, m.tx_accepted, m.tx_duplicate, dict(m.tx_rejected), m.tx_committed,
-                     dict(m.tx_evicted), m.relayed_txs, node.relay.dropped if node.relay else 0,
-                     node.decoded.reused),
+                     dict(m.tx_evicted), m.relayed_txs, node.relay.dropped if node.relay else 0),
         verify=VerifyFigures(v.threads, verify_count, verify_seconds, v.latency_us(), v.ops_per_s(),
-                             CacheFigures(v.cache_hits, v.cache_misses, len(node.pool.cache)),
-                             node.pool.verifier.verifier,
-                             _key_cache() if node.pool.verifier.verifier == "fast" else None),
+                             CacheFigures(v.cache_hits, v.cache_misses, verified),
+                             node.verify_pool.verifier,
+                             _key_cache() if node.verify_pool.verifier == "fast" else None),
         blocks=BlockFigures(m.blocks_produced, m.blocks_received, sum(m.blocks_rejected.values()),
                             dict(m.blocks_rejected), m.missed_slots, m.reorgs,
                             {kind: m.blocks_pushed[kind] for kind in ("ids", "missing", "whole")},

@@ -37,21 +37,20 @@ from qmemo.core.block import Block, BlockIds
 from qmemo.core.finality import quorum
 from qmemo.core.fork_lock import lock_expiry_ms
 from qmemo.core.genesis import Genesis
-from qmemo.core.mempool import Mempool, MempoolLimits
 from qmemo.core.state import Account
+from qmemo.crypto.admit_kernel import AdmitKernel
 from qmemo.crypto.keys import NamedKey
 from qmemo.crypto.verifier import signer
-from qmemo.errors import MempoolFull, NodeBehind, NodeNotReady
-from qmemo.frames import encode_frames
+from qmemo.errors import MempoolFull, NodeBehind, NodeNotReady, SetupError, UnknownScheme
 from qmemo.node import reporting
-from qmemo.node.admission import Admission, AdmissionLimits
-from qmemo.node.answers import ACCEPTED, BlockAnswer, Item, TxOutcome, TxStatus
-from qmemo.node.block_decode import DecodedCache
+from qmemo.node.admission import Admission, Admitted, frame_items
+from qmemo.node.answers import BlockAnswer, BlockStatus, Item, TxOutcome, TxStatus
 from qmemo.node.block_gate import screen_block
 from qmemo.node.chain import Chain
 from qmemo.node.config import NodeConfig
 from qmemo.node.intake import BlockIntake
 from qmemo.node.journal import Journal
+from qmemo.node.ledger import PoolLimits, new_ledger
 from qmemo.node.log import node_logger
 from qmemo.node.loop_lag import probe_loop_lag
 from qmemo.node.metrics import NodeMetrics, VerifyMetrics
@@ -64,6 +63,17 @@ from qmemo.node.sync import Sync
 from qmemo.node.verify_pool import VerifyPool
 
 EXPIRY_INTERVAL_S = 1.0     # how often held transactions are checked against their time to live
+
+
+def admission_kernel(genesis: Genesis, verifier: str) -> AdmitKernel:
+    """The admission kernel for this chain with the node's verifier: every transaction
+    scheme of the genesis needs a native verifier (the one path admits every batch);
+    SetupError naming the scheme otherwise."""
+    try:
+        return AdmitKernel(genesis.chain_id, [genesis.scheme_name(i) for i in genesis.tx_scheme_ids],
+                           verifier=verifier)
+    except UnknownScheme as exc:
+        raise SetupError(f"the admission kernel cannot verify this chain's transactions: {exc}") from None
 
 
 class Node:
@@ -82,11 +92,14 @@ class Node:
         self.log = node_logger(self.name, config.log_level)
         self._sign = signer(key.scheme, key.secret_key)
         self.metrics = NodeMetrics(VerifyMetrics(threads=config.verify_threads))
-        self.pool = VerifyPool(config.verify_threads, self.metrics.verify, name=self.name, verifier=config.verifier)
-        self.mempool = Mempool(MempoolLimits(config.mempool_max_txs, config.mempool_max_bytes,
-                                             config.mempool_max_per_sender))
-        # Admission and block intake share it: a relayed transaction is not decoded again in its block.
-        self.decoded = DecodedCache(max(config.mempool_max_txs, 1))
+        self.kernel = admission_kernel(genesis, config.verifier)
+        self.limits = PoolLimits(config.mempool_max_txs, config.mempool_max_bytes, config.mempool_max_per_sender,
+                                 config.mempool_future_nonces, config.mempool_held_max_txs,
+                                 config.mempool_held_per_sender, config.mempool_future_ttl_s)
+        # The accounts at the tip and the pool, in C (qmemo.node.ledger); the chain loads its accounts.
+        self.ledger = new_ledger(genesis, self.limits)
+        self.verify_pool = VerifyPool(config.verify_threads, self.metrics.verify, self.kernel, self.ledger,
+                                      name=self.name, verifier=config.verifier)
         self.peers: list[PeerLink] = []
         self.peer_views: dict[str, PeerView] = {}
         self.relay: Relay | None = None
@@ -101,6 +114,7 @@ class Node:
         self._store_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{self.name}-store")
         self._store_reader = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"{self.name}-read")
         self._tasks: list[asyncio.Task] = []
+        self._flusher: asyncio.Task | None = None
         self._short_tasks: set[asyncio.Task] = set()
         self._producer_running = False
         self._stopping = False
@@ -123,18 +137,15 @@ class Node:
             self._store_writer, partial(ChainStore, path, self.genesis, synchronous="FULL"))
         # A node without peers is the only producer anyone hears: nobody can fork its chain.
         genesis = self.genesis
-        self.chain = Chain(store, quorum=quorum(len(genesis.validators)) if self.peers else 1,
+        self.chain = Chain(store, self.ledger, quorum=quorum(len(genesis.validators)) if self.peers else 1,
                            min_confirmations=config.finality_depth + 1, validator_index=self.validator_index,
                            lock_expiry_ms=lock_expiry_ms(len(genesis.validators), genesis.producer_timeout_ms,
                                                          genesis.block_interval_ms))
         self.metrics.tx_committed = await loop.run_in_executor(self._store_reader, count_committed, store)
-        self.admission = Admission(
-            self.genesis, self.chain, self.mempool, self.pool, self.metrics,
-            AdmissionLimits(config.mempool_future_nonces, config.mempool_held_max_txs, config.mempool_held_per_sender,
-                            config.mempool_future_ttl_s),
-            self.decoded, self.relay.enqueue if self.relay else (lambda encodings: None))
-        self.intake = BlockIntake(self.genesis, self.chain, self.admission, self.pool, self.decoded,
-                                  self.metrics, self.log, self.clock, self._store_writer)
+        self.admission = Admission(self.genesis, self.ledger, self.kernel, self.verify_pool, self.metrics, self.limits,
+                                   self.relay.enqueue if self.relay else (lambda frames, count: None))
+        self.intake = BlockIntake(self.genesis, self.chain, self.admission, self.verify_pool, self.metrics,
+                                  self.log, self.clock, self._store_writer)
         self.journal = journal = Journal(config.data, self.name, self.log, self.metrics.stages)
         journaled = await loop.run_in_executor(self._store_reader, journal.read_back)
         self.persistence = Persistence(config.data, store, self.intake, self.admission, journal,
@@ -146,19 +157,16 @@ class Node:
                       "peers: %s", path, self.chain.height, self.chain.tip_hash.hex()[:16],
                       self.metrics.tx_committed, self.validator_index, config.verify_threads,
                       ", ".join(p.url for p in self.peers) or "none")
-        if self.admission.kernel is None:   # the same answers, at the Python path's cost: say so
-            self.log.warning("binary batches take the Python path, not the admission kernel: %s",
-                             self.admission.kernel_missing)
         await self.persistence.restore(journaled)
         self._spawn(probe_loop_lag(self.metrics.loop_lag), "loop-lag")
-        self._spawn(self.persistence.flush_loop(), "flusher")
+        self._flusher = self._spawn(self.persistence.flush_loop(), "flusher")
         self._spawn(self._expiry_loop(), "expiry")
         self._spawn(self.sync.run(), "sync")
         self._spawn(self.sync.watch_pauses(), "pause-watch")
         if self.relay:
             self._spawn(self.relay.run(), "relay")
         if self.validator_index is not None:
-            producer = Producer(self.genesis, self.validator_index, self._sign, self.mempool, self.intake,
+            producer = Producer(self.genesis, self.validator_index, self._sign, self.ledger, self.intake,
                                 self.peers, self.peer_views, self.log, self.clock, self._spawn_short)
             self._spawn(producer.run(self.sync.synced), "producer")
         self._producer_running = True
@@ -172,9 +180,9 @@ class Node:
         self._producer_running = False
         if self.sync is not None:
             self.sync.stopping = True
-        flusher = [t for t in self._tasks if t.get_name().endswith("flusher")]
+        flusher = [self._flusher] if self._flusher is not None else []
         others = [t for t in self._tasks if t not in flusher] + list(self._short_tasks)
-        async with self.intake.lock if self.intake else contextlib.nullcontext():
+        async with self.intake.locked() if self.intake else contextlib.nullcontext():
             for task in others:               # no block is half-applied from here on
                 task.cancel()
         await asyncio.gather(*others, return_exceptions=True)
@@ -194,7 +202,7 @@ class Node:
             finally:
                 if self.journal is not None:
                     self.journal.close()
-                self.pool.close()
+                self.verify_pool.close()
                 if self.store is not None:
                     await loop.run_in_executor(self._store_writer, self.store.close)
                 self._store_writer.shutdown(wait=True)
@@ -207,10 +215,11 @@ class Node:
         return self.chain is not None and self._producer_running and not self._stopping and \
             self.sync is not None and self.sync.synced.is_set()
 
-    def _spawn(self, coroutine: Any, name: str) -> None:
+    def _spawn(self, coroutine: Any, name: str) -> asyncio.Task:
         task = asyncio.create_task(coroutine, name=f"{self.name}-{name}")
         task.add_done_callback(self._task_done)
         self._tasks.append(task)
+        return task
 
     def _spawn_short(self, coroutine: Any) -> None:
         """A short-lived task (one block push): tracked so `stop` can cancel it."""
@@ -241,26 +250,34 @@ class Node:
     # --- transactions -------------------------------------------------------------------------
 
     async def submit(self, items: Sequence[Item], *, from_peer: bool = False) -> list[TxOutcome]:
-        """Admit a batch (client or peer). MempoolFull (429) if the pool has no room at all.
-        A client's accepted transactions are journaled (fsync'd) before this returns; a
-        peer's are queued for the journal's next group commit."""
-        admission = self._admission_with_room(len(items), from_peer)
-        outcomes = await admission.admit(items, relay=not from_peer)
-        accepted = [item if isinstance(item, bytes) else item.encoded
-                    for item, outcome in zip(items, outcomes) if outcome.status == ACCEPTED]
-        await self._journal(encode_frames(accepted), len(accepted), from_peer)
-        return outcomes
+        """Admit a JSON batch (decoded transactions, or the DecodeError an element gave): framed
+        at the edge, then `submit_body`'s one path. One outcome per item, in order."""
+        body, positions, failed = frame_items(items)
+        outcomes: list[TxOutcome | None] = [None] * len(items)
+        for position, error in failed.items():
+            outcomes[position] = TxOutcome(None, "rejected", error)
+        if failed:
+            self.metrics.tx_received += len(failed)
+            for error in failed.values():
+                self.metrics.tx_rejected[error.code] += 1
+        if positions:
+            admitted = await self.submit_body(body, from_peer=from_peer)
+            for position, outcome in zip(positions, admitted.outcomes()):
+                outcomes[position] = outcome
+        return outcomes     # type: ignore[return-value]   (every position set above)
 
-    async def submit_body(self, body: bytes, *, from_peer: bool = False) -> list[TxOutcome]:
-        """`submit` for a binary batch body (POST /txs, /peer/txs): framed, decoded and hashed
-        in one native call where the admission kernel serves this chain. DecodeError /
-        TooLarge for a broken framing, before anything is counted."""
+    async def submit_body(self, body: bytes, *, from_peer: bool = False) -> Admitted:
+        """Admit a binary batch body (POST /txs, /peer/txs): framed, decoded and hashed in one
+        native call, then checked, verified and committed by the ledger. MempoolFull (429) if
+        the pool has no room at all; DecodeError / TooLarge for a broken framing, before
+        anything is counted. A client's accepted transactions are journaled (fsync'd) before
+        this returns; a peer's are queued for the journal's next group commit."""
         _, admission, _ = self._require_ready()
-        batch = admission.unframe(body, self.config.max_batch_txs)
-        self._admission_with_room(len(batch), from_peer)
-        outcomes, accepted, count = await admission.admit_framed(batch, relay=not from_peer)
-        await self._journal(accepted, count, from_peer)
-        return outcomes
+        batch = admission.decode(body, self.config.max_batch_txs)
+        self._admission_with_room(batch.count, from_peer)
+        admitted = await admission.admit(batch, relay=not from_peer)
+        await self._journal(admitted.journal_frames, admitted.journal_count, from_peer)
+        return admitted
 
     async def _journal(self, frames: bytes, count: int, from_peer: bool) -> None:
         """A client's accepted transactions are on disk before it hears "accepted"; a peer's
@@ -281,7 +298,7 @@ class Node:
         if behind is not None:
             error = NodeBehind(f"{self.name} is behind its peers ({behind}); send to another node, or retry later")
         elif admission.is_full():
-            error = MempoolFull(f"the mempool is full ({len(self.mempool)} transactions); retry later")
+            error = MempoolFull(f"the mempool is full ({len(self.ledger)} transactions); retry later")
         if error is not None:
             self.metrics.tx_received += count
             self.metrics.tx_rejected[error.code] += count
@@ -289,7 +306,7 @@ class Node:
         return admission
 
     async def transaction_status(self, tx_id: bytes) -> TxStatus:
-        """pending / queued / committed (with inclusion proof) / evicted / unknown."""
+        """pending / queued (held for a nonce gap) / committed (with inclusion proof) / evicted / unknown."""
         return await self._require_queries().transaction_status(tx_id)
 
     async def transaction_statuses(self, tx_ids: Sequence[bytes]) -> list[TxStatus]:
@@ -337,10 +354,9 @@ class Node:
     def _screen(self, encoded: bytes) -> BlockAnswer | None:
         """`screen_block`: the answer from a pushed block's header alone, or None."""
         chain, _, intake = self._require_ready()
-        answer = screen_block(encoded, self.genesis, chain, self.pool.cache, self.metrics, self.clock,
-                              self.log)
-        if answer is not None and answer.status == "sync":
-            intake.sync_wanted.set()    # we lack what it builds on: ask the peers now
+        answer = screen_block(encoded, self.genesis, chain, self.verify_pool, self.metrics, self.clock, self.log)
+        if answer is not None and answer.status == BlockStatus.SYNC:
+            intake.request_sync()    # we lack what it builds on: ask the peers now
         return answer
 
     # --- reporting ------------------------------------------------------------------------------

@@ -58,7 +58,7 @@ from __future__ import annotations
 import sqlite3
 import struct
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,7 +79,9 @@ FORMAT_2 = "qmemo-store/2"     # converted on open (`_convert_format_2`)
 CONVERT_ROWS = 100_000          # index rows converted at a time: ~45 MB of Python tuples, not the whole index
 PAGE_BYTES = 65536      # SQLite's largest page size (see ChainStore.__init__)
 _U32 = struct.Struct("<I")
-_KEY = struct.Struct("<q")      # an id's first 8 bytes as SQLite's signed 64-bit integer: the index key
+_KEY = struct.Struct("<q")
+_SPAN = struct.Struct("<II")    # a transaction's (offset, length) among a block's framed transactions
+_ACCOUNT = struct.Struct(f"<32sQQ")   # an account the block changed: address, balance, nonce      # an id's first 8 bytes as SQLite's signed 64-bit integer: the index key
 # A stored producer lock: height, fork height, since (ms), the undone block's hash.
 _LOCK = struct.Struct(f"<QQq{DIGEST_BYTES}s")
 
@@ -210,16 +212,29 @@ class ChainStore:
     # --- writing ------------------------------------------------------------------------
 
     def append(self, applied: AppliedBlock) -> None:
-        """Store a validated block and the accounts it changed, atomically."""
-        header = applied.block.header
+        """Store a validated block (the core's form) and the accounts it changed, atomically."""
+        block = applied.block
+        spans = b"".join(_SPAN.pack(offset, length) for offset, length in _spans(block.transactions))
+        accounts = b"".join(_ACCOUNT.pack(address, account.balance, account.nonce)
+                            for address, account in applied.accounts.items())
+        self.append_block(block.header, b"".join(tx.id for tx in block.transactions), spans, block.encode,
+                          accounts)
+
+    def append_block(self, header: BlockHeader, ids: bytes, spans: bytes, encoding: Callable[[], bytes],
+                     accounts: bytes) -> None:
+        """Store a validated block as plain values and the accounts it changed, atomically.
+
+        `ids`: its transactions' ids laid end to end; `spans`: (u32 offset, u32 length) of each
+        transaction's encoding inside the framed transactions that follow the header;
+        `encoding`: makes the block encoding, called only if the store lacks its row; `accounts`:
+        (address, u64 balance, u64 nonce) per account the block changed."""
         if header.height != self.height + 1 or header.previous_hash != self.tip_hash:
             raise StoreError(f"block {header.height} does not extend the stored tip {self.height}",
                              code="not_the_next_block")
-        transactions = applied.block.transactions
         height = header.height
         with self._lock, self._transaction():
             self._db.execute("INSERT INTO blocks (height, hash, header, ids) VALUES (?, ?, ?, ?)",
-                             (height, header.hash, header.encoded, b"".join(tx.id for tx in transactions)))
+                             (height, header.hash, header.encoded, ids))
             # Its encoding is normally there already (`keep_branch`, before it was served); a
             # block appended without it (or another block at its height) gets it written here.
             # Asked first: binding the encoding copies it (~15 MB for a full Falcon block) even
@@ -227,10 +242,18 @@ class ChainStore:
             stored = self._db.execute("SELECT hash FROM block_encodings WHERE height = ?", (height,)).fetchone()
             if stored is None or stored[0] != header.hash:
                 self._db.execute("INSERT OR REPLACE INTO block_encodings (height, hash, encoded) VALUES (?, ?, ?)",
-                                 (height, header.hash, applied.block.encode()))
-            self._index(height, len(header.encoded), transactions)
-            self._write_accounts(applied.accounts)
+                                 (height, header.hash, encoding()))
+            self._insert_index(sorted(_index_rows(height, len(header.encoded), ids, spans)))
+            self._db.executemany(
+                "INSERT INTO accounts (address, balance, nonce) VALUES (?, ?, ?) "
+                "ON CONFLICT (address) DO UPDATE SET balance = excluded.balance, nonce = excluded.nonce",
+                _ACCOUNT.iter_unpack(accounts))
         self.height, self.tip_hash = height, header.hash
+
+    def accounts(self) -> Iterator[tuple[bytes, int, int]]:
+        """(address, balance, nonce) of every account as of the stored tip (read at start)."""
+        with self._lock:
+            yield from self._db.execute("SELECT address, balance, nonce FROM accounts").fetchall()
 
     def keep_branch(self, fork_height: int, blocks: list[tuple[int, bytes, bytes]],
                     locks: Sequence[ProducerLock] | None = None) -> None:
@@ -320,10 +343,6 @@ class ChainStore:
         return TxPlace(row[0], row[1], header.hash, header.merkle_root)
 
     # --- internals ------------------------------------------------------------------------
-
-    def _index(self, height: int, header_bytes: int, transactions: Sequence[Transaction]) -> None:
-        """The final block's index rows (inside `append`'s SQL transaction)."""
-        self._insert_index(sorted(_index_rows(height, header_bytes, transactions)))
 
     def _insert_index(self, rows: list[tuple]) -> None:
         """Index rows (key, height, position, offset, length, id), best in key order: rows next
@@ -427,15 +446,22 @@ class ChainStore:
         return (row[0], row[1]) if row else (0, self.genesis.hash)
 
 
-def _index_rows(height: int, header_bytes: int, transactions: Sequence[Transaction]) -> Iterator[tuple]:
-    """(key, height, position, offset, length, id) of each transaction in its block's encoding:
-    after the header, each is a u32 length and then its bytes."""
-    offset = header_bytes
-    key = _KEY.unpack_from
-    for position, tx in enumerate(transactions):
+def _spans(transactions: Sequence[Transaction]) -> Iterator[tuple[int, int]]:
+    """(offset, length) of each transaction's encoding among the framed transactions."""
+    offset = 0
+    for tx in transactions:
         length = len(tx.encoded)
-        yield key(tx.id)[0], height, position, offset + _U32.size, length, tx.id
+        yield offset + _U32.size, length
         offset += _U32.size + length
+
+
+def _index_rows(height: int, header_bytes: int, ids: bytes, spans: bytes) -> Iterator[tuple]:
+    """(key, height, position, offset, length, id) of each transaction in its block's encoding
+    (whose transactions start after the header)."""
+    key = _KEY.unpack_from
+    for position, (offset, length) in enumerate(_SPAN.iter_unpack(spans)):
+        tx_id = ids[position * DIGEST_BYTES:(position + 1) * DIGEST_BYTES]
+        yield key(tx_id)[0], height, position, header_bytes + offset, length, tx_id
 
 
 def _encode_locks(locks: Sequence[ProducerLock]) -> bytes:

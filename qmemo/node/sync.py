@@ -29,7 +29,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from qmemo.core.block import Block
+from qmemo.node.ledger import NodeBlock
 from qmemo.errors import DecodeError, InvalidBlock, PeerError, QmemoError
 from qmemo.node.intake import BlockIntake
 from qmemo.node.log import Throttle, held_back
@@ -81,18 +81,13 @@ class Sync:
 
     async def run(self) -> None:
         """Sync rounds until cancelled: every `interval_s`, or at once when intake asks."""
-        wanted = self.intake.sync_wanted
         while True:
             try:
                 await self.round()
             except Exception:   # a bug: keep syncing, keep the traceback
                 self.log.exception("sync round failed")
             self.synced.set()
-            wanted.clear()
-            try:
-                await asyncio.wait_for(wanted.wait(), self.interval_s)
-            except asyncio.TimeoutError:
-                pass
+            await self.intake.sync_requested(self.interval_s)
 
     async def watch_pauses(self) -> None:
         """Until cancelled: notice the loop standing still (`PAUSE_S`), e.g. a SIGSTOP."""
@@ -206,13 +201,13 @@ class Sync:
                 if outcome != "accepted" or len(blocks) < batch:
                     return
 
-    async def _fetch_unfinal(self, peer: PeerLink, batch: int) -> list[Block]:
+    async def _fetch_unfinal(self, peer: PeerLink, batch: int) -> list[NodeBlock]:
         """The peer's blocks above our final height: as many as our own unfinal ones and a
         batch more, so its branch is compared whole with ours where the page allows."""
         chain = self.intake.chain
         return await self._fetch(peer, chain.final_height + 1, batch + chain.height - chain.final_height)
 
-    async def _fetch(self, peer: PeerLink, from_height: int, limit: int) -> list[Block]:
+    async def _fetch(self, peer: PeerLink, from_height: int, limit: int) -> list[NodeBlock]:
         return [self.intake.decode_timed(data) for data in await peer.block_encodings(from_height, limit)]
 
 

@@ -1,21 +1,16 @@
-"""The verification pool: signature checks on native threads, in batches, off the event loop.
+"""The verification pool: signature checks on native threads, in slices of a batch, off the event loop.
 
-liboqs calls through ctypes release the GIL, so N threads verify on N cores while the
-event loop keeps parsing requests. Work is handed over in batches: a batch of B
-transactions becomes at most `threads` executor jobs (one per thread, each at least
-`min_chunk` transactions), never one job or task per transaction - an executor round
-trip costs ~20 us, almost half a Falcon-512 verify.
+A batch (a request's candidates, or a block's transactions the ledger does not know as
+verified) is cut into at most `threads` slices, each at least `min_chunk` long, and each
+slice is one executor job: one call into the node's ledger (`AdmitBatch.verify`,
+`BlockBody.verify`) that verifies its records through the admission kernel's verifier
+table with the GIL released, remembers the ids that verified in the ledger's verified set
+(so a block's validation finds them there), and hands back counts, the total verify time
+and a few sampled durations. No Python runs per signature: two threads on two cores
+verify twice as fast as one, instead of fighting for the GIL.
 
-Every check goes through the core's `VerifyCache` (shared with block validation), so a
-transaction verified at admission is a cache hit when its block is validated.
-
-Binary batches are verified by the native admission kernel (`verify_records`): one job
-per thread verifies its share of the batch's records in one foreign call on the
-kernel's buffer (the GIL released), reads back their verdicts and durations, and hands
-the ids that verified to the same cache - no Python call per signature. Its inner
-verifier is `TimedSchemeVerifier`: the registry's schemes by wire id, each call timed
-into a per-thread list that the job hands to the metrics when it ends (one lock per
-job, not per call).
+Block headers (one signature per block) are verified on the calling thread through the
+registry (`verify_header`).
 
 Never imports aiohttp or knows about HTTP.
 """
@@ -24,74 +19,18 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
-from qmemo.core.transaction import Transaction
-from qmemo.core.verify_cache import VerifyCache
-from qmemo.crypto.admit_kernel import AdmitKernel, AdmitResults
-from qmemo.crypto.schemes import DEFAULT_VERIFIER, backend_of, scheme_by_id
+from qmemo.crypto.admit_kernel import AdmitKernel
+from qmemo.crypto.schemes import backend_of, scheme_by_id
 from qmemo.errors import ConfigError, UnknownScheme
 from qmemo.node.metrics import VerifyMetrics
 from qmemo.node.stages import thread_cpu_ns
 
-MIN_CHUNK = 8   # below this a job's fixed cost (~20 us) is not worth a second thread
-
-
-class TimedSchemeVerifier:
-    """`SignatureVerifier` over the scheme registry, timing every call per thread.
-
-    `verifier` is the registry's Falcon verifier ("fast" or "liboqs"), for every path.
-    """
-
-    def __init__(self, verifier: str = DEFAULT_VERIFIER) -> None:
-        backend_of("Falcon-512", verifier)   # an unknown verifier fails at start, not per transaction
-        self.verifier = verifier
-        self._verify_by_id: dict[int, Callable[[bytes, bytes, bytes], bool]] = {}
-        self._local = threading.local()
-
-    def verify(self, scheme_id: int, public_key: bytes, message: bytes, signature: bytes) -> bool:
-        verify = self._verify_by_id.get(scheme_id)
-        if verify is None:
-            verify = self._load(scheme_id)
-        started = time.perf_counter_ns()
-        ok = verify(public_key, message, signature)
-        self.samples().append(time.perf_counter_ns() - started)
-        return ok
-
-    def verify_many(self, scheme_id: int, items: Sequence[tuple[bytes, bytes, bytes]]) -> list[bool]:
-        """Many (public_key, message, signature) of one scheme in one native call, each timed."""
-        try:
-            scheme = scheme_by_id(scheme_id, self.verifier)
-        except UnknownScheme:
-            return [False] * len(items)
-        results, durations = scheme.verify_many(items)
-        self.samples().extend(durations)
-        return results
-
-    def samples(self) -> list[int]:
-        """This thread's durations (ns) since it last took them."""
-        try:
-            return self._local.samples
-        except AttributeError:
-            self._local.samples = []
-            return self._local.samples
-
-    def take_samples(self) -> list[int]:
-        samples = self.samples()
-        self._local.samples = []
-        return samples
-
-    def _load(self, scheme_id: int) -> Callable[[bytes, bytes, bytes], bool]:
-        try:
-            verify = scheme_by_id(scheme_id, self.verifier).verify
-        except UnknownScheme:
-            def verify(public_key: bytes, message: bytes, signature: bytes) -> bool:
-                return False
-        self._verify_by_id[scheme_id] = verify
-        return verify
+MIN_CHUNK = 8   # below this a job's fixed cost (~20 µs) is not worth a second thread
 
 
 def name_os_thread(name: str) -> None:
@@ -105,17 +44,20 @@ def name_os_thread(name: str) -> None:
 
 
 class VerifyPool:
-    """N verify threads in front of the shared signature cache."""
+    """N verify threads (0: verify on the calling thread) over the admission kernel's table."""
 
-    def __init__(self, threads: int, metrics: VerifyMetrics, *, name: str = "node",
-                 min_chunk: int = MIN_CHUNK, verifier: str = DEFAULT_VERIFIER) -> None:
+    def __init__(self, threads: int, metrics: VerifyMetrics, kernel: AdmitKernel, ledger: Any, *,
+                 name: str = "node", min_chunk: int = MIN_CHUNK, verifier: str) -> None:
         if threads < 0:
             raise ConfigError("verify threads must be 0 (inline) or more")
+        backend_of("Falcon-512", verifier)   # an unknown verifier fails at start, not per transaction
         self.threads = threads
         self.metrics = metrics
-        self.verifier = TimedSchemeVerifier(verifier)
-        self.cache = VerifyCache(self.verifier)
+        self.kernel = kernel
+        self.ledger = ledger
+        self.verifier = verifier
         self._min_chunk = min_chunk
+        self._header_verifiers: dict[int, Callable[[bytes, bytes, bytes], bool]] = {}
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=f"{name}-verify",
                                             initializer=name_os_thread, initargs=(f"{name}-verify",)) \
             if threads else None
@@ -125,86 +67,55 @@ class VerifyPool:
         """No threads: signatures are verified on the calling (event loop) thread."""
         return self._executor is None
 
-    async def verify(self, transactions: Sequence[Transaction], path: str) -> list[bool]:
-        """Is each transaction's signature valid? Counted under `path` ("admission"/"block")."""
-        count = len(transactions)
-        if not count:
-            return []
-        if self._executor is None:      # inline: on the calling (event loop) thread
-            return self._job(transactions, path)
-        jobs = max(1, min(self.threads, count // self._min_chunk))
-        size = -(-count // jobs)
+    async def verify_batch(self, batch: Any, path: str) -> None:
+        """Verify an AdmitBatch's candidates (verdicts land in the batch)."""
+        await self._run(lambda part, parts: batch.verify(self.kernel.table, part, parts), batch.candidates, path)
+
+    async def verify_body(self, body: Any, path: str) -> int:
+        """Verify a block body's signatures the ledger does not know as verified; how many were checked."""
+        missing = self.ledger.unverified(body)
+        if missing:
+            await self._run(lambda part, parts: body.verify(self.ledger, self.kernel.table, part, parts), missing, path)
+        return missing
+
+    async def _run(self, job: Callable[[int, int], tuple], count: int, path: str) -> None:
+        parts = 1 if self._executor is None else max(1, min(self.threads, count // self._min_chunk))
+        if self._executor is None:
+            self._file(path, *self._timed(job, 0, 1))
+            return
         loop = asyncio.get_running_loop()
-        futures = [loop.run_in_executor(self._executor, self._job, transactions[i:i + size], path)
-                   for i in range(0, count, size)]
-        if len(futures) == 1:
-            return await futures[0]
-        results: list[bool] = []
-        for part in await asyncio.gather(*futures):
-            results.extend(part)
-        return results
+        results = await asyncio.gather(*(loop.run_in_executor(self._executor, self._timed, job, part, parts)
+                                         for part in range(parts)))
+        for result in results:
+            self._file(path, *result)
 
-    async def verify_records(self, kernel: AdmitKernel, results: AdmitResults, positions: Sequence[int],
-                             transactions: Sequence[Transaction], path: str) -> list[bool]:
-        """Is the signature of each record at `positions` of `results` (whose transaction is
-        the same index of `transactions`) valid? Ids the cache knows are not verified again."""
-        cache = self.cache
-        todo = cache.unknown(transactions)
-        cache.count(len(transactions) - len(todo), len(todo))
-        if len(todo) == len(transactions):
-            valid = None
-        else:
-            valid = [True] * len(transactions)
-            positions = [positions[i] for i in todo]
-            transactions = [transactions[i] for i in todo]
-        count = len(positions)
-        if count and self._executor is None:
-            checked = self._records_job(kernel, results, positions, transactions, path)
-        elif count:
-            jobs = max(1, min(self.threads, count // self._min_chunk))
-            size = -(-count // jobs)
-            loop = asyncio.get_running_loop()
-            futures = [loop.run_in_executor(self._executor, self._records_job, kernel, results,
-                                            positions[i:i + size], transactions[i:i + size], path)
-                       for i in range(0, count, size)]
-            if len(futures) == 1:
-                checked = await futures[0]
-            else:
-                checked = [ok for part in await asyncio.gather(*futures) for ok in part]
-        else:
-            checked = []
-        if valid is None:
-            return checked
-        for i, ok in zip(todo, checked):
-            valid[i] = ok
-        return valid
-
-    def _records_job(self, kernel: AdmitKernel, results: AdmitResults, positions: Sequence[int],
-                     transactions: Sequence[Transaction], path: str) -> list[bool]:
-        """One executor job: verify these records in one native call, file their timings,
-        and remember the ones that verified; its CPU is the `verify` stage, as in `_job`."""
+    @staticmethod
+    def _timed(job: Callable[[int, int], tuple], part: int, parts: int) -> tuple:
         started = thread_cpu_ns()
-        mask = bytearray(results.count)
-        for position in positions:
-            mask[position] = 1
-        kernel.verify(results, bytes(mask))
-        valid = results.valid(positions)
-        self.cache.remember([tx.id for tx, ok in zip(transactions, valid) if ok])
-        self.metrics.record(path, results.verify_ns(positions), thread_cpu_ns() - started)
-        return valid
+        checked, valid, hits, ns, samples = job(part, parts)
+        return checked, hits, ns, samples, thread_cpu_ns() - started
 
-    def record_loop_samples(self, path: str) -> None:
-        """File the verifications made on the calling thread (block headers) under `path`."""
-        self.metrics.record(path, self.verifier.take_samples())
+    def _file(self, path: str, checked: int, hits: int, ns: int, samples: list[int], cpu_ns: int) -> None:
+        self.metrics.record_summary(path, checked, ns, samples, cpu_ns)
+        self.metrics.count_cache(hits, checked)
+
+    def verify(self, scheme_id: int, public_key: bytes, message: bytes, signature: bytes) -> bool:
+        """One block header's signature (qmemo.core.state.HeaderVerifier), on the calling
+        thread, through the registry, timed under the "block" path."""
+        verify = self._header_verifiers.get(scheme_id)
+        if verify is None:
+            try:
+                verify = scheme_by_id(scheme_id, self.verifier).verify
+            except UnknownScheme:
+                def verify(public_key: bytes, message: bytes, signature: bytes) -> bool:
+                    return False
+            self._header_verifiers[scheme_id] = verify
+        started = time.perf_counter_ns()
+        ok = verify(public_key, message, signature)
+        self.metrics.record_summary("block", 1, time.perf_counter_ns() - started, [])
+        return ok
 
     def close(self) -> None:
         if self._executor is not None:
             self._executor.shutdown(wait=True, cancel_futures=True)
 
-    def _job(self, transactions: Sequence[Transaction], path: str) -> list[bool]:
-        """One executor job: verify a chunk in this thread, then file its timings and its CPU
-        (the `verify` stage, qmemo.node.stages) under the metrics' one lock per job."""
-        started = thread_cpu_ns()
-        results = self.cache.verify_transactions(transactions)
-        self.metrics.record(path, self.verifier.take_samples(), thread_cpu_ns() - started)
-        return results

@@ -95,9 +95,8 @@ def test_same_run_references_and_breakdown_are_measured(document):
         assert refs[label]["ops_per_s"] * refs[label]["us_per_op"] == pytest.approx(1e6)
     assert refs["two_threads_verify"]["ops_per_s"] > 0
     steps = document["admission_breakdown_us_per_tx"]
-    assert set(steps) == {"kernel: frame, decode, ids, digests", "transactions from records", "form rules",
-                          "signature (kernel, node's verifier)", "python decode (replaced)", "mempool check + add",
-                          "JSON answer"}
+    assert set(steps) == {"kernel: frame, decode, ids, digests", "ledger checks", "signature (kernel, node's verifier)",
+                          "ledger commit (pool)", "JSON answer (C)"}
     assert all(value > 0 for value in steps.values())
 
 
@@ -117,6 +116,10 @@ def test_headline_sets_the_node_against_its_own_verifiers_native_loop(document):
     assert top["verify_us_per_tx"] == pytest.approx(1e6 / head["same_run_verify_per_s"])
     assert top["decode_hash_us_per_tx"] == document["admission_breakdown_us_per_tx"][KERNEL_STEP]
     assert head["ratio"] < top["ratio"] < 1
+    # Its floor ratio: that same protocol work per transaction over the node's CPU per transaction.
+    assert head["floor_us_per_tx"] == pytest.approx(top["verify_us_per_tx"] + top["decode_hash_us_per_tx"])
+    assert head["node_cpu_us_per_tx"] == run["node_cpu_us_per_tx"]
+    assert head["floor_ratio"] == pytest.approx(head["floor_us_per_tx"] / head["node_cpu_us_per_tx"])
     # The fast verifier's key cache served the node: far fewer keys than transactions, mostly hits.
     assert run["key_cache"]["size"] >= 1 and run["key_cache"]["hits"] > run["key_cache"]["misses"]
 

@@ -239,16 +239,6 @@ def test_a_relayed_transaction_survives_the_receivers_sigkill(devnet, tmp_path):
         print(f"relayed then receiver killed: {len(transactions)} relayed, {statuses['pending']} pending again")
 
 
-class WatchedEvent(asyncio.Event):
-    """An asyncio.Event that remembers someone waited on it."""
-
-    waited = False
-
-    async def wait(self) -> bool:
-        self.waited = True
-        return await super().wait()
-
-
 async def test_a_fallback_producer_skips_its_turn_while_the_late_primarys_block_is_validated(devnet, tmp_path):
     """Validator 0's block 1 arrives but verifies slowly (held here by a gate); validator 1's
     fallback turn comes meanwhile: it must not produce a competing block 1."""
@@ -256,7 +246,14 @@ async def test_a_fallback_producer_skips_its_turn_while_the_late_primarys_block_
     clock = ManualClock(genesis_ms + 600)              # validator 0's turn for block 1 (slot at +500)
     async with running_node(devnet, tmp_path / "data", devnet.validator_key(1), clock=clock) as node:
         intake, gate = node.intake, asyncio.Event()
-        intake.validated = watched = WatchedEvent()
+        waited = []
+        wait_validated = intake.wait_validated
+
+        async def watched_wait() -> None:
+            waited.append(True)
+            await wait_validated()
+
+        intake.wait_validated = watched_wait
         verify = intake.preverify
 
         async def slow_preverify(block):
@@ -267,11 +264,11 @@ async def test_a_fallback_producer_skips_its_turn_while_the_late_primarys_block_
         block = devnet.block(height=1, previous_hash=node.genesis.hash, timestamp_ms=genesis_ms + 500, producer=0)
         push = asyncio.create_task(node.receive_block(block.encode()))
         deadline = asyncio.get_running_loop().time() + 10
-        while not intake.validating_to:                # its header passed the gate; its body is verifying
+        while not intake.validating(1):                # its header passed the gate; its body is verifying
             assert asyncio.get_running_loop().time() < deadline and not push.done(), push
             await asyncio.sleep(0.01)
         clock.advance(500)                             # validator 1's fallback window for block 1 opens
-        while not watched.waited and node.metrics.blocks_produced == 0:
+        while not waited and node.metrics.blocks_produced == 0:
             assert asyncio.get_running_loop().time() < deadline, "the producer neither waited nor produced"
             await asyncio.sleep(0.05)
         assert node.metrics.blocks_produced == 0 and node.chain.height == 0, "a competing block 1 was produced"

@@ -114,7 +114,7 @@ async def test_held_queue_flood_from_never_funded_keys_is_refused_and_a_funded_g
     assert len(flood) == 20_480
     accepted, codes = await post_batches(client, flood)
     assert (accepted, codes) == (0, {"fee_too_low": len(flood)})
-    assert len(node.admission.future) == 0 and len(node.mempool) == 0
+    assert node.ledger.sizes()[:2] == (0, 0)     # nothing pending, nothing held
 
     wallet = Wallet(devnet)
     gap_one = wallet.transfer(1, 2, nonce=1)            # a funded account, one nonce ahead
@@ -160,7 +160,7 @@ async def test_held_queue_caps_per_sender_and_in_all_answer_429(devnet, tmp_path
         assert (await post_tx(client, wallet.transfer(1, 0, nonce=1)))[1]["status"] == "accepted"
         status, body = await post_tx(client, wallet.transfer(2, 0, nonce=1))
         assert (status, body["error"]) == (429, "held_full")
-        assert len(node.admission.future) == 3
+        assert node.ledger.sizes()[1] == 3         # held
 
 
 # --- peer and parser limits ----------------------------------------------------------------------

@@ -134,3 +134,25 @@ class Devnet:
     def apply(self, block: Block, now_ms: int | None = None) -> AppliedBlock:
         """`apply_block` with the clock at the block's own timestamp unless given."""
         return apply_block(self.state, block, self.cache, block.header.timestamp_ms if now_ms is None else now_ms)
+
+
+# --- the node's side: a Chain over the native ledger, blocks as the node holds them -----------
+
+@cache
+def kernel():
+    """The admission kernel for this chain's schemes (the node's verify path)."""
+    from qmemo.crypto.admit_kernel import AdmitKernel
+    return AdmitKernel(CHAIN_ID, ["Falcon-512", "Ed25519"], verifier="fast")
+
+
+def node_block(block: Block):
+    """A core Block as the node holds it (qmemo.node.ledger.NodeBlock), decoded by the kernel."""
+    from qmemo.node.ledger import body_of, native
+    return body_of(native(), kernel().table, default_genesis(), block.encode())
+
+
+def node_chain(store, **settings):
+    """A node's Chain on `store`, over a new native ledger."""
+    from qmemo.node.chain import Chain
+    from qmemo.node.ledger import PoolLimits, new_ledger
+    return Chain(store, new_ledger(store.genesis, PoolLimits()), **settings)

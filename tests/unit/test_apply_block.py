@@ -16,22 +16,62 @@ from qmemo.core.block import Block
 from qmemo.core.codec import U64_MAX
 from qmemo.core.genesis import parse_genesis
 from qmemo.core.state import AppliedBlock
-from qmemo.errors import InvalidBlock
-from tests.unit.chain_kit import INITIAL_BALANCE, Devnet, address_of, genesis_document, schemes
+from qmemo.errors import DecodeError, InvalidBlock
+from qmemo.node.chain import apply_to_ledger
+from qmemo.node.ledger import PoolLimits, new_ledger
+from tests.unit.chain_kit import INITIAL_BALANCE, Devnet, address_of, genesis_document, kernel, node_block, schemes
 
 
 def run_block_processing(net: Devnet, block: Block, code: str | None = None,
                          now_ms: int | None = None) -> AppliedBlock | None:
-    """Apply `block`; if `code` is given, expect InvalidBlock(code) and an untouched state."""
+    """Apply `block`; if `code` is given, expect InvalidBlock(code) and an untouched state.
+    The node's own path (its native ledger: qmemo.node.chain.apply_to_ledger) gets the
+    same block on the same state and must end the same way: the same code and sentence,
+    or the same accounts afterwards."""
+    native = _node_path(net, block, block.header.timestamp_ms if now_ms is None else now_ms)
     if code is None:
-        return net.apply(block, now_ms)
+        applied = net.apply(block, now_ms)
+        assert native == {a: (acc.balance, acc.nonce) for a, acc in net.state.accounts.items()}, native
+        return applied
     before = (dict(net.state.accounts), net.state.height, net.state.tip_hash, net.state.tip_timestamp_ms)
     with pytest.raises(InvalidBlock) as rejected:
         net.apply(block, now_ms)
     assert rejected.value.code == code, rejected.value
     assert rejected.value.http_status == 422
     assert (net.state.accounts, net.state.height, net.state.tip_hash, net.state.tip_timestamp_ms) == before
+    if native[0] == "undecodable":
+        # A header whose version or count does not match its body never reaches the node's
+        # body rules: its decoder refuses the bytes first (400, not 422).
+        assert code in ("unsupported_version", "wrong_tx_count"), native
+    else:
+        assert native == (code, rejected.value.detail), native
     return None
+
+
+def _node_path(net: Devnet, block: Block, now_ms: int) -> dict | tuple[str, str]:
+    """`block` through the node's path on a ledger holding net's state: the accounts
+    after it, or the (code, sentence) it was refused with (before anything changed)."""
+    ledger = new_ledger(net.genesis, PoolLimits())
+    for address, account in net.state.accounts.items():
+        ledger.set_account(address, account.balance, account.nonce)
+    state = net.state
+    try:
+        received = node_block(block)
+    except DecodeError as exc:
+        return "undecodable", exc.code
+    try:
+        apply_to_ledger(net.genesis, ledger, received, state.height, state.tip_hash, state.tip_timestamp_ms,
+                        net.cache, kernel().table, now_ms)
+    except InvalidBlock as exc:
+        assert {a: (acc.balance, acc.nonce) for a, acc in state.accounts.items()} == _accounts(ledger)
+        return exc.code, exc.detail
+    return _accounts(ledger)
+
+
+def _accounts(ledger) -> dict[bytes, tuple[int, int]]:
+    packed = ledger.accounts()
+    return {packed[i:i + 32]: (int.from_bytes(packed[i + 32:i + 40], "little"),
+                               int.from_bytes(packed[i + 40:i + 48], "little")) for i in range(0, len(packed), 48)}
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from qmemo.core.finality import final_height, quorum
 from qmemo.errors import StoreError
 from qmemo.node.chain import Chain, branch_is_better
 from qmemo.node.store import ChainStore
-from tests.unit.chain_kit import Devnet
+from tests.unit.chain_kit import Devnet, kernel, node_block, node_chain
 
 
 @pytest.mark.parametrize("validators, needed", [(1, 1), (2, 2), (3, 2), (4, 3), (5, 3), (32, 17)])
@@ -60,7 +60,7 @@ def _extend(net: Devnet, chain: Chain, producers: list[int]) -> list[Block]:
     for producer in producers:
         block = net.next_block(producer=producer)
         net.apply(block)
-        chain.apply(block, net.cache, block.header.timestamp_ms)
+        chain.apply(node_block(block), net.cache, kernel().table, block.header.timestamp_ms)
         chain.made_durable()
         blocks.append(block)
     return blocks
@@ -70,7 +70,7 @@ def _extend(net: Devnet, chain: Chain, producers: list[int]) -> list[Block]:
 def chain(tmp_path):
     net = Devnet()
     store = ChainStore(tmp_path / "chain.sqlite", net.genesis)
-    yield net, Chain(store, quorum=quorum(len(net.genesis.validators)))
+    yield net, node_chain(store, quorum=quorum(len(net.genesis.validators)))
     store.close()
 
 

@@ -21,7 +21,7 @@ from qmemo.core.genesis import next_turn_ms
 from qmemo.crypto.verifier import signer
 from qmemo.node.chain import Chain, branch_is_better
 from qmemo.node.store import ChainStore
-from tests.unit.chain_kit import Devnet, falcon_keys
+from tests.unit.chain_kit import Devnet, falcon_keys, kernel, node_block, node_chain
 
 NOW_MS = 2_000_000_000_000          # every block's timestamp is in the past of this clock
 EXPIRY_MS = lock_expiry_ms(3, 2_000, 2_000)
@@ -71,7 +71,7 @@ class Node:
     def __init__(self, net: Devnet, store: ChainStore, index: int) -> None:
         self.net = net
         self.index = index
-        self.chain = Chain(store, quorum=quorum(3), validator_index=index, lock_expiry_ms=EXPIRY_MS)
+        self.chain = node_chain(store, quorum=quorum(3), validator_index=index, lock_expiry_ms=EXPIRY_MS)
 
     def produce(self, *, obey_locks: bool = True) -> Block | None:
         """Our block on our tip, stamped in our turn; None if a lock forbids it."""
@@ -102,7 +102,7 @@ class Node:
 
     def _apply(self, blocks: list[Block]) -> None:
         for block in blocks:
-            self.chain.apply(block, self.net.cache, NOW_MS)
+            self.chain.apply(node_block(block), self.net.cache, kernel().table, NOW_MS)
         self.chain.made_durable()
 
     def final_hash(self, height: int) -> bytes | None:
@@ -195,7 +195,7 @@ def test_a_restarted_validator_keeps_the_lock_its_switch_set(nodes):
     assert restarted.chain.producer_locks(NOW_MS) == [ProducerLock(3, a_prime.hash, 2, NOW_MS)]
     assert restarted.produce() is None
     assert restarted.chain.producer_locks(NOW_MS + EXPIRY_MS) == []        # and it still expires
-    assert Chain(store, quorum=quorum(3)).locks == []                     # an observer has none
+    assert node_chain(store, quorum=quorum(3)).locks == []                     # an observer has none
 
 
 def test_a_branch_stored_without_locks_keeps_the_stored_ones(nodes):

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from qmemo.errors import StoreError
+from qmemo.frames import encode_frames
 from qmemo.node.journal import JOURNAL_FILE, Journal
 
 
@@ -74,7 +75,7 @@ async def test_compaction_keeps_what_it_is_given_and_later_appends(tmp_path: Pat
     journal.read_back()
     await journal.append([b"committed-a", b"unsettled-b", b"committed-c"])
     size_before = journal.size_bytes
-    await journal.compact([b"unsettled-b"])
+    await journal.compact(encode_frames([b"unsettled-b"]), 1)
     assert journal.size_bytes < size_before and not journal.wants_compaction()
     await journal.append([b"later-d"])
     journal.close()
@@ -125,7 +126,7 @@ async def test_a_large_compaction_is_written_as_several_entries(tmp_path: Path, 
     journal = Journal(tmp_path, "test")
     journal.read_back()
     records = [bytes([i]) * 3 for i in range(5)]
-    await journal.compact(records)
+    await journal.compact(encode_frames(records), len(records))
     journal.close()
     data = (tmp_path / JOURNAL_FILE).read_bytes()
     assert _reopened(tmp_path) == records
@@ -170,7 +171,7 @@ def test_the_journals_writes_are_the_store_stages_cpu(tmp_path):
         journal.read_back()
         for _ in range(20):
             await journal.append([bytes(100_000)] * 10)
-        await journal.compact([bytes(100_000)] * 10)
+        await journal.compact(encode_frames([bytes(100_000)] * 10), 10)
         journal.close()
         return stages
 

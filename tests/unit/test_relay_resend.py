@@ -10,6 +10,7 @@ import logging
 import pytest
 
 from qmemo.errors import PeerError, PeerRefused
+from qmemo.frames import decode_frames, encode_frames
 from qmemo.node.metrics import NodeMetrics, VerifyMetrics
 from qmemo.node.peers import Relay
 
@@ -24,7 +25,8 @@ class Peer:
         self.attempts: list[list[bytes]] = []
         self.taken: list[bytes] = []
 
-    async def send_txs(self, encodings) -> None:
+    async def send_txs(self, frames: bytes, count: int) -> None:
+        encodings = decode_frames(frames, count)
         self.attempts.append(list(encodings))
         if self.failures:
             raise self.failures.pop(0)
@@ -38,7 +40,7 @@ async def relay_through(peer: Peer, batches: list[list[bytes]], settled) -> Rela
     task = asyncio.create_task(relay.run())
     try:
         for batch in batches:
-            relay.enqueue(batch)
+            relay.enqueue(encode_frames(batch), len(batch))
         for _ in range(500):
             if settled(relay):
                 break
@@ -95,14 +97,14 @@ async def test_a_batch_the_peer_answered_with_an_error_is_refused_not_unanswered
     async with TestServer(app) as server, ClientSession() as session:
         peer = HttpPeer(str(server.make_url("")), session, NodeMetrics(VerifyMetrics(threads=1)), origin="http://us")
         with pytest.raises(PeerRefused) as full:
-            await peer.send_txs([b"tx"])
+            await peer.send_txs(encode_frames([b"tx"]), 1)
         assert (full.value.peer_code, full.value.peer_status) == ("mempool_full", 429)
         with pytest.raises(PeerRefused) as large:
-            await peer.send_txs([b"tx"])
+            await peer.send_txs(encode_frames([b"tx"]), 1)
         assert (large.value.peer_code, large.value.peer_status) == ("unreadable", 413)
-        await peer.send_txs([b"tx"])
+        await peer.send_txs(encode_frames([b"tx"]), 1)
         await server.close()
         with pytest.raises(PeerError) as unanswered:
-            await peer.send_txs([b"tx"])
+            await peer.send_txs(encode_frames([b"tx"]), 1)
         assert not isinstance(unanswered.value, PeerRefused)
     assert len(seen) == 3

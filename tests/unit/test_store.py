@@ -142,21 +142,35 @@ def test_only_the_next_block_may_be_appended(chain):
     assert refused.value.code == "not_the_next_block"
 
 
-def test_a_failed_append_writes_nothing(chain):
-    net, store = chain
+class _AccountsFail(sqlite3.Connection):
+    """A connection whose accounts write fails (the last statement of an append)."""
+
+    fail = False
+
+    def executemany(self, sql, rows):   # type: ignore[override]
+        if self.fail and sql.startswith("INSERT INTO accounts"):
+            raise sqlite3.OperationalError("disk I/O error (simulated)")
+        return super().executemany(sql, rows)
+
+
+def test_a_failed_append_writes_nothing(tmp_path):
+    net = Devnet()
+    store = ChainStore(tmp_path / "chain.sqlite", net.genesis, connection=_AccountsFail)
+    store.append(net.apply(net.next_block([net.transfer(net.alice, net.bob, 1)])))
     before = store.load_state()
     block = net.next_block([net.transfer(net.alice, net.bob, 1)])
     applied = net.apply(block)
-    # The last write, the accounts, fails after the block's row and its index were written:
-    # a balance past SQLite's 64-bit integers.
-    broken = AppliedBlock(block, {**applied.accounts, bytes(32): Account(2**64, 0)}, 0)
-    with pytest.raises(OverflowError):
-        store.append(broken)
+    # The last write, the accounts, fails after the block's row and its index were written.
+    store._db.fail = True
+    with pytest.raises(sqlite3.OperationalError):
+        store.append(applied)
+    store._db.fail = False
     after = store.load_state()
     assert (after.height, after.tip_hash, after.accounts) == (before.height, before.tip_hash, before.accounts)
-    assert store.block(4) is None and store.transaction(block.transactions[0].id) is None
+    assert store.block(2) is None and store.transaction(block.transactions[0].id) is None
     store.append(applied)       # and the block itself still goes in
-    assert store.transaction(block.transactions[0].id).height == 4
+    assert store.transaction(block.transactions[0].id).height == 2
+    store.close()
 
 
 @pytest.mark.parametrize("where", ["in an earlier block", "twice in the block"])

@@ -202,6 +202,21 @@ int qmemo_admit_count(const uint8_t *body, size_t body_length, size_t max_count,
 size_t qmemo_admit_verify(const qmemo_admit_table *table, const uint8_t *body, size_t body_length,
                           qmemo_admit_record *records, size_t count, const uint8_t *select);
 
+/*
+ * The classical baselines' slot (qmemo_admit_classical.c): `which` is "ed" (Ed25519 on
+ * libsodium) or "k1" (ECDSA secp256k1 on libsecp256k1, SHA-256 of the message, compact
+ * low-S signatures), under `rule` (required). 0, or -1 for an unknown `which`, NULL
+ * arguments or a libsodium that will not start.
+ */
+int qmemo_admit_table_set_classical(qmemo_admit_table *table, uint8_t scheme_id, const char *which,
+                                    const qmemo_admit_length_rule *rule);
+
+/*
+ * The Merkle root of `count` 64-byte transaction ids laid end to end (qmemo/core/merkle.py's
+ * merkle_root, which is the reference) into root[0..64). 0; -1 for bad arguments; -2 out of memory.
+ */
+int qmemo_admit_merkle_root(const uint8_t *ids, size_t count, uint8_t *root);
+
 /* sizeof(qmemo_admit_record), for the binding to check its layout against. */
 size_t qmemo_admit_record_size(void);
 

@@ -1,9 +1,11 @@
 """The held queue: verified transactions waiting for an earlier nonce of their sender.
 
-Admission (qmemo.node.admission) holds a transaction whose nonce is ahead of its
-sender's next pending nonce, within a window, until the gap fills; this module keeps
-them per sender, with what each sender's held transactions cost together and the caps
-on how many are held (issue 12). Pure bookkeeping: no clock (times come in), no I/O.
+Admission holds a transaction whose nonce is ahead of its sender's next pending nonce,
+within a window, until the gap fills (Ethereum calls them "queued"; a client sees
+"held"). This module keeps them per sender, with what each sender's held transactions
+cost together and the caps on how many are held: holding is not free, or a flood of
+unfunded keys could fill it (qmemo.core.pool, the reference admission; the node's
+native ledger keeps the same rules). Pure bookkeeping: no clock (times come in), no I/O.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from dataclasses import dataclass
 
 from qmemo.core.state import charge
 from qmemo.core.transaction import Transaction
-from qmemo.errors import InvalidTransaction, MempoolFull
+from qmemo.core.refusals import HELD_NONCE_CONFLICT, refusal
 
 
 @dataclass(slots=True)
@@ -22,7 +24,7 @@ class Held:
     relay: bool
 
 
-class FutureQueue:
+class HeldQueue:
     """Verified transactions waiting for an earlier nonce of their sender, and what each
     sender's held transactions cost together."""
 
@@ -52,18 +54,16 @@ class FutureQueue:
         on their way) fits the per-sender and global caps."""
         slots = self._by_sender.get(sender)
         if (len(slots) if slots else 0) + extra >= self.max_per_sender:
-            raise MempoolFull(f"this sender already has {self.max_per_sender} transactions held for a nonce gap",
-                              code="held_sender_limit")
+            raise refusal("held_sender_limit", self.max_per_sender)
         if len(self._ids) >= self.max_txs:
-            raise MempoolFull(f"the held queue is full ({len(self._ids)} transactions waiting for a nonce gap)",
-                              code="held_full")
+            raise refusal("held_full", len(self._ids))
 
     def hold(self, tx: Transaction, now: float, relay: bool, available: int) -> None:
         """Hold `tx`, whose sender has `available` of its balance left after its pending
         transactions; raises the rule it breaks (caps, payability, a nonce already held)."""
         slots = self._by_sender.get(tx.sender)
         if slots and tx.nonce in slots:
-            raise InvalidTransaction(f"another transaction with nonce {tx.nonce} is held", code="nonce_conflict")
+            raise refusal(HELD_NONCE_CONFLICT, tx.nonce)
         self.check_room(tx.sender)
         cost = self.cost(tx.sender)
         charge(available - cost, tx.nonce, tx)    # payable together with everything before it
