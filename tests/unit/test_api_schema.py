@@ -11,45 +11,14 @@ import orjson
 import pytest
 
 from qmemo import api_schema
-from qmemo.api_schema import (METRICS_SCHEMA, STATUS_SCHEMA, AccountState, Health, MetricsSnapshot, NodeStatus,
-                              PeerStatus, TxCounts, TxStatus)
+from qmemo.api_schema import AccountState, Health, TxCounts, TxStatus
 from qmemo.core.merkle import merkle_proof, merkle_root, verify_proof
 from qmemo.core.state import Account
-from qmemo.errors import DecodeError
+from qmemo.errors import DecodeError, InvalidTransaction
 from qmemo.net import wire
 from qmemo.node.answers import ACCEPTED, REJECTED, TxOutcome
-from qmemo.node.stages import STAGES, StageCPU, stage_figures
-from qmemo.errors import InvalidTransaction
+from tests.unit.api_documents import metrics_snapshot, node_status
 from tests.unit.chain_kit import Devnet
-
-
-def node_status(**changes: object) -> NodeStatus:
-    status = NodeStatus(schema=STATUS_SCHEMA, node="node-0", version="1", chain_id=7, genesis_hash=b"\xab" * 64,
-                        height=2, tip_hash=b"\x01" * 64, tip_age_s=0.5, final_height=1, mempool=3, mempool_queued=1,
-                        validator=None, scheme="Falcon-512", block_interval_ms=2000,
-                        peers=(PeerStatus("http://p", False, None, None, "ConnectionRefusedError"),),
-                        uptime_s=1.0, ready=True)
-    return replace(status, **changes)
-
-
-def metrics_snapshot() -> MetricsSnapshot:
-    """A snapshot with every kind of value the node writes: nested figures, maps, nulls, a tuple."""
-    figures = stage_figures(StageCPU(started_monotonic=0.0, started_process_cpu_s=0.0), [1_000_000] * len(STAGES),
-                            [2] * len(STAGES), process_cpu_s=0.05, admitted=10, now=1.0, other_on_loop_ns=5_000)
-    return MetricsSnapshot(
-        schema=METRICS_SCHEMA, node="node-1", chain_id=7, scheme="Falcon-512", version="1", time_s=1795421450.6,
-        uptime_s=12, height=4, tip_hash=None, tip_age_s=0.25,
-        mempool=api_schema.MempoolFigures(3, 5400, 1),
-        tx=api_schema.TxFigures(10, 8, 1, {"bad_signature": 1}, 6, {}, 0, 0, 2),
-        verify=api_schema.VerifyFigures(1, {"admission": 8, "block": 2}, {"admission": 0.001, "block": 0.0002},
-                                        {"p50": 41.5, "p99": None}, 0.6, api_schema.CacheFigures(2, 0, 8), "fast",
-                                        api_schema.KeyCacheFigures(1, 4096, 7, 1, 0.875, ("Falcon-512",))),
-        blocks=api_schema.BlockFigures(2, 1, 0, {}, 0, 0, {"ids": 2, "missing": 0, "whole": 0},
-                                       api_schema.IntervalFigures(2.0, 2.0, None), {"decode": 1.5, "state": None}),
-        process=api_schema.ProcessFigures(0.5, 48_574_464, "uvloop"),
-        event_loop_lag_ms=api_schema.LagFigures(0.5, 1.8, 2.0),
-        net=api_schema.NetFigures(11_433, 17_709),
-        stages=figures)
 
 
 def over_the_wire(value: object) -> object:
