@@ -27,15 +27,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import orjson
-
 from qmemo.bench.node_figures import KERNEL_STEP
 from qmemo.bench.node_setup import BenchDevnet
-from qmemo.core.genesis import parse_genesis
 from qmemo.core.mempool import Mempool, MempoolLimits
 from qmemo.core.state import ChainState, check_transaction_form
 from qmemo.core.transaction import Transaction
-from qmemo.crypto.verifier import scheme_table
+from qmemo.crypto.verifier import load_genesis
 from qmemo.devnet.files import GENESIS_FILE
 from qmemo.errors import BenchmarkError
 from qmemo.frames import decode_frames
@@ -81,7 +78,7 @@ def _admission_steps(devnet: BenchDevnet, transactions: list[Transaction], verif
     (`batch` transactions, as the node receives them), each batch's objects dropped before
     the next: a node's memory is reused as blocks commit, whereas one list of all the
     transactions timed its fresh allocations' page faults (~60 MB for 20,000), not the step."""
-    genesis = parse_genesis(orjson.loads((devnet.dir / GENESIS_FILE).read_bytes()), scheme_table())
+    genesis = load_genesis(devnet.dir / GENESIS_FILE)
     state = ChainState.from_genesis(genesis)
     body = encode_tx_batch([tx.encoded for tx in transactions])
     n = len(transactions)

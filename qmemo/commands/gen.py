@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
                    schedule=args.schedule, sweep=args.sweep, prepare_only=args.prepare_only)
     if args.prepare_only:
         from qmemo.load.run import offsets_for, prepare
-        from qmemo.node.store import load_genesis
+        from qmemo.crypto.verifier import load_genesis
 
         if config.cache_dir is None:
             raise ConfigError("--prepare-only needs the workload cache (drop --no-cache)")

@@ -43,8 +43,8 @@ from qmemo.load.summary import (SWEEP_SCHEMA, Failover, LoadSummary, Sweep, Swee
                                 write)
 from qmemo.load.workload import PlanShape, Workload, build, funded_accounts
 from qmemo.core.genesis import Genesis
+from qmemo.crypto.verifier import load_genesis
 from qmemo.net.client import NodeClient, open_clients
-from qmemo.node.store import load_genesis
 
 FOLLOW_POLL_S = 0.1
 STATUS_EVERY_S = 1.0
