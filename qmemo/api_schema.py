@@ -277,6 +277,18 @@ class TxStatus:
 
 
 @dataclass(frozen=True, slots=True)
+class TxResult:
+    """One transaction's outcome in a `POST /txs` answer, in input order: "accepted",
+    "duplicate" or "rejected" with the rule's `code` and a sentence (`id` None: its bytes
+    did not even decode)."""
+
+    id: bytes | None
+    status: str
+    code: str | None = field(default=None, metadata=OMIT_NONE)
+    detail: str | None = field(default=None, metadata=OMIT_NONE)
+
+
+@dataclass(frozen=True, slots=True)
 class TxCounts:
     """How many of a batch's transactions had each outcome: `POST /peer/txs`' answer and the
     totals of `POST /txs`'."""
@@ -311,6 +323,14 @@ def decode_tx_counts(document: Any, where: str = "/txs") -> TxCounts:
     if not isinstance(document, dict):
         raise DecodeError(f"{where}: expected an object, got {type(document).__name__}")
     return from_json(TxCounts, {key: document.get(key) for key in ("accepted", "duplicate", "rejected")}, where)
+
+
+def decode_tx_results(document: Any, where: str = "/txs") -> list[TxResult]:
+    """The per-transaction results of a `POST /txs` answer (its totals: `decode_tx_counts`)."""
+    results = document.get("results") if isinstance(document, dict) else None
+    if not isinstance(results, list):
+        raise DecodeError(f"{where}: expected an object with a list of results")
+    return [from_json(TxResult, entry, f"{where}.results[{i}]") for i, entry in enumerate(results)]
 
 
 def decode_blocks(document: Any, where: str = "/blocks") -> list[BlockSummary]:

@@ -32,8 +32,11 @@ import aiohttp
 import orjson
 
 from qmemo import api_schema
-from qmemo.api_schema import AccountState, BlockSummary, Health, MetricsSnapshot, NodeStatus, TxCounts, TxStatus
+from qmemo.api_schema import (AccountState, BlockSummary, Health, MetricsSnapshot, NodeStatus, TxCounts, TxResult,
+                              TxStatus)
 from qmemo.errors import DecodeError, Misuse, NodeApiError, NodeRefused, NodeUnreachable
+from qmemo.node.answers import BlockAnswer
+from qmemo.records import from_json
 
 JSON = {"Content-Type": "application/json"}
 BINARY = {"Content-Type": "application/octet-stream"}
@@ -66,6 +69,23 @@ class Answer:
         """How many were accepted, duplicate, rejected (a 200 `POST /txs` answer)."""
         return api_schema.decode_tx_counts(self.json())
 
+    def results(self) -> list[TxResult]:
+        """Each transaction's outcome, in input order (a 200 `POST /txs` answer)."""
+        return api_schema.decode_tx_results(self.json())
+
+    def block_answer(self) -> BlockAnswer:
+        """What the node did with a pushed block (a 200 `POST /peer/block` answer)."""
+        return from_json(BlockAnswer, self.json(), "/peer/block")
+
+    def error(self) -> str | None:
+        """The error code of an error answer (`{"error": code, "detail": ...}`), None if it has none."""
+        try:
+            document = self.json()
+        except DecodeError:
+            return None
+        error = document.get("error") if isinstance(document, dict) else None
+        return error if isinstance(error, str) else None
+
 
 class NodeClient:
     """One node's API over a shared `aiohttp.ClientSession`."""
@@ -77,6 +97,10 @@ class NodeClient:
 
     def __repr__(self) -> str:
         return f"NodeClient({self.url!r})"
+
+    def with_timeout(self, timeout_s: float) -> NodeClient:
+        """The same node over the same session, its calls given `timeout_s` each."""
+        return NodeClient(self.url, self._session, timeout_s)
 
     # --- node ---------------------------------------------------------------------------------
 
@@ -168,14 +192,9 @@ async def open_clients(urls: Sequence[str], timeout_s: float = DEFAULT_TIMEOUT_S
 
 def _refused(where: str, answer: Answer) -> NodeRefused:
     """The node's error answer, in its own words (`{"error", "detail"}`, or the body's start)."""
-    try:
-        document = answer.json()
-    except DecodeError:
-        document = None
-    if isinstance(document, dict) and isinstance(document.get("error"), str):
-        code, detail = document["error"], str(document.get("detail"))
-    else:
-        code, detail = f"http_{answer.status}", repr(answer.body[:200])
+    code = answer.error()
+    detail = str(answer.json().get("detail")) if code is not None else repr(answer.body[:200])
+    code = code or f"http_{answer.status}"
     return NodeRefused(f"{where} answered {answer.status} {code}: {detail}", node_code=code,
                        node_status=answer.status)
 
