@@ -40,11 +40,11 @@ NO_BASELINE = "no C baseline of this machine yet: run `.venv/bin/qmemo bench c -
 
 def load_baseline(config: MonitorConfig) -> Baseline:
     """The C single-core verify rate for the scheme, from the run named by --baseline or
-    else this machine's best (qmemo.analysis.c_baseline.find_c_baseline); failing that,
+    else this machine's best (qmemo.bench.c_baseline.find_c_baseline); failing that,
     results/latest marked as another machine's, or a pointer to the command that measures one."""
     import datetime
 
-    from qmemo.analysis.c_baseline import find_c_baseline, load_c_baseline
+    from qmemo.bench.c_baseline import find_c_baseline, load_c_baseline
     from qmemo.bench import fingerprint
     from qmemo.errors import QmemoError
 

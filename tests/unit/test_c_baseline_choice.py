@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from qmemo.analysis.c_baseline import find_c_baseline
+from qmemo.bench.c_baseline import find_c_baseline
 from qmemo.bench import fingerprint
 from qmemo.bench.c_summary import Fingerprint, read_summary, write_summary
 from qmemo.monitor.view import Baseline, NodePoll, Snapshot, age_text, render
