@@ -162,7 +162,7 @@ class NodeClient:
 
     async def _call(self, method: str, path: str, body: bytes | None, decode: Callable[[Any], T],
                     ok: tuple[int, ...] = (200,)) -> T:
-        answer = await self._answer(method, path, body, JSON, None)
+        answer = await self._answer(method, path, body, JSON if body is not None else None, None)
         where = f"{method} {self.url}{path}"
         if answer.status not in ok:
             raise _refused(where, answer)
@@ -171,7 +171,7 @@ class NodeClient:
         except DecodeError as exc:
             raise NodeApiError(f"{where}: {exc}", code="unreadable") from None
 
-    async def _answer(self, method: str, path: str, body: bytes | None, headers: dict[str, str],
+    async def _answer(self, method: str, path: str, body: bytes | None, headers: dict[str, str] | None,
                       timeout_s: float | None) -> Answer:
         timeout = self._timeout if timeout_s is None else aiohttp.ClientTimeout(total=timeout_s)
         try:
