@@ -208,3 +208,38 @@ class PeerRefused(PeerError):
         super().__init__(detail)
         self.peer_code = peer_code
         self.peer_status = peer_status
+
+
+# --- a node's API, as its clients see it ---------------------------------------------------
+
+class NodeApiError(QmemoError):
+    """A node did not answer as docs/api.md says (qmemo.net.client): its side, or the path
+    between us, never a rule the caller broke. The message names the node and the route.
+    `code` "unreadable": it answered 200 with a body that is not the documented document
+    (another version of qMEMO: the message names the schema it found)."""
+
+    code = "node_api"
+    http_status = 502
+
+
+class NodeUnreachable(NodeApiError):
+    """No answer: connection refused or reset, or no answer in time (a node that is down,
+    paused, or behind a cut link). `transport` names the transport's own error class."""
+
+    code = "unreachable"
+
+    def __init__(self, detail: str, *, transport: str) -> None:
+        super().__init__(detail)
+        self.transport = transport
+
+
+class NodeRefused(NodeApiError):
+    """The node answered with an error status: its own `{"error", "detail"}` kept apart
+    (`node_code`, `node_status`), as `PeerRefused` keeps a peer's."""
+
+    code = "refused"
+
+    def __init__(self, detail: str, *, node_code: str, node_status: int) -> None:
+        super().__init__(detail)
+        self.node_code = node_code
+        self.node_status = node_status

@@ -15,7 +15,8 @@ say so, not half-parse). Field metadata covers the two irregular shapes the file
                                 object (None when none of its keys is present).
 
 Values are kept as they were read (an integer in a float field stays an integer), so
-`to_json(from_json(cls, data)) == data` for every file the writer produced.
+`to_json(from_json(cls, data)) == data` for every file the writer produced. A `bytes`
+field is lowercase hex in JSON, as the node's API writes every byte string (hashes, ids).
 
 Every result file names its format in a "schema" key ("qmemo-load-summary/3"); `decode`
 checks it before decoding, and says plainly when a file is an older version of the same
@@ -76,6 +77,8 @@ def to_json(value: Any) -> Any:
         return {key: to_json(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [to_json(item) for item in value]
+    if isinstance(value, bytes):
+        return value.hex()
     return value
 
 
@@ -147,6 +150,8 @@ def _decode(tp: Any, data: Any, where: str) -> Any:
 
 
 def _scalar(tp: Any, data: Any, where: str) -> Any:
+    if tp is bytes:
+        return _hex(data, where)
     # bool is an int in Python, and an integer is a fine float in JSON; nothing else mixes.
     ok = {bool: isinstance(data, bool),
           int: isinstance(data, int) and not isinstance(data, bool),
@@ -157,6 +162,15 @@ def _scalar(tp: Any, data: Any, where: str) -> Any:
     if not ok:
         raise DecodeError(f"{where}: expected {tp.__name__}, got {type(data).__name__} {data!r}")
     return data
+
+
+def _hex(data: Any, where: str) -> bytes:
+    if not isinstance(data, str):
+        raise DecodeError(f"{where}: expected a hex string, got {type(data).__name__} {data!r}")
+    try:
+        return bytes.fromhex(data)
+    except ValueError:
+        raise DecodeError(f"{where}: {data[:40]!r} is not hex") from None
 
 
 # --- files ------------------------------------------------------------------------------------

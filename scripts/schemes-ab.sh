@@ -85,7 +85,7 @@ LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 # The report's C section needs a baseline of this machine: find one, else measure a quick one.
 "$QMEMO" bench c --verify-only --if-missing Falcon-512 --brief --results "$RESULTS"
 BASELINE=$("$PY" -c 'import sys; from pathlib import Path
-from qmemo.analysis.c_baseline import find_c_baseline
+from qmemo.bench.c_baseline import find_c_baseline
 from qmemo.bench import fingerprint
 print(find_c_baseline("Falcon-512", fingerprint.current(), Path(sys.argv[1])).path.parent)' "$RESULTS")
 "$QMEMO" report --results "$BASELINE" "${RUN_DIRS[@]}" --out "$OUT/report"

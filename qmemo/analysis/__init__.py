@@ -1,1 +1,1 @@
-"""Result analysis: the C baseline reader, the headroom model, footprint tables, reports."""
+"""Result analysis: readers of the result files, the headroom model, footprint tables, reports."""

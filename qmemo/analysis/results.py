@@ -1,6 +1,6 @@
 """The report's view of one bench_c results folder: the C baseline plus its per-benchmark files.
 
-`qmemo.analysis.c_baseline` reads `summary.json` (the figures every consumer shares);
+`qmemo.bench.c_baseline` reads `summary.json` (the figures every consumer shares);
 the report also needs what only the per-benchmark files hold - the full verify
 distribution (statistical.json), the signature-length histograms (sizes.json) - so this
 module opens those beside it, and names every file by a path a reader can follow
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qmemo.analysis.c_baseline import CBaseline, find_c_baseline, load_c_baseline
+from qmemo.bench.c_baseline import CBaseline, find_c_baseline, load_c_baseline
 from qmemo.bench.c_files import BenchFile, completed_bench_file
 from qmemo.bench.c_summary import System
 from qmemo.analysis.footprint import SchemeSizes

@@ -21,7 +21,8 @@ from typing import Any
 
 import orjson
 
-from qmemo.errors import ConfigError
+from qmemo.api_schema import decode_metrics, decode_status
+from qmemo.errors import ConfigError, DecodeError
 from qmemo.scenario.verdict import Verdict, read as read_verdict
 
 # Timeline entries that are bookkeeping, not something done to the network.
@@ -165,12 +166,21 @@ def read_transactions(path: Path) -> list[tuple[float, float | None]]:
 
 
 def read_node_samples(path: Path, t0: float) -> tuple[NodeSample, ...]:
+    """A node's timeline (qmemo.scenario.observe: each line its /status and /metrics, null
+    where it did not answer), decoded with the node's own document classes."""
     samples = []
-    for line in _json_lines(path):
-        status, metrics = line.get("status") or {}, line.get("metrics") or {}
-        samples.append(NodeSample(round(float(line["time_s"]) - t0, 3), bool(line.get("ok")),
-                                  (metrics.get("tx") or {}).get("committed"), status.get("height"),
-                                  status.get("final_height")))
+    for number, line in enumerate(_json_lines(path), 1):
+        where = f"{path} line {number}"
+        try:
+            status = decode_status(line["status"], f"{where}: status") if line["status"] is not None else None
+            metrics = decode_metrics(line["metrics"], f"{where}: metrics") if line["metrics"] is not None else None
+            samples.append(NodeSample(round(float(line["time_s"]) - t0, 3), bool(line["ok"]),
+                                      metrics.tx.committed if metrics else None, status.height if status else None,
+                                      status.final_height if status else None))
+        except KeyError as exc:
+            raise ConfigError(f"{where} has no {exc}: not a scenario metrics timeline") from None
+        except DecodeError as exc:
+            raise ConfigError(str(exc)) from None
     return tuple(samples)
 
 

@@ -23,12 +23,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from qmemo.analysis import plots
 from qmemo.analysis.devnet import DevnetRun
 from qmemo.analysis.markdown import Section, image, num, percent, si_bytes, source_note, table
 from qmemo.analysis.results import display_path
+from qmemo.api_schema import MetricsSnapshot
 from qmemo.errors import DecodeError
 from qmemo.load.node_record import NODES_FILE, RunNodes, read_nodes
 from qmemo.load.summary import read_sweep
@@ -78,26 +78,12 @@ class SchemeRun:
         return self.stages[-1] if self.stages else None
 
 
-def _number(document: Any, *path: str) -> float | None:
-    for key in path:
-        document = document.get(key) if isinstance(document, dict) else None
-    return float(document) if isinstance(document, (int, float)) and not isinstance(document, bool) else None
-
-
-def _total(value: Any) -> float | None:
-    """A figure that is a number or a {label: number} map (summed)."""
-    if isinstance(value, dict):
-        parts = [v for v in value.values() if isinstance(v, (int, float))]
-        return float(sum(parts)) if parts else None
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def _verify_cpu(document: dict[str, Any]) -> tuple[float | None, str]:
-    stage = _number(document, "stages", "by_stage", "verify", "cpu_s")
+def _verify_cpu(document: MetricsSnapshot) -> tuple[float, str]:
+    """The node's verify CPU: its own stage accounting, else the verify calls' wall time."""
+    stage = document.stages.by_stage.get("verify")
     if stage is not None:
-        return stage, STAGE_CPU
-    verify = document.get("verify")
-    return _total(verify.get("seconds") if isinstance(verify, dict) else None), VERIFY_TIME
+        return stage.cpu_s, STAGE_CPU
+    return sum(document.verify.seconds.values()), VERIFY_TIME
 
 
 def stage_costs(record: RunNodes, target_tps: float) -> StageCosts:
@@ -109,8 +95,8 @@ def stage_costs(record: RunNodes, target_tps: float) -> StageCosts:
         if node.start is None or node.end is None:
             continue
         (v0, source0), (v1, source1) = _verify_cpu(node.start), _verify_cpu(node.end)
-        c0, c1 = _number(node.start, "process", "cpu_seconds"), _number(node.end, "process", "cpu_seconds")
-        if None in (v0, v1, c0, c1) or source0 != source1 or v1 < v0 or c1 < c0:   # a restart: no difference
+        c0, c1 = node.start.process.cpu_seconds, node.end.process.cpu_seconds
+        if source0 != source1 or v1 < v0 or c1 < c0:   # a restart: no difference
             continue
         verify_s += v1 - v0
         process_s += c1 - c0

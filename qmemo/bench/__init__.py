@@ -1,1 +1,1 @@
-"""Benchmark drivers behind `qmemo bench <suite>`."""
+"""Benchmark drivers behind `qmemo bench <suite>`, and the C baseline's reader (`c_baseline`)."""

@@ -2,7 +2,7 @@
 
 `qmemo bench c` writes this file (`write_summary`, from what `c_collect` builds out of
 the benchmarks' own JSON files); the reports, the dashboard, `qmemo headroom` and
-`qmemo bench node` read it (`read_summary`, behind `qmemo.analysis.c_baseline`). Both
+`qmemo bench node` read it (`read_summary`, behind `qmemo.bench.c_baseline`). Both
 sides use the dataclasses below, so the format is defined once; docs/benchmarks.md
 describes it field by field. To add a field, add it here (OMIT_NONE if older files
 lack it) and fill it in `c_collect`.

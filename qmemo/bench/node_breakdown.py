@@ -27,14 +27,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import orjson
-
 from qmemo.bench.node_figures import KERNEL_STEP
 from qmemo.bench.node_setup import BenchDevnet
-from qmemo.core.genesis import parse_genesis
 from qmemo.core.transaction import Transaction
 from qmemo.crypto.admit_kernel import AdmitKernel
-from qmemo.crypto.verifier import scheme_table
+from qmemo.crypto.verifier import load_genesis
 from qmemo.devnet.files import GENESIS_FILE
 from qmemo.errors import BenchmarkError
 from qmemo.net.wire import encode_tx_batch
@@ -74,7 +71,7 @@ def _admission_steps(devnet: BenchDevnet, transactions: list[Transaction], verif
                      batch: int) -> dict[str, float]:
     """Microseconds per transaction of each admission step, in this process (no HTTP),
     batch by batch (`batch` transactions, as the node receives them) on a fresh ledger."""
-    genesis = parse_genesis(orjson.loads((devnet.dir / GENESIS_FILE).read_bytes()), scheme_table())
+    genesis = load_genesis(devnet.dir / GENESIS_FILE)
     n = len(transactions)
     kernel = AdmitKernel(genesis.chain_id, [genesis.scheme_name(i) for i in genesis.tx_scheme_ids], verifier=verifier)
     bodies = [encode_tx_batch([tx.encoded for tx in transactions[i:i + batch]]) for i in range(0, n, batch)]

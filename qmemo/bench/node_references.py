@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Any
 
-from qmemo.analysis.c_baseline import load_c_baseline
+from qmemo.bench.c_baseline import load_c_baseline
 from qmemo.crypto.admit_kernel import AdmitKernel
 from qmemo.crypto.schemes import get_scheme
 from qmemo.frames import encode_frames

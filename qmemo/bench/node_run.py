@@ -17,7 +17,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import orjson
 
 from qmemo.bench.node_setup import TXS_PER_ACCOUNT, BenchDevnet
@@ -26,7 +25,9 @@ from qmemo.core.transaction import Transaction
 from qmemo.devnet.files import GENESIS_FILE, validator_key_file
 from qmemo.devnet.health import wait_ready
 from qmemo.errors import BenchmarkError
+from qmemo.net.client import NodeClient, base_url, open_clients
 from qmemo.net.wire import encode_tx_batch
+from qmemo.records import to_json
 
 NODE_READY_S = 30.0     # a node that is not answering /health by then has failed to start
 
@@ -52,7 +53,7 @@ def run_node(workdir: Path, devnet: BenchDevnet, transactions: list[Transaction]
          "--port", str(port), "--verify-threads", str(threads), "--config", str(node_config),
          "--verifier", verifier, "--log-level", "WARNING"],
         stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+    url = base_url("127.0.0.1", port)
     bodies = [encode_tx_batch([tx.encoded for tx in transactions[i:i + batch]])
               for i in range(0, len(transactions), batch)]
     warm = -(-warmup // batch)
@@ -86,49 +87,44 @@ async def _drive(url: str, pid: int, warmup: list[bytes], bodies: list[bytes], c
     answers: dict[str, int] = {}
     accepted = 0
 
-    async def post(session: aiohttp.ClientSession, body: bytes) -> None:
+    async def post(client: NodeClient, body: bytes) -> None:
         nonlocal accepted
-        async with session.post(f"{url}/txs", data=body,
-                                headers={"Content-Type": "application/octet-stream"}) as response:
-            document = orjson.loads(await response.read())
-        key = str(response.status)
+        answer = await client.post_txs(body)
+        key = str(answer.status)
         answers[key] = answers.get(key, 0) + 1
-        if response.status == 200:
-            accepted += document["accepted"]
+        if answer.status == 200:
+            accepted += answer.counts().accepted
 
-    async def send_all(session: aiohttp.ClientSession, batch: list[bytes]) -> None:
+    async def send_all(client: NodeClient, batch: list[bytes]) -> None:
         queue = list(reversed(batch))
 
         async def worker() -> None:
             while queue:
-                await post(session, queue.pop())
+                await post(client, queue.pop())
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
 
-    timeout = aiohttp.ClientTimeout(total=300)
-    async with aiohttp.ClientSession(timeout=timeout) as session:
-        await send_all(session, warmup)
-        async with session.get(f"{url}/metrics") as response:
-            before = orjson.loads(await response.read())
+    async with open_clients([url], timeout_s=300) as (client,):
+        await send_all(client, warmup)
+        before = await client.metrics()
         accepted = 0
         cpu_before, client_before = thread_cpu_s(pid), time.process_time()
         started = time.perf_counter()
-        await send_all(session, bodies)
+        await send_all(client, bodies)
         wall_s = time.perf_counter() - started
         cpu_after, client_s = thread_cpu_s(pid), time.process_time() - client_before
         threads_s = {group: cpu_after.get(group, 0.0) - cpu_before.get(group, 0.0) for group in cpu_after}
         cpu_s = sum(threads_s.values())
-        async with session.get(f"{url}/metrics") as response:
-            after = orjson.loads(await response.read())
-    verify_s = after["verify"]["seconds"]["admission"] - before["verify"]["seconds"]["admission"]
-    verify_n = after["verify"]["count"]["admission"] - before["verify"]["count"]["admission"]
+        after = await client.metrics()
+    stages_before, stages_after = before.stages, after.stages
     return {"accepted": accepted, "answers": answers, "wall_s": wall_s, "node_cpu_s": cpu_s,
             "node_cpu_s_by_thread": threads_s, "client_cpu_s": client_s,
-            "verify_calls": verify_n, "verify_s": verify_s,
-            "verify_latency_us": after["verify"]["latency_us"],
-            "verifier": after["verify"].get("verifier"), "key_cache": after["verify"].get("key_cache"),
-            "event_loop": after["process"].get("event_loop"),
-            "event_loop_lag_ms": after["event_loop_lag_ms"],
-            "stages_cpu_s": {name: after["stages"]["by_stage"][name]["cpu_s"] - figure["cpu_s"]
-                             for name, figure in before["stages"]["by_stage"].items()},
-            "other_on_loop_cpu_s": after["stages"]["other_on_loop_cpu_s"] - before["stages"]["other_on_loop_cpu_s"]}
+            "verify_calls": after.verify.count["admission"] - before.verify.count["admission"],
+            "verify_s": after.verify.seconds["admission"] - before.verify.seconds["admission"],
+            "verify_latency_us": after.verify.latency_us,
+            "verifier": after.verify.verifier, "key_cache": to_json(after.verify.key_cache),
+            "event_loop": after.process.event_loop,
+            "event_loop_lag_ms": to_json(after.event_loop_lag_ms),
+            "stages_cpu_s": {name: stages_after.by_stage[name].cpu_s - figure.cpu_s
+                             for name, figure in stages_before.by_stage.items()},
+            "other_on_loop_cpu_s": (stages_after.other_on_loop_cpu_s or 0.0) - (stages_before.other_on_loop_cpu_s or 0.0)}

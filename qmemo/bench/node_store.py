@@ -41,9 +41,10 @@ from qmemo.bench.sqlite_probe import StatementTimes, connection_class, pragma
 from qmemo.core.block import make_block
 from qmemo.core.state import AppliedBlock
 from qmemo.core.transaction import Transaction
+from qmemo.crypto.verifier import load_genesis
 from qmemo.devnet.files import GENESIS_FILE
 from qmemo.errors import QmemoError
-from qmemo.node.store import PAGE_BYTES, STORE_FORMAT, ChainStore, load_genesis
+from qmemo.node.store import PAGE_BYTES, STORE_FORMAT, ChainStore
 
 KEY_BYTES, PAYLOAD_BYTES, SIGNATURE_BYTES = 897, 256, 666      # Falcon-512's key, MEMO's body, a long signature
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from qmemo.bench.c_runner import STEP_NAMES, VERIFY_ONLY_STEPS   # light: no liboqs, no benchmark runs on import
 
 if TYPE_CHECKING:
-    from qmemo.analysis.c_baseline import CBaseline
+    from qmemo.bench.c_baseline import CBaseline
     from qmemo.bench.c_summary import CSummary
 
 
@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _has_baseline(console: Any, scheme: str, results_dir: Path) -> bool:
     """--if-missing: is there already a baseline of this machine and build with `scheme`? Says which."""
-    from qmemo.analysis.c_baseline import find_c_baseline
+    from qmemo.bench.c_baseline import find_c_baseline
     from qmemo.bench import fingerprint
 
     baseline = find_c_baseline(scheme, fingerprint.current(), results_dir)
@@ -103,7 +103,7 @@ def _has_baseline(console: Any, scheme: str, results_dir: Path) -> bool:
 
 def _print_brief(console: Any, summary: CSummary, out: Path) -> None:
     """One line: the Falcon-512 verify rates a devnet is set against, and where they are."""
-    from qmemo.analysis.c_baseline import CBaseline
+    from qmemo.bench.c_baseline import CBaseline
 
     baseline = CBaseline(out / "summary.json", summary)
     parts = []
@@ -171,7 +171,7 @@ def print_summary(console: Any, summary: CSummary, out: Path) -> None:
     insp = summary.inspect
     if insp:
         console.print(f"inspect: {'ok' if insp.ok else '[red]SURPRISES[/]'}, {insp.notes} note(s)")
-    from qmemo.analysis.c_baseline import CBaseline
+    from qmemo.bench.c_baseline import CBaseline
 
     _print_busy_note(console, CBaseline(out / "summary.json", summary))
     console.print(f"summary: {out / 'summary.json'}")

@@ -108,11 +108,13 @@ def run(args: argparse.Namespace) -> int:
                    schedule=args.schedule, sweep=args.sweep, prepare_only=args.prepare_only)
     if args.prepare_only:
         from qmemo.load.run import offsets_for, prepare
-        from qmemo.node.store import load_genesis
+        from qmemo.crypto.verifier import load_genesis
 
         if config.cache_dir is None:
             raise ConfigError("--prepare-only needs the workload cache (drop --no-cache)")
-        workload = prepare(config, offsets_for(config)[0], load_genesis(config.genesis), quiet=quiet)
+        import asyncio
+
+        workload = asyncio.run(prepare(config, offsets_for(config)[0], load_genesis(config.genesis), quiet=quiet))
         if json_log:
             json_event("gen", "workload ready", transactions=len(workload.ids), from_cache=workload.from_cache)
             return 0

@@ -8,9 +8,11 @@ from pathlib import Path
 
 def node_urls(args: argparse.Namespace) -> list[str]:
     """--nodes URL,URL... or --count N nodes from --base-port on --host."""
+    from qmemo.net.client import base_url
+
     if args.nodes:
         return [u.strip().rstrip("/") for u in args.nodes.split(",") if u.strip()]
-    return [f"http://{args.host}:{args.base_port + i}" for i in range(args.count)]
+    return [base_url(args.host, args.base_port + i) for i in range(args.count)]
 
 
 def register(parser: argparse.ArgumentParser) -> None:

@@ -4,7 +4,7 @@
 - `transaction`   Transaction: fields, canonical encoding, JSON form, digests, address
 - `merkle`        merkle_root, merkle_proof, verify_proof (BLAKE3-512, padded, count committed)
 - `block`         BlockHeader, Block, make_block
-- `genesis`       parse_genesis -> Genesis; the producer schedule and its fallback order
+- `genesis`       genesis_from_json, parse_genesis -> Genesis; the producer schedule and its fallback order
 - `state`         Account, ChainState, apply_block (the state transition), the transaction rules
 - `verify_cache`  SignatureVerifier (the interface) and VerifyCache (verified once, not twice)
 - `mempool`       Mempool: admission rules, selection, eviction after a block

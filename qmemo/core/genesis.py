@@ -8,7 +8,8 @@ The genesis file is JSON (docs/protocol.md, "Genesis"):
      "validators": [{"name": "validator-0", "scheme": "Falcon-512", "public_key": "<hex>"}, ...],
      "accounts": [{"address": "<hex>", "balance": 1000000000}, ...]}
 
-`parse_genesis` checks every field and returns a `Genesis`, whose `hash` (BLAKE3-512
+`genesis_from_json` parses a genesis file's bytes and `parse_genesis` checks every field of
+the document; both return a `Genesis`, whose `hash` (BLAKE3-512
 under the GENESIS domain of a canonical binary encoding, `genesis_encoding`) is the
 `previous_hash` of block 1. Validators produce in the order listed.
 
@@ -24,11 +25,13 @@ and in every block). It is required: a genesis written before it existed is refu
 a message saying to add it (its hash changes with it, so no default could keep an old
 chain's blocks valid anyway).
 
-Pure: no file reading (the caller hands in the parsed JSON) and no clock.
+Pure: no file reading (the caller hands in the file's bytes: qmemo.crypto.verifier.load_genesis
+reads it, with the scheme registry's table) and no clock.
 """
 
 from __future__ import annotations
 
+import json
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -128,6 +131,16 @@ def genesis_encoding(genesis: Genesis) -> bytes:
     for address, balance in genesis.balances:
         parts += [address, struct.pack("<Q", balance)]
     return b"".join(parts)
+
+
+def genesis_from_json(raw: bytes, schemes: SchemeTable, source: str = "the genesis") -> Genesis:
+    """A genesis file's bytes, parsed and checked; ConfigError ("bad_genesis") naming
+    `source` if it is not JSON or breaks a rule."""
+    try:
+        document = json.loads(raw)
+    except ValueError as exc:       # not JSON, or not UTF-8
+        raise ConfigError(f"genesis file {source} is not JSON: {exc}", code="bad_genesis") from None
+    return parse_genesis(document, schemes)
 
 
 def parse_genesis(document: Any, schemes: SchemeTable) -> Genesis:

@@ -41,14 +41,15 @@ from types import ModuleType
 from typing import NamedTuple
 
 from qmemo.core.transaction import Transaction
-from qmemo.crypto.batch import LengthRule, native_length_rule
-from qmemo.crypto.liboqs import REPO_ROOT, SETUP_COMMAND, native
+from qmemo.crypto.liboqs import SETUP_COMMAND
+from qmemo.crypto.native_lib import LengthRule, load_library, native_length_rule
 from qmemo.crypto.schemes import Ed25519, FastFalconScheme, OqsScheme, Secp256k1Ecdsa, get_scheme
 from qmemo.errors import DecodeError, SetupError, TooLarge, UnknownScheme
+from qmemo.paths import NATIVE_DIR
 
-LIBRARY = REPO_ROOT / ".deps" / "native" / "libqmemo_admit.so"
+LIBRARY_FILE = "libqmemo_admit.so"
 # The records-to-transactions extension, built for the interpreter running (its ABI suffix).
-ROWS_EXTENSION = REPO_ROOT / ".deps" / "native" / f"_qmemo_rows{sysconfig.get_config_var('EXT_SUFFIX')}"
+ROWS_EXTENSION = NATIVE_DIR / f"_qmemo_rows{sysconfig.get_config_var('EXT_SUFFIX')}"
 
 # qmemo_admit_record (native/qmemo_admit.h), field for field.
 RECORD = struct.Struct("<IIBBBBIQQQQIHHIHH64s64s32s")
@@ -112,13 +113,9 @@ _FRAME_TRUNCATED_PREFIX, _FRAME_PAST_BODY, _FRAME_TOO_MANY = 1, 2, 3
 
 @cache
 def _library() -> ctypes.CDLL:
-    native()  # liboqs first, from the setup's folder (the kernel links against it)
-    if not LIBRARY.is_file():
-        raise SetupError(f"the native admission kernel is missing ({LIBRARY}); run `{SETUP_COMMAND}`")
-    lib = ctypes.CDLL(str(LIBRARY))
     size_p = ctypes.POINTER(ctypes.c_size_t)
     u64_p = ctypes.POINTER(ctypes.c_uint64)
-    for name, restype, argtypes in (
+    lib = load_library(LIBRARY_FILE, "the native admission kernel", [
         ("qmemo_admit_table_new", ctypes.c_void_p, []),
         ("qmemo_admit_table_free", None, [ctypes.c_void_p]),
         ("qmemo_admit_table_set", ctypes.c_int,
@@ -141,13 +138,10 @@ def _library() -> ctypes.CDLL:
         ("qmemo_admit_merkle_root", ctypes.c_int, [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p]),
         ("qmemo_admit_record_size", ctypes.c_size_t, []),
         ("qmemo_admit_blake3_version", ctypes.c_char_p, []),
-    ):
-        function = getattr(lib, name)
-        function.restype = restype
-        function.argtypes = argtypes
+    ])
     if lib.qmemo_admit_record_size() != RECORD.size:
-        raise SetupError(f"{LIBRARY} has {lib.qmemo_admit_record_size()}-byte records, this binding "
-                         f"{RECORD.size}: rebuild it with `{SETUP_COMMAND}`")
+        raise SetupError(f"{NATIVE_DIR / LIBRARY_FILE} has {lib.qmemo_admit_record_size()}-byte records, this "
+                         f"binding {RECORD.size}: rebuild it with `{SETUP_COMMAND}`")
     return lib
 
 

@@ -21,11 +21,10 @@ from enum import IntEnum
 from functools import cache
 
 from qmemo.core.scheme_rules import SchemeRules
-from qmemo.crypto.liboqs import SETUP_COMMAND, native
-from qmemo.errors import CryptoError, SetupError
-from qmemo.paths import NATIVE_DIR
+from qmemo.crypto.native_lib import LengthRule, load_library, native_length_rule, pack_items
+from qmemo.errors import CryptoError
 
-LIBRARY = NATIVE_DIR / "libqmemo_batch.so"
+LIBRARY_FILE = "libqmemo_batch.so"
 
 
 class Verdict(IntEnum):
@@ -37,35 +36,17 @@ class Verdict(IntEnum):
     BAD_SIGNATURE = 3   # the lengths fit; liboqs rejected it
 
 
-class LengthRule(ctypes.Structure):
-    """The length rule as data: qmemo_length_rule in qmemo_batch.c, and the admission
-    kernel's qmemo_admit_length_rule (qmemo_admit.h), field for field."""
-
-    _fields_ = [("public_key_bytes", ctypes.c_uint64), ("min_signature_bytes", ctypes.c_uint64),
-                ("max_signature_bytes", ctypes.c_uint64)]
-
-
 # qmemo_batch.c returns SIZE_MAX instead of a count when the rule does not fit the OQS_SIG.
 _RULE_MISMATCH = ctypes.c_size_t(-1).value
 
 
 @cache
-def native_length_rule(rules: SchemeRules) -> LengthRule:
-    """`rules` as the native libraries take them (one instance per rule, kept alive here)."""
-    return LengthRule(rules.public_key_bytes, rules.min_signature_bytes, rules.max_signature_bytes)
-
-
-@cache
 def _library() -> ctypes.CDLL:
-    native()  # liboqs first, from the setup's folder (the batch library links against it)
-    if not LIBRARY.is_file():
-        raise SetupError(f"the native batch verifier is missing ({LIBRARY}); run `{SETUP_COMMAND}`")
-    lib = ctypes.CDLL(str(LIBRARY))
-    lib.qmemo_verify_batch.restype = ctypes.c_size_t
-    lib.qmemo_verify_batch.argtypes = [ctypes.c_void_p, ctypes.POINTER(LengthRule), ctypes.c_size_t,
-                                       ctypes.c_char_p, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_void_p,
-                                       ctypes.c_void_p]
-    return lib
+    return load_library(LIBRARY_FILE, "the native batch verifier", [
+        ("qmemo_verify_batch", ctypes.c_size_t, [ctypes.c_void_p, ctypes.POINTER(LengthRule), ctypes.c_size_t,
+                                                 ctypes.c_char_p, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_void_p,
+                                                 ctypes.c_void_p]),
+    ])
 
 
 def verify_batch(oqs_sig: int, rules: SchemeRules,
@@ -95,16 +76,7 @@ def _run(oqs_sig: int, rules: SchemeRules, items: Sequence[tuple[bytes, bytes, b
     count = len(items)
     if not count:
         return bytearray(), array("Q")
-    parts: list[bytes] = []
-    lengths = array("Q")
-    for public_key, message, signature in items:
-        if type(public_key) is not bytes or type(message) is not bytes or type(signature) is not bytes:
-            # Only exact bytes: their len() is their size. Anything else is invalid (kept
-            # in place as an empty item, which fails the length rule).
-            public_key = message = signature = b""
-        parts += (public_key, message, signature)
-        lengths.extend((len(public_key), len(message), len(signature)))
-    blob = b"".join(parts)
+    blob, lengths = pack_items(items)
     verdicts = bytearray(count)
     elapsed = array("Q", bytes(8 * count))
     verdicts_pointer = (ctypes.c_char * count).from_buffer(verdicts)

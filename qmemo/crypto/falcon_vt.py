@@ -11,9 +11,9 @@ signature must be exactly its fixed length), so swapping one for the other chang
 verdict. `verify_many` verifies a whole chunk in one native call (the GIL is released
 once per chunk, as qmemo/crypto/batch.py does for liboqs).
 
-This module never imports liboqs-python itself; it loads liboqs through
-`qmemo.crypto.liboqs.native()` first so that the setup's liboqs is the one in the
-process.
+This module never imports liboqs-python itself; the native loader
+(qmemo.crypto.native_lib) loads liboqs first so that the setup's liboqs is the one in
+the process.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 
-from qmemo.crypto.liboqs import REPO_ROOT, SETUP_COMMAND, native
-from qmemo.errors import CryptoError, SetupError, UnknownScheme
+from qmemo.crypto.native_lib import load_library, pack_items
+from qmemo.errors import CryptoError, UnknownScheme
 
-LIBRARY = REPO_ROOT / ".deps" / "native" / "libqmemo_falcon.so"
+LIBRARY_FILE = "libqmemo_falcon.so"
 
 # About 4 KiB per cached key (the key's bytes and its NTT form): 16 MiB at the default.
 DEFAULT_CACHE_CAPACITY = 4096
@@ -57,36 +57,23 @@ class KeyCacheStats:
 
 @cache
 def _library() -> ctypes.CDLL:
-    native()  # liboqs first, from the setup's folder (libqmemo_falcon links against it)
-    if not LIBRARY.is_file():
-        raise SetupError(f"the fast Falcon verifier is missing ({LIBRARY}); run `{SETUP_COMMAND}`")
-    lib = ctypes.CDLL(str(LIBRARY))
-    lib.qfv_variant.restype = ctypes.c_int
-    lib.qfv_variant.argtypes = [ctypes.c_char_p]
-    for sizer in (lib.qfv_public_key_bytes, lib.qfv_max_signature_bytes):
-        sizer.restype = ctypes.c_size_t
-        sizer.argtypes = [ctypes.c_int]
-    lib.qfv_implementation.restype = ctypes.c_char_p
-    lib.qfv_implementation.argtypes = []
-    lib.qfv_decoder.restype = ctypes.c_char_p
-    lib.qfv_decoder.argtypes = []
-    lib.qfv_select_implementation.restype = ctypes.c_int
-    lib.qfv_select_implementation.argtypes = [ctypes.c_char_p]
-    lib.qfv_cache_new.restype = ctypes.c_void_p
-    lib.qfv_cache_new.argtypes = [ctypes.c_size_t]
-    lib.qfv_cache_free.restype = None
-    lib.qfv_cache_free.argtypes = [ctypes.c_void_p]
-    lib.qfv_cache_stats.restype = None
-    lib.qfv_cache_stats.argtypes = [ctypes.c_void_p] + [ctypes.POINTER(ctypes.c_uint64)] * 2 + \
-        [ctypes.POINTER(ctypes.c_size_t)] * 2
-    lib.qfv_verify_cached.restype = ctypes.c_int
-    lib.qfv_verify_cached.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t,
-                                      ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
-    lib.qfv_verify_batch.restype = ctypes.c_size_t
-    lib.qfv_verify_batch.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_char_p,
-                                     ctypes.c_uint64, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
-                                     ctypes.c_void_p]
-    return lib
+    u64_p, size_p = ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_size_t)
+    return load_library(LIBRARY_FILE, "the fast Falcon verifier", [
+        ("qfv_variant", ctypes.c_int, [ctypes.c_char_p]),
+        ("qfv_public_key_bytes", ctypes.c_size_t, [ctypes.c_int]),
+        ("qfv_max_signature_bytes", ctypes.c_size_t, [ctypes.c_int]),
+        ("qfv_implementation", ctypes.c_char_p, []),
+        ("qfv_decoder", ctypes.c_char_p, []),
+        ("qfv_select_implementation", ctypes.c_int, [ctypes.c_char_p]),
+        ("qfv_cache_new", ctypes.c_void_p, [ctypes.c_size_t]),
+        ("qfv_cache_free", None, [ctypes.c_void_p]),
+        ("qfv_cache_stats", None, [ctypes.c_void_p, u64_p, u64_p, size_p, size_p]),
+        ("qfv_verify_cached", ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t,
+                                             ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]),
+        ("qfv_verify_batch", ctypes.c_size_t, [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_char_p,
+                                               ctypes.c_uint64, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
+                                               ctypes.c_void_p]),
+    ])
 
 
 def implementation() -> str:
@@ -123,19 +110,6 @@ def description(name: str | None = None) -> str:
     suffix = f" ({name})" if name else ""
     return (f"liboqs {liboqs_version()} + qMEMO fast verifier ({CODE_PATHS.get(path, path)}), "
             f"variable-time hash-to-point, cached key{suffix}")
-
-
-def pack_items(items: Sequence[tuple[bytes, bytes, bytes]]) -> tuple[bytes, array]:
-    """One blob and its (pk, message, signature) lengths: the layout both native batch
-    verifiers read. Anything but exact `bytes` becomes an empty, invalid item."""
-    parts: list[bytes] = []
-    lengths = array("Q")
-    for public_key, message, signature in items:
-        if type(public_key) is not bytes or type(message) is not bytes or type(signature) is not bytes:
-            public_key = message = signature = b""
-        parts += (public_key, message, signature)
-        lengths.extend((len(public_key), len(message), len(signature)))
-    return b"".join(parts), lengths
 
 
 class FalconVtVerifier:

@@ -2,16 +2,20 @@
 
 `qmemo.core` never imports a signature library: it is handed a `SignatureVerifier`
 and a `SchemeTable`. This module builds both from `qmemo.crypto.schemes`, so the
-sizes the chain's rules enforce are exactly the registry's `SchemeInfo`.
+sizes the chain's rules enforce are exactly the registry's `SchemeInfo`; and reads a
+genesis file against that table (`load_genesis`: the core parses, this module brings
+the bytes and the table), for the node, the generator and every tool alike.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
+from qmemo.core.genesis import Genesis, genesis_from_json
 from qmemo.core.scheme_rules import SchemeTable
 from qmemo.crypto.schemes import DEFAULT_VERIFIER, backend_of, get_scheme, scheme_by_id, scheme_names
-from qmemo.errors import UnknownScheme
+from qmemo.errors import ConfigError, UnknownScheme
 
 
 class RegistryVerifier:
@@ -40,6 +44,15 @@ class RegistryVerifier:
 def scheme_table(names: Iterable[str] | None = None) -> SchemeTable:
     """The rules of the named schemes (default: every registered scheme)."""
     return SchemeTable.from_infos(get_scheme(name).info for name in (scheme_names() if names is None else names))
+
+
+def load_genesis(path: Path) -> Genesis:
+    """Read and check a genesis file against the scheme registry; ConfigError otherwise."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read genesis file {path}: {exc.strerror}", code="bad_genesis") from None
+    return genesis_from_json(raw, scheme_table(), str(path))
 
 
 def signer(scheme: str, secret_key: bytes) -> Callable[[bytes], bytes]:

@@ -1,6 +1,6 @@
 """Wait until nodes answer ready: by polling /health with a deadline, never a fixed sleep.
 
-Used by `qmemo health` (for devnet.sh and scripts) and by `qmemo bench node`.
+Used by `qmemo health` (for devnet.sh and scripts), `qmemo soak` and `qmemo bench node`.
 """
 
 from __future__ import annotations
@@ -8,20 +8,24 @@ from __future__ import annotations
 import asyncio
 import time
 
-import aiohttp
+from qmemo.errors import NodeApiError
+from qmemo.net.client import open_clients
+
+POLL_TIMEOUT_S = 2.0     # one /health call: a node that takes longer is polled again
 
 
 async def wait_ready(urls: list[str], deadline_s: float, poll_s: float = 0.2) -> dict[str, bool]:
-    """{url: ready} once every node answers 200 on /health or `deadline_s` has passed."""
+    """{url: ready} once every node answers ready on /health or `deadline_s` has passed."""
     ready = {url: False for url in urls}
     end = time.monotonic() + deadline_s
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
+    async with open_clients(urls, POLL_TIMEOUT_S) as clients:
         while True:
-            for url in [u for u, ok in ready.items() if not ok]:
+            for url, client in zip(urls, clients):
+                if ready[url]:
+                    continue
                 try:
-                    async with session.get(f"{url}/health") as response:
-                        ready[url] = response.status == 200
-                except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+                    ready[url] = (await client.health()).ready
+                except NodeApiError:
                     pass
             if all(ready.values()) or time.monotonic() >= end:
                 return ready

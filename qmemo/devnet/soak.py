@@ -43,6 +43,7 @@ import orjson
 from qmemo.errors import ConfigError
 from qmemo.interrupts import deferred, interrupt_on_signals, shielded
 from qmemo.load.summary import Sweep
+from qmemo.net.client import base_url
 
 SOAK_SCHEMA = "qmemo-soak/1"
 WARMUP_SHARE = 0.2
@@ -212,7 +213,7 @@ def run_soak(config: SoakConfig, progress: Callable[[str], None] = lambda line: 
     logs.mkdir(parents=True, exist_ok=True)
     ports = ([config.base_port + i for i in range(config.validators)] if config.base_port
              else [_free_port() for _ in range(config.validators)])
-    urls = [f"http://127.0.0.1:{port}" for port in ports]
+    urls = [base_url("127.0.0.1", port) for port in ports]
     processes = _Processes()
     timeline: list[dict[str, Any]] = []
     started_utc = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")

@@ -22,11 +22,11 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import aiohttp
-import orjson
-
+from qmemo.api_schema import COMMITTED, EVICTED, PENDING, QUEUED, UNKNOWN, BlockSummary, TxStatus
+from qmemo.errors import NodeApiError, NodeRefused
 from qmemo.load.latency import Timings
 from qmemo.load.node_record import BlockSeen
+from qmemo.net.client import NodeClient, open_clients
 
 
 @dataclass
@@ -41,23 +41,21 @@ class FollowState:
     # status reads this instead of rescanning every transaction each second.
     recent: deque[tuple[float, float]] = field(default_factory=deque)
     # Blocks seen but not yet final, oldest first: (height, hash, our (id, index) pairs in it).
-    unfinal: deque[tuple[int, str, list[tuple[bytes, int]]]] = field(default_factory=deque)
+    unfinal: deque[tuple[int, bytes, list[tuple[bytes, int]]]] = field(default_factory=deque)
     # Each planned transaction's encoded size (empty: not known), and what every block
     # seen carried, by height (a fork switch's replacement block replaces the entry).
     tx_bytes: Sequence[int] = ()
     blocks: dict[int, BlockSeen] = field(default_factory=dict)
 
 
-async def current_height(session: aiohttp.ClientSession, urls: list[str]) -> int:
+async def current_height(clients: Sequence[NodeClient]) -> int:
     """The chain height as the first answering node reports it."""
-    for url in urls:
+    for client in clients:
         try:
-            async with session.get(f"{url}/status") as response:
-                if response.status == 200:
-                    return int(orjson.loads(await response.read())["height"])
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, KeyError, ValueError):
+            return (await client.status()).height
+        except NodeApiError:
             continue
-    raise ConnectionError(f"no node answered /status: {', '.join(urls)}")
+    raise ConnectionError(f"no node answered /status: {', '.join(client.url for client in clients)}")
 
 
 async def follow_blocks(urls: list[str], state: FollowState, pending: dict[bytes, int], timings: Timings, *,
@@ -65,11 +63,10 @@ async def follow_blocks(urls: list[str], state: FollowState, pending: dict[bytes
     """Until `stop` is set: fetch new blocks, mark pending transactions included, and
     committed (removed from `pending`) once their block is final."""
     node = 0
-    timeout = aiohttp.ClientTimeout(total=5)
-    async with aiohttp.ClientSession(timeout=timeout) as session:
+    async with open_clients(urls, timeout_s=5) as clients:
         while not stop.is_set():
-            url = urls[node % len(urls)]
-            blocks = await _get_blocks(session, url, state.next_height, limit)
+            client = clients[node % len(clients)]
+            blocks = await _get_blocks(client, state.next_height, limit)
             if blocks is None:
                 node += 1
                 state.node_switches += 1
@@ -77,7 +74,7 @@ async def follow_blocks(urls: list[str], state: FollowState, pending: dict[bytes
                 seen_at = time.perf_counter() - start
                 for block in blocks:
                     _see(block, state, pending, timings, seen_at)
-                if blocks and not await _settle(session, url, state, pending, timings, start):
+                if blocks and not await _settle(client, state, pending, timings, start):
                     node += 1
                     state.node_switches += 1
                 elif len(blocks) == limit:
@@ -88,42 +85,39 @@ async def follow_blocks(urls: list[str], state: FollowState, pending: dict[bytes
                 pass
 
 
-async def _get_blocks(session: aiohttp.ClientSession, url: str, height: int, limit: int,
-                      txs: str = "ids") -> list[dict] | None:
+async def _get_blocks(client: NodeClient, height: int, limit: int, txs: str = "ids") -> list[BlockSummary] | None:
     """`limit` blocks from `height` on, with their transaction ids (`txs="none"`: summaries
     only); None if the node did not answer."""
     try:
-        async with session.get(f"{url}/blocks", params={"from": height, "limit": limit, "txs": txs}) as response:
-            document = orjson.loads(await response.read()) if response.status == 200 else None
-    except (aiohttp.ClientError, asyncio.TimeoutError, OSError, orjson.JSONDecodeError):
+        return await client.blocks(height, limit, txs=txs)
+    except NodeApiError:
         return None
-    return document.get("blocks", []) if isinstance(document, dict) else None
 
 
-def _see(block: dict, state: FollowState, pending: dict[bytes, int], timings: Timings, seen_at: float) -> None:
+def _see(block: BlockSummary, state: FollowState, pending: dict[bytes, int], timings: Timings,
+         seen_at: float) -> None:
     """A block seen for the first time at its height: mark its transactions included, and
     committed if it is final already (a node without peers finalises at once)."""
-    # The decoding and the lookups run in map()'s C loop: a block at 3,000 TPS carries
-    # 6,000 ids, and this loop was the generator's largest Python cost (py-spy).
-    keys = list(map(bytes.fromhex, block.get("tx_ids", [])))
+    # The lookups run in map()'s C loop (and the client decoded the ids in one): a block at
+    # 3,000 TPS carries 6,000 ids, and this loop was the generator's largest Python cost (py-spy).
+    keys = block.tx_ids or ()
     ours = [(key, index) for key, index in zip(keys, map(pending.get, keys)) if index is not None]
     included = timings.included
     for _, index in ours:
         if math.isnan(included[index]):     # first seen: as Timings.mark_included
             included[index] = seen_at
             state.included_seen += 1
-    height = int(block["height"])
+    height = block.height
     state.next_height = height + 1
-    tx_count = block.get("tx_count")
-    state.blocks[height] = BlockSeen(height, tx_count if isinstance(tx_count, int) else len(block.get("tx_ids", [])),
-                                     len(ours), sum(state.tx_bytes[i] for _, i in ours) if state.tx_bytes else 0)
+    state.blocks[height] = BlockSeen(height, block.tx_count, len(ours),
+                                     sum(state.tx_bytes[i] for _, i in ours) if state.tx_bytes else 0)
     state.blocks_seen += 1
     # A block reported without `final` comes from a node that predates finality: its
     # blocks are taken as final when seen, as before.
-    if block.get("final", True):
+    if block.final is not False:
         _commit(ours, state, pending, timings, seen_at)
     else:
-        state.unfinal.append((height, block["hash"], ours))
+        state.unfinal.append((height, block.hash, ours))
 
 
 def _commit(ours: list[tuple[bytes, int]], state: FollowState, pending: dict[bytes, int], timings: Timings,
@@ -136,25 +130,25 @@ def _commit(ours: list[tuple[bytes, int]], state: FollowState, pending: dict[byt
         state.recent.append((seen_at, seen_at - timings.intended[index]))
 
 
-async def _settle(session: aiohttp.ClientSession, url: str, state: FollowState, pending: dict[bytes, int],
-                  timings: Timings, start: float) -> bool:
+async def _settle(client: NodeClient, state: FollowState, pending: dict[bytes, int], timings: Timings,
+                  start: float) -> bool:
     """The tip moved: ask again for the oldest blocks seen before they were final, until
     one still is not. False if the node did not answer."""
     while state.unfinal:
         height, hash_, ours = state.unfinal[0]
         # Only its hash and `final` are needed: its ids were read when it was first seen, and
         # asking for them again cost a 6,000-transaction block's ids on every tip move.
-        blocks = await _get_blocks(session, url, height, 1, "none")
+        blocks = await _get_blocks(client, height, 1, "none")
         if blocks is None:
             return False
         seen_at = time.perf_counter() - start
-        if not blocks or blocks[0]["hash"] != hash_:
+        if not blocks or blocks[0].hash != hash_:
             # A fork switch replaced it (or the node is behind): read the chain again from here.
             state.branch_switches += 1
             state.unfinal.clear()
             state.next_height = height
             return True
-        if not blocks[0].get("final", True):
+        if blocks[0].final is False:
             return True
         state.unfinal.popleft()
         _commit(ours, state, pending, timings, seen_at)
@@ -187,83 +181,75 @@ async def lost_reasons(urls: list[str], ids: list[bytes], *, budget_s: float = 1
     def count(reason: str, how_many: int = 1) -> None:
         reasons[reason] = reasons.get(reason, 0) + how_many
 
-    async def ask(session: aiohttp.ClientSession, url: str, chunk: list[bytes]) -> list[bytes]:
-        """Count the reasons `url` gives for `chunk`; return the ids it did not know."""
+    async def ask(client: NodeClient, chunk: list[bytes]) -> list[bytes]:
+        """Count the reasons `client`'s node gives for `chunk`; return the ids it did not know."""
         async with gate:
             if time.monotonic() >= deadline:
                 count(NOT_ASKED, len(chunk))
                 return []
-            statuses = await _statuses(session, url, chunk, deadline)
+            statuses = await _statuses(client, chunk, deadline)
         if statuses is None:
             return chunk
         unknown = []
-        for tx_id, document in zip(chunk, statuses):
-            reason = NOT_ASKED if document is None else _reason(document, url)
+        for tx_id, status in zip(chunk, statuses):
+            reason = NOT_ASKED if status is None else _reason(status, client.url)
             if reason is None:
                 unknown.append(tx_id)
             else:
                 count(reason)
         return unknown
 
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
-        for url in urls:
+    async with open_clients(urls, timeout_s=30) as clients:
+        for client in clients:
             if not left:
                 break
             chunks = [left[i:i + batch_ids] for i in range(0, len(left), batch_ids)]
-            results = await asyncio.gather(*(ask(session, url, chunk) for chunk in chunks))
+            results = await asyncio.gather(*(ask(client, chunk) for chunk in chunks))
             left = [tx_id for unknown in results for tx_id in unknown]
     if left:
         count("unknown to every node", len(left))
     return reasons
 
 
-async def _statuses(session: aiohttp.ClientSession, url: str, chunk: list[bytes],
-                    deadline: float) -> list[dict | None] | None:
-    """`POST /txs/status` for `chunk`: one status document per id (None: not asked before
-    `deadline`, time.monotonic()), or None if no usable answer."""
+async def _statuses(client: NodeClient, chunk: list[bytes], deadline: float) -> list[TxStatus | None] | None:
+    """`POST /txs/status` for `chunk`: one status per id (None: not asked before `deadline`,
+    time.monotonic()), or None if no usable answer."""
     try:
-        async with session.post(f"{url}/txs/status", data=orjson.dumps({"ids": [tx_id.hex() for tx_id in chunk]}),
-                                headers={"Content-Type": "application/json"}) as response:
-            if response.status == 404:      # a node from before the batch route: one GET per id
-                return await _status_each(session, url, chunk, deadline)
-            document = orjson.loads(await response.read()) if response.status == 200 else None
-    except (aiohttp.ClientError, asyncio.TimeoutError, OSError, orjson.JSONDecodeError):
+        return list(await client.tx_statuses(chunk))
+    except NodeRefused as exc:
+        if exc.node_status == 404:      # a node from before the batch route: one GET per id
+            return await _status_each(client, chunk, deadline)
         return None
-    statuses = document.get("statuses") if isinstance(document, dict) else None
-    if not isinstance(statuses, list) or len(statuses) != len(chunk):
+    except NodeApiError:
         return None
-    return [status if isinstance(status, dict) else {} for status in statuses]
 
 
-async def _status_each(session: aiohttp.ClientSession, url: str, chunk: list[bytes],
-                       deadline: float) -> list[dict | None]:
+async def _status_each(client: NodeClient, chunk: list[bytes], deadline: float) -> list[TxStatus | None]:
     """`GET /tx/<id>` for each of `chunk`, STATUS_GETS at a time, none begun past `deadline`
-    (its document None: not asked), so a slow node cannot stretch the time budget."""
+    (its status None: not asked), so a slow node cannot stretch the time budget."""
     gate = asyncio.Semaphore(STATUS_GETS)
 
-    async def one(tx_id: bytes) -> dict | None:
+    async def one(tx_id: bytes) -> TxStatus | None:
         async with gate:
-            return None if time.monotonic() >= deadline else await _status(session, url, tx_id)
+            return None if time.monotonic() >= deadline else await _status(client, tx_id)
 
     return list(await asyncio.gather(*(one(tx_id) for tx_id in chunk)))
 
 
-async def _status(session: aiohttp.ClientSession, url: str, tx_id: bytes) -> dict:
-    """`GET /tx/<id>` (an empty document if the node did not answer it)."""
+async def _status(client: NodeClient, tx_id: bytes) -> TxStatus:
+    """`GET /tx/<id>` (unknown if the node did not answer it)."""
     try:
-        async with session.get(f"{url}/tx/{tx_id.hex()}") as response:
-            return orjson.loads(await response.read()) if response.status == 200 else {}
-    except (aiohttp.ClientError, asyncio.TimeoutError, OSError, orjson.JSONDecodeError):
-        return {}
+        return await client.tx_status(tx_id)
+    except NodeApiError:
+        return TxStatus(tx_id, UNKNOWN)
 
 
-def _reason(document: dict, url: str) -> str | None:
+def _reason(status: TxStatus, url: str) -> str | None:
     """Why a node says a transaction is not final (None: the node does not know it)."""
-    status = document.get("status")
-    if status == "evicted":
-        return f"evicted: {document.get('reason')}"
-    if status == "committed":
-        return f"final on {url}" if document.get("final") else "committed, not final"
-    if status in ("pending", "queued"):
-        return status
+    if status.status == EVICTED:
+        return f"evicted: {status.reason}"
+    if status.status == COMMITTED:
+        return f"final on {url}" if status.final else "committed, not final"
+    if status.status in (PENDING, QUEUED):
+        return status.status
     return None

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from qmemo.api_schema import MetricsSnapshot
 from qmemo.frames import decode_frames
 from qmemo.records import read_record, write_record
 
@@ -28,11 +28,12 @@ NODES_FILE = "nodes.json"
 
 @dataclass(frozen=True, slots=True)
 class NodeEnds:
-    """One node's /metrics at the start and at the end of the run (None: it did not answer)."""
+    """One node's /metrics at the start and at the end of the run (None: it did not answer),
+    the document as the node wrote it (qmemo.api_schema.MetricsSnapshot)."""
 
     url: str
-    start: dict[str, Any] | None
-    end: dict[str, Any] | None
+    start: MetricsSnapshot | None
+    end: MetricsSnapshot | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +66,8 @@ def scheme_of(nodes: Sequence[NodeEnds]) -> str | None:
     """The scheme the first answering node reports."""
     for node in nodes:
         for document in (node.end, node.start):
-            if isinstance(document, dict) and isinstance(document.get("scheme"), str):
-                return document["scheme"]
+            if document is not None:
+                return document.scheme
     return None
 
 

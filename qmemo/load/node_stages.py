@@ -26,7 +26,8 @@ saturation both are low by construction (the cores idle part of the time, and a 
 machine's other work is in no node): `node_share`, the verify stage's share of the
 nodes' own CPU, is what survives of the CPU the nodes did use.
 
-A node that did not answer, or has no `stages` (an older node), is left out. Nothing
+A node that did not answer, or restarted during the run, is left out. The documents are
+the node's own `MetricsSnapshot` (qmemo.api_schema), read by the node client. Nothing
 here reads a clock or the network: the generator fetches the /metrics documents
 (qmemo.load.run), so `qmemo report` reading this schema imports no HTTP client.
 """
@@ -36,8 +37,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from qmemo.api_schema import MetricsSnapshot
 from qmemo.node.stages import OTHER, STAGES, VERIFY
 from qmemo.records import OMIT_NONE, read_record, write_record
 
@@ -125,40 +126,34 @@ def survival(costs: NodeStagesFile, committed_tps: float | None = None) -> Survi
                     verify_cpu_s / node_cpu_s if node_cpu_s > 0 else None)
 
 
-def run_costs(url: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> NodeStageCosts | None:
-    """A node's costs between two of its /metrics documents (None without usable stages,
-    or across a restart: counters that went back)."""
-    try:
-        b_stages, a_stages = before["stages"]["by_stage"], after["stages"]["by_stage"]
-        names = [name for name in a_stages if name != OTHER]
-        cpu = {name: float(a_stages[name]["cpu_s"]) - float(b_stages[name]["cpu_s"]) for name in names}
-        txs = {name: int(a_stages[name]["txs"]) - int(b_stages[name]["txs"]) for name in names}
-        process = float(after["stages"]["process_cpu_s"]) - float(before["stages"]["process_cpu_s"])
-        admitted = int(after["tx"]["accepted"]) - int(before["tx"]["accepted"])
-        verifier = after.get("verify", {}).get("verifier")
-        event_loop = after.get("process", {}).get("event_loop")
-        node, scheme = str(after["node"]), str(after["scheme"])
-        span_s = float(after["uptime_s"]) - float(before["uptime_s"]) \
-            if "uptime_s" in after and "uptime_s" in before else None
-    except (KeyError, TypeError, ValueError, AttributeError):
+def run_costs(url: str, before: MetricsSnapshot, after: MetricsSnapshot) -> NodeStageCosts | None:
+    """A node's costs between two of its /metrics documents (None across a restart:
+    counters that went back)."""
+    b_stages, a_stages = before.stages.by_stage, after.stages.by_stage
+    names = [name for name in a_stages if name != OTHER]
+    if any(name not in b_stages for name in names):      # two nodes' readings, or a node of other stages
         return None
-    if process < 0 or admitted < 0 or (span_s or 0.0) < 0 or any(v < 0 for v in cpu.values()):
+    cpu = {name: a_stages[name].cpu_s - b_stages[name].cpu_s for name in names}
+    txs = {name: a_stages[name].txs - b_stages[name].txs for name in names}
+    process = after.stages.process_cpu_s - before.stages.process_cpu_s
+    admitted = after.tx.accepted - before.tx.accepted
+    span_s = after.uptime_s - before.uptime_s
+    if process < 0 or admitted < 0 or span_s < 0 or any(v < 0 for v in cpu.values()):
         return None
     # Read a moment apart, two differences may not nest exactly: "other" never below zero,
     # and what the stages hold beyond the process's CPU is kept, not hidden.
     accounted = sum(cpu.values())
     cpu[OTHER] = max(0.0, process - accounted)
-    return NodeStageCosts(url, node, scheme, verifier if isinstance(verifier, str) else None, admitted,
-                          process, cpu, txs, max(0.0, accounted - process), span_s,
-                          event_loop if isinstance(event_loop, str) else None)
+    return NodeStageCosts(url, after.node, after.scheme, after.verify.verifier, admitted, process, cpu, txs,
+                          max(0.0, accounted - process), span_s, after.process.event_loop)
 
 
-def costs_file(urls: Sequence[str], before: Mapping[str, Any], after: Mapping[str, Any],
-               cores: int | None = None) -> NodeStagesFile:
-    """Every node's costs between the `before` and `after` /metrics documents (by URL), on a
-    machine of `cores` logical CPUs."""
-    nodes = [run_costs(url, before[url], after[url]) for url in urls
-             if before.get(url) is not None and after.get(url) is not None]
+def costs_file(urls: Sequence[str], before: Mapping[str, MetricsSnapshot | None],
+               after: Mapping[str, MetricsSnapshot | None], cores: int | None = None) -> NodeStagesFile:
+    """Every node's costs between the `before` and `after` /metrics documents (by URL; None:
+    the node did not answer), on a machine of `cores` logical CPUs."""
+    nodes = [run_costs(url, start, end) for url in urls
+             if (start := before.get(url)) is not None and (end := after.get(url)) is not None]
     return NodeStagesFile(NODE_STAGES_SCHEMA, tuple(node for node in nodes if node is not None), cores)
 
 

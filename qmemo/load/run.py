@@ -24,11 +24,11 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import orjson
 import uvloop
 
-from qmemo.errors import ConfigError
+from qmemo.api_schema import MetricsSnapshot
+from qmemo.errors import ConfigError, NodeApiError
 from qmemo.records import to_json
 from qmemo.load import schedule as sched
 from qmemo.load.follower import FollowState, current_height, follow_blocks, lost_reasons
@@ -43,12 +43,14 @@ from qmemo.load.summary import (SWEEP_SCHEMA, Failover, LoadSummary, Sweep, Swee
                                 write)
 from qmemo.load.workload import PlanShape, Workload, build, funded_accounts
 from qmemo.core.genesis import Genesis
-from qmemo.node.store import load_genesis
+from qmemo.crypto.verifier import load_genesis
+from qmemo.net.client import NodeClient, open_clients
 
 FOLLOW_POLL_S = 0.1
 STATUS_EVERY_S = 1.0
 LIVE_WINDOW_S = 10.0      # the live status's latency percentiles cover the last 10 s of commits
 MAX_PLANNED = 20_000_000  # a plan beyond this is a typo (and would not fit in memory)
+NONCES_PER_REQUEST = 1_000   # addresses per POST /accounts (the node takes up to 10,000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,22 +87,17 @@ class RunResult:
 
 async def fetch_nonces(nodes: list[str], addresses: list[bytes]) -> dict[bytes, int]:
     """Next nonce (counting pending transactions) of every address, from the first node that answers."""
-    timeout = aiohttp.ClientTimeout(total=30)
     last_error = "no node given"
-    async with aiohttp.ClientSession(timeout=timeout) as session:
-        for url in nodes:
+    async with open_clients(nodes, timeout_s=30) as clients:
+        for client in clients:
             try:
                 nonces: dict[bytes, int] = {}
-                for start in range(0, len(addresses), 1000):
-                    chunk = [a.hex() for a in addresses[start:start + 1000]]
-                    async with session.post(f"{url}/accounts", json={"addresses": chunk}) as response:
-                        if response.status != 200:
-                            raise aiohttp.ClientError(f"HTTP {response.status}")
-                        for account in orjson.loads(await response.read())["accounts"]:
-                            nonces[bytes.fromhex(account["address"])] = int(account["pending_nonce"])
+                for start in range(0, len(addresses), NONCES_PER_REQUEST):
+                    for account in await client.accounts(addresses[start:start + NONCES_PER_REQUEST]):
+                        nonces[account.address] = account.pending_nonce
                 return nonces
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError, KeyError, ValueError) as exc:
-                last_error = f"{url}: {exc}"
+            except NodeApiError as exc:
+                last_error = str(exc)
     raise ConfigError(f"could not read account nonces from any node ({last_error})")
 
 
@@ -134,7 +131,9 @@ def batch_size(config: GenConfig, offsets: list[float]) -> int:
     return sched.batch_size(config.batch, len(offsets) / config.duration_s)
 
 
-def prepare(config: GenConfig, offsets: list[float], genesis: Genesis, *, quiet: bool = False) -> Workload:
+async def prepare(config: GenConfig, offsets: list[float], genesis: Genesis, *, quiet: bool = False) -> Workload:
+    """The signed workload, its senders at the nonces a node says come next. Signing blocks
+    the event loop it runs on: nothing else runs before the sending starts."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from qmemo.crypto.keys import load_keys
@@ -147,7 +146,7 @@ def prepare(config: GenConfig, offsets: list[float], genesis: Genesis, *, quiet:
     if scheme_id not in genesis.tx_scheme_ids:
         raise ConfigError(f"the genesis does not allow {scheme} transactions")
     provisional = funded_accounts(keys, scheme_id, {})
-    nonces = asyncio.run(fetch_nonces(config.nodes, [a.address for a in provisional]))
+    nonces = await fetch_nonces(config.nodes, [a.address for a in provisional])
     accounts = funded_accounts(keys, scheme_id, nonces)
     shape = PlanShape(len(offsets), batch_size(config, offsets), tuple(config.nodes), config.targeting, config.seed)
     with Progress(TextColumn("signing the workload"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
@@ -159,13 +158,38 @@ def prepare(config: GenConfig, offsets: list[float], genesis: Genesis, *, quiet:
 
 # --- run ---------------------------------------------------------------------------------
 
+@dataclass(frozen=True, slots=True)
+class RunCounters:
+    """The sender's and the follower's own counters over a run: the manifest's "sender"."""
+
+    lost_reasons: dict[str, int]       # why each accepted transaction never showed final (follower.lost_reasons)
+    max_in_flight_seen: int
+    blocks_seen: int
+    follower_node_switches: int
+    node_failures: dict[str, int]      # by node URL: tries it did not answer
+    failovers: int
+    failover_txs: int
+    resends: int
+    resend_txs: int
+
+    def failover(self) -> Failover:
+        return Failover(self.failovers, self.failover_txs, self.node_failures, self.resends, self.resend_txs)
+
+
+@dataclass(frozen=True, slots=True)
+class Executed:
+    """What sending, following and draining measured, beside the timings."""
+
+    interrupted_at: float | None       # when an interrupt came (an offset); None if none came
+    node_stages: NodeStagesFile        # the nodes' stage costs over the run
+    counters: RunCounters
+    verifiers: dict[str, dict[str, Any] | None]    # each node's verifier, which the manifest reports
+    nodes: RunNodes                    # the nodes' record: their /metrics before and after, the blocks seen
+
+
 async def execute(config: GenConfig, workload: Workload, timings: Timings, block_interval_s: float,
-                  on_status: OnStatus | None = None
-                  ) -> tuple[float | None, NodeStagesFile, dict[str, Any], dict[str, Any], RunNodes]:
-    """Send, follow and drain. Returns when an interrupt came (an offset; None if none came),
-    the nodes' stage costs over the run, the sender's and follower's own counters, each
-    node's verifier, which the manifest reports, and the nodes' record (their /metrics
-    before and after, the blocks seen)."""
+                  on_status: OnStatus | None = None) -> Executed:
+    """Send, follow and drain."""
     stop_sending = asyncio.Event()
     stop_draining = asyncio.Event()
     stop_following = asyncio.Event()
@@ -187,10 +211,10 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, interrupt)
     pending = {tx_id: i for i, tx_id in enumerate(workload.ids)}
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
-        state = FollowState(next_height=await current_height(session, config.nodes) + 1,
+    async with open_clients(config.nodes, timeout_s=10) as clients:
+        state = FollowState(next_height=await current_height(clients) + 1,
                             tx_bytes=tx_sizes([(b.first, b.body) for b in workload.batches], len(workload.ids)))
-        metrics_before = await read_metrics(session, config.nodes)     # the nodes at the start: stage costs, record
+        metrics_before = dict(zip(config.nodes, await read_metrics(clients)))     # at the start: stage costs, record
     progress = SendProgress()
     start = time.perf_counter() + 0.2
     follower = asyncio.create_task(follow_blocks(config.nodes, state, pending, timings, start=start,
@@ -222,42 +246,34 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
         await asyncio.gather(follower, status, return_exceptions=True)
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
-        metrics_after = await read_metrics(session, config.nodes)    # one /metrics per node serves all three
-    verifiers = {url: node_verifier(metrics_after.get(url)) for url in config.nodes}
-    node_stages = costs_file(config.nodes, metrics_before, metrics_after, os.cpu_count())
-    ends = tuple(NodeEnds(url, metrics_before.get(url), metrics_after.get(url)) for url in config.nodes)
-    nodes = RunNodes(NODES_SCHEMA, scheme_of(ends), ends, tuple(state.blocks[h] for h in sorted(state.blocks)))
+    async with open_clients(config.nodes, timeout_s=5) as clients:
+        metrics_after = dict(zip(config.nodes, await read_metrics(clients)))    # one per node serves all three
+    ends = tuple(NodeEnds(url, metrics_before[url], metrics_after[url]) for url in config.nodes)
     lost = [tx_id for tx_id, i in pending.items() if timings.status[i] in (ACCEPTED, DUPLICATE)]
-    return interrupted_at, node_stages, {"lost_reasons": await lost_reasons(config.nodes, lost),
-                                         "max_in_flight_seen": progress.max_in_flight_seen,
-                                         "blocks_seen": state.blocks_seen,
-                                         "follower_node_switches": state.node_switches,
-                                         "node_failures": dict(progress.node_failures),
-                                         "failovers": progress.failovers,
-                                         "failover_txs": progress.failover_txs,
-                                         "resends": progress.resends,
-                                         "resend_txs": progress.resend_txs}, verifiers, nodes
+    counters = RunCounters(await lost_reasons(config.nodes, lost), progress.max_in_flight_seen, state.blocks_seen,
+                           state.node_switches, dict(progress.node_failures), progress.failovers,
+                           progress.failover_txs, progress.resends, progress.resend_txs)
+    return Executed(interrupted_at, costs_file(config.nodes, metrics_before, metrics_after, os.cpu_count()), counters,
+                    {url: node_verifier(metrics_after[url]) for url in config.nodes},
+                    RunNodes(NODES_SCHEMA, scheme_of(ends), ends, tuple(state.blocks[h] for h in sorted(state.blocks))))
 
 
-async def read_metrics(session: aiohttp.ClientSession, urls: Sequence[str]) -> dict[str, Any]:
-    """Every node's /metrics document by URL (None for a node that did not answer)."""
-    async def one(url: str) -> Any:
+async def read_metrics(clients: Sequence[NodeClient]) -> list[MetricsSnapshot | None]:
+    """Every node's /metrics, in order (None for a node that did not answer)."""
+    async def one(client: NodeClient) -> MetricsSnapshot | None:
         try:
-            async with session.get(f"{url}/metrics") as response:
-                return orjson.loads(await response.read()) if response.status == 200 else None
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError):
+            return await client.metrics()
+        except NodeApiError:
             return None
-    return dict(zip(urls, await asyncio.gather(*(one(url) for url in urls))))
+    return list(await asyncio.gather(*map(one, clients)))
 
 
-def node_verifier(metrics: Any) -> dict[str, Any] | None:
+def node_verifier(metrics: MetricsSnapshot | None) -> dict[str, Any] | None:
     """Which Falcon verifier the node ran and its key cache at the end of the run (from its
     /metrics document), or None if it did not answer: the manifest says what produced the figures."""
-    verify = metrics.get("verify") if isinstance(metrics, dict) else None
-    if not isinstance(verify, dict):
+    if metrics is None:
         return None
-    return {"verifier": verify.get("verifier"), "key_cache": verify.get("key_cache")}
+    return {"verifier": metrics.verify.verifier, "key_cache": to_json(metrics.verify.key_cache)}
 
 
 async def _write_status(config: GenConfig, timings: Timings, progress: SendProgress, state: FollowState,
@@ -300,37 +316,38 @@ def run_load(config: GenConfig, *, quiet: bool = False, genesis: Genesis | None 
 
     offsets, target_tps = offsets_for(config)
     genesis = genesis or load_genesis(config.genesis)
-    workload = prepare(config, offsets, genesis, quiet=quiet)
     timings = Timings(offsets)
     started_utc = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    # On uvloop, as the nodes: the load's sending and following took ~12% less of the
-    # generator's CPU than on asyncio's own loop (docs/methodology.md section 12), CPU the
-    # nodes share the machine with.
-    interrupted_at, node_stages, sender, verifiers, nodes = uvloop.run(
-        execute(config, workload, timings, genesis.block_interval_ms / 1e3, on_status))
+
+    async def prepare_and_execute() -> tuple[Workload, Executed]:
+        workload = await prepare(config, offsets, genesis, quiet=quiet)
+        return workload, await execute(config, workload, timings, genesis.block_interval_ms / 1e3, on_status)
+
+    # One event loop for the whole run, uvloop as the nodes': the load's sending and following
+    # took ~12% less of the generator's CPU than on asyncio's own loop (docs/methodology.md
+    # section 12), CPU the nodes share the machine with.
+    workload, executed = uvloop.run(prepare_and_execute())
+    interrupted_at, node_stages, counters = executed.interrupted_at, executed.node_stages, executed.counters
     interrupted = interrupted_at is not None
     # A warm-up longer than half the run would leave nothing to measure: it is halved.
     summary = summarize(timings, warmup_s=min(config.warmup_s, config.duration_s / 2),
                         window_end_s=min(config.duration_s, interrupted_at or math.inf))
     file_summary = load_summary(summary, target_tps=target_tps, interrupted=interrupted,
-                                block_interval_s=genesis.block_interval_ms / 1e3,
-                                failover=Failover(sender["failovers"], sender["failover_txs"],
-                                                  sender["node_failures"], sender["resends"],
-                                                  sender["resend_txs"]))
-    file_summary = replace(file_summary, counts=replace(file_summary.counts, lost_reasons=sender["lost_reasons"]),
+                                block_interval_s=genesis.block_interval_ms / 1e3, failover=counters.failover())
+    file_summary = replace(file_summary, counts=replace(file_summary.counts, lost_reasons=counters.lost_reasons),
                            survival=survival(node_stages, summary.committed_tps))
     config.out.mkdir(parents=True, exist_ok=True)
     write(config.out / "summary.json", file_summary)
     write_node_stages(config.out / NODE_STAGES_FILE, node_stages)
-    write_nodes(config.out / NODES_FILE, nodes)
+    write_nodes(config.out / NODES_FILE, executed.nodes)
     write_transactions_csv(config.out / "transactions.csv", timings, workload.ids)
     write_latency_histograms(config.out, summary)
     (config.out / "manifest.json").write_bytes(orjson.dumps({
         "config": _config_document(config), "genesis_hash": genesis.hash.hex(), "chain_id": genesis.chain_id,
         "block_interval_s": genesis.block_interval_ms / 1e3, "started_utc": started_utc,
         "workload_from_cache": workload.from_cache, "follower_poll_s": FOLLOW_POLL_S,
-        "batch_size": batch_size(config, offsets), "batch_window_s": sched.BATCH_WINDOW_S, "sender": sender,
-        "node_verifiers": verifiers,
+        "batch_size": batch_size(config, offsets), "batch_window_s": sched.BATCH_WINDOW_S,
+        "sender": to_json(counters), "node_verifiers": executed.verifiers,
         "commit_time_note": "committed = first seen by the block follower (up to one poll interval late)",
         "machine": machine_info(),
     }, option=orjson.OPT_INDENT_2))

@@ -50,8 +50,10 @@ from dataclasses import dataclass, field
 import aiohttp
 import orjson
 
+from qmemo.errors import NodeUnreachable
 from qmemo.frames import decode_frames, encode_frames
 from qmemo.load.latency import ACCEPTED, DUPLICATE, FAILED, REJECTED, Timings
+from qmemo.net.client import NodeClient
 
 _STATUS = {"accepted": ACCEPTED, "duplicate": DUPLICATE, "rejected": REJECTED}
 
@@ -143,7 +145,9 @@ async def send_batches(batches: list[Batch], timings: Timings, config: SendConfi
     timeout = aiohttp.ClientTimeout(total=config.request_timeout_s)
     tasks: set[asyncio.Task] = set()
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
-        sending = _Sending(session, timings, start, progress, health, config.attempt_timeout_s,
+        clients = {node: NodeClient(node, session, config.request_timeout_s)
+                   for node in {*health.nodes, *(batch.target for batch in batches)}}
+        sending = _Sending(clients, timings, start, progress, health, config.attempt_timeout_s,
                            max(config.request_timeout_s, config.resend_for_s), stop, slots, previous)
         for batch in batches:
             due = start + timings.intended[batch.last - 1]
@@ -187,7 +191,7 @@ async def send_batches(batches: list[Batch], timings: Timings, config: SendConfi
 class _Sending:
     """What every batch's task shares during one run."""
 
-    session: aiohttp.ClientSession
+    clients: dict[str, NodeClient]     # by node URL: one connection pool for all
     timings: Timings
     start: float                   # perf_counter at the plan's time 0
     progress: SendProgress
@@ -285,15 +289,12 @@ async def _deliver(run: _Sending, target: str, body: bytes, count: int, deadline
                 progress.failovers += 1
                 progress.failover_txs += count
             try:
-                async with run.session.post(f"{node}/txs", data=body,
-                                            timeout=aiohttp.ClientTimeout(total=min(attempt_s, left_s)),
-                                            headers={"Content-Type": "application/octet-stream"}) as response:
-                    payload = await response.read()
-                    if response.status in _TRY_ANOTHER:
-                        raise _NotNow(f"http_{response.status}")
-                    return response.status, payload
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError, _NotNow) as exc:
-                failure = str(exc) if isinstance(exc, _NotNow) else f"transport:{type(exc).__name__}"
+                answer = await run.clients[node].post_txs(body, timeout_s=min(attempt_s, left_s))
+                if answer.status in _TRY_ANOTHER:
+                    raise _NotNow(f"http_{answer.status}")
+                return answer.status, answer.body
+            except (NodeUnreachable, _NotNow) as exc:
+                failure = str(exc) if isinstance(exc, _NotNow) else f"transport:{exc.transport}"
                 progress.node_failures[node] = progress.node_failures.get(node, 0) + 1
                 health.failed(node)
         attempt_s *= 2

@@ -13,11 +13,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import aiohttp
 import orjson
 
+from qmemo.errors import NodeApiError, NodeRefused, NodeUnreachable
 from qmemo.monitor.view import Baseline, NodePoll, Snapshot, node_rows
+from qmemo.net.client import NodeClient, open_clients
 from qmemo.paths import RESULTS_DIR
+from qmemo.records import to_json
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,11 +40,11 @@ NO_BASELINE = "no C baseline of this machine yet: run `.venv/bin/qmemo bench c -
 
 def load_baseline(config: MonitorConfig) -> Baseline:
     """The C single-core verify rate for the scheme, from the run named by --baseline or
-    else this machine's best (qmemo.analysis.c_baseline.find_c_baseline); failing that,
+    else this machine's best (qmemo.bench.c_baseline.find_c_baseline); failing that,
     results/latest marked as another machine's, or a pointer to the command that measures one."""
     import datetime
 
-    from qmemo.analysis.c_baseline import find_c_baseline, load_c_baseline
+    from qmemo.bench.c_baseline import find_c_baseline, load_c_baseline
     from qmemo.bench import fingerprint
     from qmemo.errors import QmemoError
 
@@ -67,14 +69,16 @@ def load_baseline(config: MonitorConfig) -> Baseline:
                     fast_applies=config.scheme.startswith("Falcon"), busy_load=baseline.busy_load)
 
 
-async def poll_node(session: aiohttp.ClientSession, url: str, timeout_s: float) -> NodePoll:
+async def poll_node(client: NodeClient) -> NodePoll:
+    """One node's /metrics now, or why there is none (down, refusing, another version)."""
     try:
-        async with session.get(f"{url}/metrics", timeout=aiohttp.ClientTimeout(total=timeout_s)) as response:
-            if response.status != 200:
-                return NodePoll(url, time.time(), None, f"HTTP {response.status}")
-            return NodePoll(url, time.time(), orjson.loads(await response.read()))
-    except (aiohttp.ClientError, asyncio.TimeoutError, orjson.JSONDecodeError, OSError) as exc:
-        return NodePoll(url, time.time(), None, type(exc).__name__)
+        return NodePoll(client.url, time.time(), await client.metrics())
+    except NodeUnreachable as exc:
+        return NodePoll(client.url, time.time(), None, exc.transport)
+    except NodeRefused as exc:
+        return NodePoll(client.url, time.time(), None, f"HTTP {exc.node_status} {exc.node_code}")
+    except NodeApiError as exc:
+        return NodePoll(client.url, time.time(), None, str(exc))
 
 
 def read_generator_status(path: Path | None) -> dict | None:
@@ -90,11 +94,11 @@ async def snapshots(config: MonitorConfig, *, rounds: int | None = None):
     """Yield a Snapshot every interval (forever, or `rounds` times)."""
     baseline = load_baseline(config)
     previous: Snapshot | None = None
-    async with aiohttp.ClientSession() as session:
+    async with open_clients(config.node_urls, config.timeout_s) as clients:
         count = 0
         while rounds is None or count < rounds:
             started = time.monotonic()
-            polls = await asyncio.gather(*(poll_node(session, u, config.timeout_s) for u in config.node_urls))
+            polls = await asyncio.gather(*(poll_node(client) for client in clients))
             snapshot = Snapshot(time.time(), list(polls), baseline, config.target_tps,
                                 read_generator_status(config.generator_status),
                                 previous=previous and _forget_history(previous))
@@ -116,7 +120,8 @@ def _record(path: Path, snapshot: Snapshot) -> None:
     line = {
         "time_s": snapshot.time_s,
         "target_tps": snapshot.target_tps,
-        "polls": [{"url": p.url, "time_s": p.time_s, "error": p.error, "metrics": p.metrics} for p in snapshot.polls],
+        "polls": [{"url": p.url, "time_s": p.time_s, "error": p.error, "metrics": to_json(p.metrics)}
+                  for p in snapshot.polls],
         "rows": [dataclasses.asdict(row) for row in node_rows(snapshot)],
         "generator": snapshot.generator,
     }

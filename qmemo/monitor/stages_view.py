@@ -7,17 +7,18 @@ measured; one verify per transaction) on the same scale, so a glance says how fa
 alone. Bars are scaled together: the longest row's cost fills the width.
 
 Pure like view.py: from a `Snapshot` (and the rows view.py derived) to a rich table; no
-I/O, no clock. A node without a `stages` object (an older node) shows "-".
+I/O, no clock. A node that has admitted nothing in its window shows "-".
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 from rich.text import Text
 
+from qmemo.api_schema import MetricsSnapshot
 from qmemo.node.stages import OTHER, STAGES
 
 if TYPE_CHECKING:
@@ -32,16 +33,13 @@ GLYPHS = {"http": ("H", "black on bright_blue"), "decode_hash": ("D", "black on 
 LABELS = {"decode_hash": "decode+hash", "block_build": "block build", "block_validate": "block validate"}
 
 
-def per_tx_costs(metrics: dict[str, Any] | None) -> dict[str, float] | None:
+def per_tx_costs(metrics: MetricsSnapshot | None) -> dict[str, float] | None:
     """µs per admitted transaction by stage ("other" last), or None when the node has none."""
-    by_stage = metrics.get("stages", {}).get("by_stage") if isinstance(metrics, dict) else None
-    if not isinstance(by_stage, dict):
+    if metrics is None:
         return None
-    costs: dict[str, float] = {}
-    for name in (*STAGES, OTHER):
-        value = by_stage.get(name, {}).get("us_per_tx") if isinstance(by_stage.get(name), dict) else None
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            costs[name] = max(0.0, float(value))
+    by_stage = metrics.stages.by_stage
+    costs = {name: max(0.0, figure.us_per_tx) for name in (*STAGES, OTHER)
+             if (figure := by_stage.get(name)) is not None and figure.us_per_tx is not None}
     return costs if costs and sum(costs.values()) > 0 else None
 
 

@@ -4,13 +4,15 @@ Data flows one way: the poller (monitor/poll.py) collects `Snapshot`s; `derive()
 two successive snapshots into rates; `render()` builds the tables. Nothing here does
 I/O or reads a clock, so the whole view is tested by rendering to a fixed-width console.
 
-The reading of a node's `/metrics` document (docs/api.md) is tolerant: a missing field
-shows as "-", never as a crash, so a dashboard keeps running against an older node.
+A node's `/metrics` arrives decoded (qmemo.api_schema.MetricsSnapshot, the class the node
+fills in); one whose document could not be read (another version) is a poll without
+metrics and shows as down, with why. A figure the node has not measured yet is None: "-".
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from qmemo.analysis.memo import CONSERVATIVE_SHARDS, CONSERVATIVE_TPS, TARGET_SHARDS, TARGET_TPS
+from qmemo.api_schema import MetricsSnapshot
 from qmemo.monitor.stages_view import stages_table
 
 # MEMO's per-shard verification requirements, without cross-shard traffic:
@@ -33,7 +36,7 @@ class NodePoll:
 
     url: str
     time_s: float
-    metrics: dict[str, Any] | None
+    metrics: MetricsSnapshot | None
     error: str | None = None
 
 
@@ -96,65 +99,51 @@ class NodeRow:
     key_cache_hit_rate: float | None
 
 
-def _get(doc: dict[str, Any] | None, *path: str) -> Any:
-    for key in path:
-        if not isinstance(doc, dict):
-            return None
-        doc = doc.get(key)
-    return doc
-
-
 def _num(value: Any) -> float | None:
+    """A number from the generator's live status (its own file: read loosely), else None."""
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _total(value: Any) -> float | None:
-    """A counter that may be a number or a {label: number} map (summed)."""
-    if isinstance(value, dict):
-        parts = [_num(v) for v in value.values()]
-        return sum(p for p in parts if p is not None)
-    return _num(value)
-
-
-def _rate(now: NodePoll, before: NodePoll | None, *path: str) -> float | None:
+def _rate(now: NodePoll, before: NodePoll | None, read: Callable[[MetricsSnapshot], float]) -> float | None:
+    """Per second between two polls of one node; None without two, or across a restart."""
     if before is None or before.metrics is None or now.metrics is None:
         return None
-    a, b = _total(_get(before.metrics, *path)), _total(_get(now.metrics, *path))
+    a, b = read(before.metrics), read(now.metrics)
     dt = now.time_s - before.time_s
-    if a is None or b is None or dt <= 0 or b < a:  # b < a: the node restarted
+    if dt <= 0 or b < a:  # b < a: the node restarted
         return None
     return (b - a) / dt
 
 
 def derive(now: NodePoll, before: NodePoll | None) -> NodeRow:
     m = now.metrics
-    name = str(_get(m, "node") or now.url)
     if m is None:
-        return NodeRow(name, False, now.error, *([None] * 16))
-    hits, misses = _num(_get(m, "verify", "cache", "hits")), _num(_get(m, "verify", "cache", "misses"))
-    verify_count = _rate(now, before, "verify", "count")
-    verify_busy = _rate(now, before, "verify", "seconds")
-    cpu = _rate(now, before, "process", "cpu_seconds")
+        return NodeRow(now.url, False, now.error, *([None] * 16))
+    verify, key_cache = m.verify, m.verify.key_cache
+    lookups = verify.cache.hits + verify.cache.misses
+    verify_count = _rate(now, before, lambda s: sum(s.verify.count.values()))
+    verify_busy = _rate(now, before, lambda s: sum(s.verify.seconds.values()))
+    cpu = _rate(now, before, lambda s: s.process.cpu_seconds)
     return NodeRow(
-        name=name,
+        name=m.node,
         up=True,
         error=None,
-        height=_num(_get(m, "height")) and int(_get(m, "height")),
-        tip_age_s=_num(_get(m, "tip_age_s")),
-        mempool=_num(_get(m, "mempool", "count")) and int(_get(m, "mempool", "count")),
-        accepted_per_s=_rate(now, before, "tx", "accepted"),
-        committed_tps=_rate(now, before, "tx", "committed"),
+        height=m.height,
+        tip_age_s=m.tip_age_s,
+        mempool=m.mempool.count,
+        accepted_per_s=_rate(now, before, lambda s: s.tx.accepted),
+        committed_tps=_rate(now, before, lambda s: s.tx.committed),
         verify_per_s=verify_count,
-        verify_p50_us=_num(_get(m, "verify", "latency_us", "p50")),
-        verify_p99_us=_num(_get(m, "verify", "latency_us", "p99")),
-        cache_hit_rate=hits / (hits + misses) if hits is not None and misses is not None and hits + misses else None,
+        verify_p50_us=verify.latency_us.get("p50"),
+        verify_p99_us=verify.latency_us.get("p99"),
+        cache_hit_rate=verify.cache.hits / lookups if lookups else None,
         cpu_percent=cpu * 100 if cpu is not None else None,
-        loop_lag_p99_ms=_num(_get(m, "event_loop_lag_ms", "p99")),
+        loop_lag_p99_ms=m.event_loop_lag_ms.p99,
         verify_per_core_s=verify_count / verify_busy if verify_count and verify_busy else None,
-        block_interval_s=_num(_get(m, "blocks", "interval_s", "p50")),
-        verifier=verifier if isinstance(verifier := _get(m, "verify", "verifier"), str) else None,
-        key_cache_keys=_num(_get(m, "verify", "key_cache", "size")),
-        key_cache_hit_rate=_num(_get(m, "verify", "key_cache", "hit_rate")),
+        block_interval_s=m.blocks.interval_s.p50,
+        verifier=verify.verifier,
+        key_cache_keys=key_cache.size if key_cache is not None else None,
+        key_cache_hit_rate=key_cache.hit_rate if key_cache is not None else None,
     )
 
 

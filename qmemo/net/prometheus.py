@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from qmemo.api_schema import MetricsSnapshot
 from qmemo.node.metrics import Distribution
-from qmemo.node.reporting import Histograms, MetricsSnapshot
+from qmemo.node.reporting import Histograms
 from qmemo.node.stages import OTHER
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

@@ -23,6 +23,7 @@ import uvloop
 from aiohttp import web
 
 from qmemo.crypto.keys import load_keys
+from qmemo.crypto.verifier import load_genesis
 from qmemo.errors import ConfigError, KeyFileError
 from qmemo.net.app import make_app
 from qmemo.net.client_faults import NodeRunner
@@ -30,7 +31,6 @@ from qmemo.net.peer_client import HttpPeer
 from qmemo.node.config import NodeConfig
 from qmemo.node.heap import GC_YOUNG_THRESHOLD, pin_mmap_threshold
 from qmemo.node.service import Node
-from qmemo.node.store import load_genesis
 
 
 def run_node(config: NodeConfig) -> None:

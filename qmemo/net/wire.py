@@ -13,7 +13,10 @@ signature check it wraps (hex doubles 1.8 KB of Falcon key and signature).
 The JSON forms here are the node's answers, encoded from the values it returns
 (qmemo.node.answers, qmemo.node.reporting) and from core objects through their public
 fields and `to_json`: per-transaction results, transaction status, block summaries,
-accounts, `/status` and `/metrics`. Nothing here decides what is valid.
+accounts, `/status` and `/metrics`. The documents readers decode are qmemo.api_schema's
+classes (the reading side, qmemo.net.client, decodes with them); what is built here from
+a block or an account is checked against them by tests/unit/test_api_schema.py. Nothing
+here decides what is valid.
 
 Pure: no I/O, no node state.
 """
@@ -30,7 +33,8 @@ from qmemo.core.state import Account
 from qmemo.core.transaction import Transaction
 from qmemo.errors import DecodeError, Misuse, TooLarge
 from qmemo.frames import decode_frames, encode_frames
-from qmemo.node.answers import TX_STATUSES, Item, TxOutcome, TxStatus
+from qmemo.api_schema import BlockSummary, TxStatus
+from qmemo.node.answers import TX_STATUSES, Item, TxOutcome
 
 # Blocks per `GET /peer/blocks` page: what a node serves and what its client asks for.
 MAX_SYNC_BLOCKS = 100
@@ -194,35 +198,50 @@ def blocks_json(blocks: Sequence[Block | BlockIds], validator_names: Sequence[st
 
 def block_json(block: Block | BlockIds, validator_names: Sequence[str], *, tx_ids_only: bool,
                depth: tuple[int, bool] | None = None, summary_only: bool = False) -> dict[str, Any]:
-    """A block for `/block*` answers: a summary (with `confirmations` and `final` when
-    `depth` is given), then transaction ids or full transactions - or nothing more with
-    `summary_only` (`txs=none`): a client asking whether a block it read is final yet
-    needs its hash and `final`, not its thousands of ids again. A `BlockIds` serves the
-    summary and the ids (it holds no transactions)."""
+    """A block for `/block*` answers: its summary (`block_summary`), then transaction ids or
+    full transactions - or nothing more with `summary_only` (`txs=none`): a client asking
+    whether a block it read is final yet needs its hash and `final`, not its thousands of
+    ids again. A `BlockIds` serves the summary and the ids (it holds no transactions)."""
+    if summary_only or tx_ids_only:
+        return block_summary_json(block_summary(block, validator_names, depth=depth, with_ids=not summary_only))
+    if isinstance(block, BlockIds):
+        raise Misuse(f"block {block.header.height}: full transactions asked of its ids alone", code="no_transactions")
+    document = block_summary_json(block_summary(block, validator_names, depth=depth, with_ids=False))
+    document["header"] = block.header.to_json()
+    document["transactions"] = [tx.to_json() for tx in block.transactions]
+    return document
+
+
+def block_summary(block: Block | BlockIds, validator_names: Sequence[str], *, depth: tuple[int, bool] | None,
+                  with_ids: bool) -> BlockSummary:
+    """The summary readers decode (qmemo.api_schema.BlockSummary): with `confirmations` and
+    `final` when `depth` is given, with the transaction ids when `with_ids`."""
     header = block.header
-    document: dict[str, Any] = {
-        "height": header.height,
-        "hash": header.hash.hex(),
-        "previous_hash": header.previous_hash.hex(),
-        "timestamp_ms": header.timestamp_ms,
-        "producer": header.producer_index,
-        "producer_name": validator_names[header.producer_index]
-        if header.producer_index < len(validator_names) else None,
-        "tx_count": header.tx_count,
-        "merkle_root": header.merkle_root.hex(),
-    }
-    if depth is not None:
-        document["confirmations"], document["final"] = depth
-    if summary_only:
-        return document
-    if tx_ids_only:
+    ids = None
+    if with_ids:
         ids = block.tx_ids if isinstance(block, BlockIds) else [tx.id for tx in block.transactions]
         if ids is None:
             raise Misuse(f"block {header.height}'s ids were not read", code="ids_not_read")
-        document["tx_ids"] = [tx_id.hex() for tx_id in ids]
-    elif isinstance(block, BlockIds):
-        raise Misuse(f"block {header.height}: full transactions asked of its ids alone", code="no_transactions")
-    else:
-        document["header"] = header.to_json()
-        document["transactions"] = [tx.to_json() for tx in block.transactions]
+    confirmations, final = depth if depth is not None else (None, None)
+    return BlockSummary(header.height, header.hash, header.previous_hash, header.timestamp_ms, header.producer_index,
+                        validator_names[header.producer_index] if header.producer_index < len(validator_names) else None,
+                        header.tx_count, header.merkle_root, confirmations, final,
+                        None if ids is None else tuple(ids))
+
+
+def block_summary_json(summary: BlockSummary) -> dict[str, Any]:
+    document: dict[str, Any] = {
+        "height": summary.height,
+        "hash": summary.hash.hex(),
+        "previous_hash": summary.previous_hash.hex(),
+        "timestamp_ms": summary.timestamp_ms,
+        "producer": summary.producer,
+        "producer_name": summary.producer_name,
+        "tx_count": summary.tx_count,
+        "merkle_root": summary.merkle_root.hex(),
+    }
+    if summary.confirmations is not None:
+        document["confirmations"], document["final"] = summary.confirmations, summary.final
+    if summary.tx_ids is not None:
+        document["tx_ids"] = [tx_id.hex() for tx_id in summary.tx_ids]
     return document

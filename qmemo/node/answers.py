@@ -15,9 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from qmemo.core.merkle import MerkleProof
+# A transaction's status is a document readers decode too: its class lives with the API's
+# schemas, and the node's rooms name it here with the rest of what the node answers.
+from qmemo.api_schema import TxStatus
 from qmemo.core.transaction import Transaction
 from qmemo.errors import DecodeError, Misuse, QmemoError
+
+__all__ = ["ACCEPTED", "DUPLICATE", "REJECTED", "TX_STATUSES", "BlockAnswer", "Item", "TxOutcome", "TxStatus"]
 
 # What a request hands in: raw canonical encodings (binary batches), decoded transactions
 # (JSON), or the error a JSON element gave when it was decoded.
@@ -64,21 +68,3 @@ class BlockAnswer:
 
     status: BlockStatus
     height: int
-
-
-@dataclass(frozen=True, slots=True)
-class TxStatus:
-    """Where a transaction is: "pending", "queued", "committed" (with where, the
-    inclusion proof, its block's confirmations and whether it is final), "evicted" (with
-    the reason) or "unknown"."""
-
-    tx_id: bytes
-    status: str
-    height: int | None = None
-    position: int | None = None
-    block_hash: bytes | None = None
-    merkle_root: bytes | None = None
-    proof: MerkleProof | None = None
-    reason: str | None = None
-    confirmations: int | None = None
-    final: bool | None = None

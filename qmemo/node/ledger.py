@@ -31,10 +31,11 @@ from qmemo.core.refusals import HELD_NONCE_CONFLICT, block_refusal, refusal
 from qmemo.core.state import Account
 from qmemo.core.transaction import Transaction
 from qmemo.crypto.admit_kernel import KEY_MEMORY, _library, _rows
-from qmemo.crypto.liboqs import REPO_ROOT, SETUP_COMMAND
+from qmemo.crypto.liboqs import SETUP_COMMAND
 from qmemo.errors import DecodeError, InvalidBlock, QmemoError, SetupError
+from qmemo.paths import NATIVE_DIR
 
-EXTENSION = REPO_ROOT / ".deps" / "native" / f"_qmemo_ledger{sysconfig.get_config_var('EXT_SUFFIX')}"
+EXTENSION = NATIVE_DIR / f"_qmemo_ledger{sysconfig.get_config_var('EXT_SUFFIX')}"
 
 # How much the ledger remembers (ids, so a late copy or a status question can be answered).
 COMMITTED_MEMORY = 100_000      # recently committed: a late copy is a duplicate, not a replay

@@ -1,8 +1,9 @@
 """Status and metrics reports: frozen values read from a node's counters and chain.
 
-`/status` and `/metrics` (docs/api.md) are these values encoded by qmemo.net.wire, whose
-field names are the documents' keys; qmemo.net.prometheus renders the same
-`MetricsSnapshot` as text. Building a report only reads: it changes no counter.
+`/status` and `/metrics` (docs/api.md) are the `NodeStatus` and `MetricsSnapshot` this
+module fills in, encoded by qmemo.net.wire; their classes are qmemo.api_schema's, which
+every reader decodes with too (one schema, writer and readers). qmemo.net.prometheus
+renders the same `MetricsSnapshot` as text. Building a report only reads: it changes no counter.
 
 Never imports aiohttp, builds JSON or knows about HTTP.
 """
@@ -15,159 +16,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from qmemo import __version__
+from qmemo.api_schema import (METRICS_SCHEMA, STATUS_SCHEMA, BlockFigures, CacheFigures, IntervalFigures,
+                              KeyCacheFigures, LagFigures, MempoolFigures, MetricsSnapshot, NetFigures, NodeStatus,
+                              PeerStatus, ProcessFigures, TxFigures, VerifyFigures)
 from qmemo.crypto.schemes import key_cache_stats
 from qmemo.node.metrics import Distribution, process_usage
-from qmemo.node.stages import VERIFY, StageFigures, loop_other_ns, stage_figures, thread_cpu_ns
+from qmemo.node.stages import VERIFY, loop_other_ns, stage_figures, thread_cpu_ns
 
 if TYPE_CHECKING:
     from qmemo.node.service import Node
-
-METRICS_SCHEMA = "qmemo-node-metrics/1"
-
-
-@dataclass(frozen=True, slots=True)
-class PeerStatus:
-    url: str
-    reachable: bool
-    height: int | None
-    tip_hash: bytes | None
-    error: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class NodeStatus:
-    """The `/status` document: who the node is, where its chain is, whom it sees."""
-
-    node: str
-    version: str
-    chain_id: int
-    genesis_hash: bytes
-    height: int
-    tip_hash: bytes | None
-    tip_age_s: float
-    final_height: int
-    mempool: int
-    mempool_queued: int
-    validator: int | None
-    scheme: str
-    block_interval_ms: int
-    peers: tuple[PeerStatus, ...]
-    uptime_s: float
-    ready: bool
-
-
-@dataclass(frozen=True, slots=True)
-class MempoolFigures:
-    count: int
-    bytes: int
-    queued: int
-
-
-@dataclass(frozen=True, slots=True)
-class TxFigures:
-    received: int
-    accepted: int
-    duplicate: int
-    rejected: dict[str, int]
-    committed: int
-    evicted: dict[str, int]
-    relayed: int
-    relay_dropped: int
-
-
-@dataclass(frozen=True, slots=True)
-class CacheFigures:
-    hits: int
-    misses: int
-    size: int
-
-
-@dataclass(frozen=True, slots=True)
-class KeyCacheFigures:
-    """The fast Falcon verifier's decoded-key cache (all variants this process verified)."""
-
-    size: int
-    capacity: int
-    hits: int
-    misses: int
-    hit_rate: float | None
-    schemes: tuple[str, ...]     # the variants whose caches these figures sum (one cache each)
-
-
-@dataclass(frozen=True, slots=True)
-class VerifyFigures:
-    threads: int
-    count: dict[str, int]
-    seconds: dict[str, float]
-    latency_us: dict[str, float | None]
-    ops_per_s: float
-    cache: CacheFigures
-    verifier: str                       # Falcon's verifier: "fast" or "liboqs"
-    key_cache: KeyCacheFigures | None   # None: no fast Falcon verifier has run in this process
-
-
-@dataclass(frozen=True, slots=True)
-class IntervalFigures:
-    last: float | None
-    p50: float | None
-    p99: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class BlockFigures:
-    produced: int
-    received: int
-    rejected: int
-    rejected_by_reason: dict[str, int]
-    missed_slots: int
-    reorgs: int
-    pushed: dict[str, int]          # our blocks pushed to peers: "ids", "missing" (of those), "whole"
-    interval_s: IntervalFigures
-    validation_ms: dict[str, float | None]
-
-
-@dataclass(frozen=True, slots=True)
-class ProcessFigures:
-    cpu_seconds: float
-    rss_bytes: int
-    event_loop: str     # the loop running the node: "uvloop" or "asyncio" (its class says, not the config)
-
-
-@dataclass(frozen=True, slots=True)
-class LagFigures:
-    p50: float | None
-    p99: float | None
-    max: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class NetFigures:
-    bytes_in: int
-    bytes_out: int
-
-
-@dataclass(frozen=True, slots=True)
-class MetricsSnapshot:
-    """The `/metrics` document: counters since start, percentiles of the recent samples."""
-
-    schema: str
-    node: str
-    chain_id: int
-    scheme: str
-    version: str
-    time_s: float
-    uptime_s: float
-    height: int
-    tip_hash: bytes | None
-    tip_age_s: float
-    mempool: MempoolFigures
-    tx: TxFigures
-    verify: VerifyFigures
-    blocks: BlockFigures
-    process: ProcessFigures
-    event_loop_lag_ms: LagFigures
-    net: NetFigures
-    stages: StageFigures
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +40,7 @@ class Histograms:
 def node_status(node: Node) -> NodeStatus:
     chain = node.chain
     return NodeStatus(
-        node=node.name, version=__version__, chain_id=node.genesis.chain_id, genesis_hash=node.genesis.hash,
+        schema=STATUS_SCHEMA, node=node.name, version=__version__, chain_id=node.genesis.chain_id, genesis_hash=node.genesis.hash,
         height=node.height, tip_hash=chain.hash_at(node.height) if chain else None, tip_age_s=round(node.tip_age_s(), 3),
         final_height=chain.final_height if chain else 0, mempool=len(node.ledger),
         mempool_queued=node.ledger.sizes()[1], validator=node.validator_index,

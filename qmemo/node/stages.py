@@ -42,8 +42,9 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
+
+from qmemo.api_schema import StageFigure, StageFigures
 
 STAGES = ("http", "decode_hash", "verify", "mempool", "block_build", "block_validate", "store", "relay")
 HTTP, DECODE_HASH, VERIFY, MEMPOOL, BLOCK_BUILD, BLOCK_VALIDATE, STORE, RELAY = range(len(STAGES))
@@ -126,32 +127,6 @@ class StageCPU:
         marks.append((now, tuple(cpu_ns), process_ns, admitted))
         return (now - then, [a - b for a, b in zip(cpu_ns, then_ns)], process_ns - then_process,
                 admitted - then_admitted)
-
-
-@dataclass(frozen=True, slots=True)
-class StageFigure:
-    cpu_s: float              # since start
-    share: float | None       # of the process's CPU since start (stages and "other" add up to 1
-                              # but for an overrun: then the stages alone add up to more)
-    us_per_tx: float | None   # CPU per admitted transaction over the recent window
-    txs: int                  # transactions the stage handled since start (0 for "other")
-
-
-@dataclass(frozen=True, slots=True)
-class StageFigures:
-    """The `/metrics` document's `stages` object."""
-
-    process_cpu_s: float
-    accounted_cpu_s: float        # the sum of the stages
-    overrun_cpu_s: float          # how far the stages exceed the process's CPU (0 unless they double count)
-    window_s: float               # the span the per-transaction figures cover
-    window_admitted: int          # transactions admitted in it
-    us_per_tx: float | None       # the process's CPU per admitted transaction in it
-    by_stage: dict[str, StageFigure]   # STAGES in order, then "other"
-    # Of "other"'s cpu_s, the part on the event loop's thread (aiohttp's parsing and socket
-    # writes, the peer client, asyncio's scheduling, timers, the import at start); the rest
-    # of "other" ran on the other threads (executor hand-offs, thread wake-ups).
-    other_on_loop_cpu_s: float | None = None
 
 
 def stage_figures(stages: StageCPU, cpu_ns: Sequence[int], txs: Sequence[int], process_cpu_s: float,

@@ -1,4 +1,4 @@
-"""The chain on disk: one SQLite database (WAL) per node, and the genesis file reader.
+"""The chain on disk: one SQLite database (WAL) per node.
 
 Tables (docs/protocol.md, "Storage"):
 - `metadata(key, value)`: the store format, the chain id and the genesis hash (a
@@ -63,11 +63,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import orjson
-
 from qmemo.core.block import Block, BlockHeader, BlockIds
 from qmemo.core.fork_lock import ProducerLock
-from qmemo.core.genesis import Genesis, parse_genesis
+from qmemo.core.genesis import Genesis
 from qmemo.core.hashing import DIGEST_BYTES, split_digests
 from qmemo.core.merkle import MerkleProof, merkle_proof
 from qmemo.core.state import Account, AppliedBlock, ChainState
@@ -147,19 +145,6 @@ class TxPlace:
 _PLACE_SQL = ("SELECT i.height, i.position, b.header{more} FROM {table} i JOIN blocks b ON b.height = i.height "
               "JOIN block_encodings e ON e.height = b.height AND e.hash = b.hash WHERE i.{column} = ?")
 _INDEX_SQL = "INSERT INTO {table} ({column}, height, position, offset, length) VALUES (?, ?, ?, ?, ?)"
-
-
-def load_genesis(path: Path) -> Genesis:
-    """Read and check a genesis file against the scheme registry; ConfigError otherwise."""
-    from qmemo.crypto.verifier import scheme_table
-
-    try:
-        document = orjson.loads(Path(path).read_bytes())
-    except OSError as exc:
-        raise ConfigError(f"cannot read genesis file {path}: {exc.strerror}", code="bad_genesis") from None
-    except orjson.JSONDecodeError as exc:
-        raise ConfigError(f"genesis file {path} is not JSON: {exc}", code="bad_genesis") from None
-    return parse_genesis(document, scheme_table())
 
 
 class ChainStore:

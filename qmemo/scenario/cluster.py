@@ -9,6 +9,7 @@ line in `timeline.jsonl` with the time it actually happened.
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import sys
 import time
@@ -18,12 +19,13 @@ from pathlib import Path
 
 import orjson
 
+from qmemo.errors import NodeApiError
+from qmemo.net.client import base_url, open_clients
 from qmemo.scenario import links, relay
 from qmemo.scenario.argv import NODE_PORT, node_arguments
 from qmemo.scenario.hosts import Hosts, Process, stop_process
 from qmemo.scenario.manifest import Manifest, Perturbation
-from qmemo.scenario.observe import get_json
-
+from qmemo.scenario.observe import SAMPLE_TIMEOUT_S
 
 
 @dataclass
@@ -46,7 +48,7 @@ class Cluster:
     overrides: dict[frozenset[str], str] = field(default_factory=dict)
 
     def url(self, i: int) -> str:
-        return f"http://{self.hosts.hosts[f'node-{i}'].address}:{NODE_PORT}"
+        return base_url(self.hosts.hosts[f'node-{i}'].address, NODE_PORT)
 
     @property
     def urls(self) -> dict[str, str]:
@@ -54,7 +56,7 @@ class Cluster:
 
     def peer_url(self, i: int, j: int) -> str:
         """How node i reaches node j: directly, or through its relay."""
-        return f"http://127.0.0.1:{relay.listen_port(j)}" if self.links_backend == "relay" else self.url(j)
+        return base_url("127.0.0.1", relay.listen_port(j)) if self.links_backend == "relay" else self.url(j)
 
     def start_relay(self, i: int) -> None:
         """Node i's relay to every peer, with the one-way delay of the current profile between their zones."""
@@ -78,7 +80,7 @@ class Cluster:
         self.nodes[i] = self.hosts.spawn(f"node-{i}", f"node-{i}", command, self.run_dir / "logs" / f"node-{i}.log")
 
     def healthy(self, i: int) -> bool:
-        return (get_json(f"{self.url(i)}/health") or {}).get("ready") is True
+        return asyncio.run(_ready(self.url(i)))
 
     def record(self, what: str, **details: object) -> None:
         line = {"t_s": round(time.time() - self.t0, 3) if self.t0 else None, "time_s": time.time(),
@@ -91,9 +93,9 @@ class Cluster:
     def next_producer(self) -> int:
         """The primary producer of the next block, from the first node that answers."""
         for i in range(self.manifest.network.nodes):
-            status = get_json(f"{self.url(i)}/status", timeout=2.0)
-            if status is not None:
-                return status["height"] % self.manifest.network.nodes   # block h+1: validator h mod n
+            height = asyncio.run(_height(self.url(i)))
+            if height is not None:
+                return height % self.manifest.network.nodes   # block h+1: validator h mod n
         return 0
 
     def perturb(self, p: Perturbation) -> list[FollowUp]:
@@ -164,3 +166,19 @@ class Cluster:
                         self.hosts.blackhole(f"node-{i}", self.hosts.hosts[f"node-{j}"].address, on)
         if not on:
             self.record("heal", groups=[list(g) for g in groups])
+
+
+async def _ready(url: str) -> bool:
+    async with open_clients([url], SAMPLE_TIMEOUT_S) as (client,):
+        try:
+            return (await client.health()).ready
+        except NodeApiError:
+            return False
+
+
+async def _height(url: str) -> int | None:
+    async with open_clients([url], timeout_s=2.0) as (client,):
+        try:
+            return (await client.status()).height
+        except NodeApiError:
+            return None

@@ -27,8 +27,11 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import aiohttp
 import orjson
+
+from qmemo.api_schema import BlockSummary
+from qmemo.errors import DecodeError, NodeApiError, NodeUnreachable
+from qmemo.net.client import NodeClient, open_clients
 
 BATCH = 50
 MAX_IN_FLIGHT = 32
@@ -77,7 +80,7 @@ def _transactions_held_queue(scheme_name: str, genesis, count: int, funded_keys=
         return list(pool.map(sign, range(count), chunksize=256))
 
 
-def _oversized_block(genesis, tip: dict, filler: bytes) -> bytes:
+def _oversized_block(genesis, tip: BlockSummary, filler: bytes) -> bytes:
     """One transaction over the limit, on `tip` (a /block/latest answer), stamped at the primary's turn.
 
     Stamped at the parent's timestamp plus one interval, so the timestamp rule does not
@@ -90,10 +93,10 @@ def _oversized_block(genesis, tip: dict, filler: bytes) -> bytes:
     count = genesis.max_block_transactions + 1
     txs = [Transaction(template.chain_id, template.scheme_id, template.public_key, n, template.recipient, 1, 1,
                        template.payload, template.signature) for n in range(count)]
-    height = tip["height"] + 1
+    height = tip.height + 1
     producer = (height - 1) % len(genesis.validators)
-    return make_block(chain_id=genesis.chain_id, height=height, previous_hash=bytes.fromhex(tip["hash"]),
-                      timestamp_ms=tip["timestamp_ms"] + genesis.block_interval_ms, producer_index=producer,
+    return make_block(chain_id=genesis.chain_id, height=height, previous_hash=tip.hash,
+                      timestamp_ms=tip.timestamp_ms + genesis.block_interval_ms, producer_index=producer,
                       transactions=txs,
                       sign=lambda digest: bytes(666)).encode()
 
@@ -101,7 +104,7 @@ def _oversized_block(genesis, tip: dict, filler: bytes) -> bytes:
 async def _flood(args: argparse.Namespace) -> dict:
     from qmemo.crypto.keys import load_keys
     from qmemo.net.wire import encode_tx_batch
-    from qmemo.node.store import load_genesis
+    from qmemo.crypto.verifier import load_genesis
 
     genesis = load_genesis(args.genesis)
     keys = load_keys(args.keys)
@@ -122,45 +125,45 @@ async def _flood(args: argparse.Namespace) -> dict:
     sent = skipped = 0
     in_flight: set[asyncio.Task] = set()
 
-    async def post(session: aiohttp.ClientSession, url: str, body: bytes, path: str) -> None:
+    async def post(client: NodeClient, body: bytes, block: bool) -> None:
         try:
-            async with session.post(url + path, data=body,
-                                    headers={"Content-Type": "application/octet-stream"}) as response:
-                payload = await response.read()
-                answers[str(response.status)] += 1
-                if path == "/txs" and response.status == 200:
-                    for result in orjson.loads(payload)["results"]:
-                        codes[result.get("code") or result["status"]] += 1
-                elif response.status == 200:
-                    codes[orjson.loads(payload)["status"]] += 1
-                elif response.status != 200:
-                    codes[orjson.loads(payload).get("error", "?") if payload[:1] == b"{" else "?"] += 1
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
-            answers[type(exc).__name__] += 1
+            answer = await (client.post_peer_block(body) if block else client.post_txs(body))
+            answers[str(answer.status)] += 1
+            if answer.status != 200:
+                codes[answer.error() or "?"] += 1
+            elif block:
+                codes[answer.block_answer().status] += 1
+            else:
+                for result in answer.results():
+                    codes[result.code or result.status] += 1
+        except NodeUnreachable as exc:
+            answers[exc.transport] += 1
+        except DecodeError:
+            answers["unreadable"] += 1
 
     interval = per_request / args.rate
     delay = args.start_at - time.time()
     if delay > 0:
         await asyncio.sleep(delay)
     started = time.monotonic()
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
+    async with open_clients(args.nodes, timeout_s=30) as clients:
         for k in range(requests):
             due = started + k * interval
             await asyncio.sleep(max(0.0, due - time.monotonic()))
             if len(in_flight) >= MAX_IN_FLIGHT:
                 skipped += 1
                 continue
-            url = args.nodes[k % len(args.nodes)]
+            client = clients[k % len(clients)]
             if args.kind == "oversized-block":
-                async with session.get(url + "/block/latest?txs=ids") as response:
-                    tip = orjson.loads(await response.read()) if response.status == 200 else None
-                if tip is None:
+                try:
+                    tip = await client.latest_block()
+                except NodeApiError:
                     answers["tip_unavailable"] += 1
                     continue
-                body, path = _oversized_block(genesis, tip, encodings[0]), "/peer/block"
+                body = _oversized_block(genesis, tip, encodings[0])
             else:
-                body, path = bodies[k], "/txs"
-            task = asyncio.ensure_future(post(session, url, body, path))
+                body = bodies[k]
+            task = asyncio.ensure_future(post(client, body, args.kind == "oversized-block"))
             in_flight.add(task)
             task.add_done_callback(in_flight.discard)
             sent += 1

@@ -1,63 +1,73 @@
 """Watching the nodes: a metrics timeline every second, final blocks as they become final, the end state.
 
-One thread per node polls `GET /status` and `GET /metrics` once a second (short
-timeouts: a paused or cut-off node shows up as a failed sample, not a stalled sampler)
-and appends one JSON line to `metrics/<node>.jsonl`. Whenever a node's `final_height`
-(blocks written to its store) passes what we have seen, the new final blocks' hashes go
-to `chain/final-observed.jsonl`: the record `final_blocks_kept` later compares with the
-chains at the end.
+The sampler polls every node's `GET /status` and `GET /metrics` once a second, one task
+per node on one event loop in a thread of its own (short timeouts: a paused or cut-off
+node shows up as a failed sample, not a stalled sampler), and appends one JSON line to
+`metrics/<node>.jsonl`: the two documents as the node wrote them (qmemo.api_schema), read
+back by qmemo.analysis.scenario_run with the same classes. Whenever a node's
+`final_height` (blocks written to its store) passes what we have seen, the new final
+blocks' hashes go to `chain/final-observed.jsonl`: the record `final_blocks_kept` later
+compares with the chains at the end.
 
 At the end, `end_state()` reads every node's chain (height -> hash), one node's
 transaction ids, and asks the nodes about accepted transactions missing from the chain
-(`GET /tx/<id>`: evicted, and why). Only the node's public HTTP API is used.
+(`GET /tx/<id>`: evicted, and why). Only the node's public API is used, through its
+client (qmemo.net.client); the runner is not async, so each call here runs its own loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
-from collections import Counter
 import time
-import urllib.error
-import urllib.request
+from collections import Counter
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import orjson
 
+from qmemo.api_schema import COMMITTED, EVICTED, PENDING, QUEUED, UNKNOWN, BlockSummary, NodeStatus
+from qmemo.errors import NodeApiError
+from qmemo.net.client import NodeClient, open_clients
+from qmemo.records import to_json
+
 SAMPLE_EVERY_S = 1.0
 SAMPLE_TIMEOUT_S = 0.8
+FINAL_READ_TIMEOUT_S = 5.0     # a page of final blocks with their ids is more than a sample
+STOP_CHECK_S = 0.1      # how soon a sampler waiting for its next sample sees `stop()`
 PAGE_BLOCKS = 100       # the API's most blocks per /blocks?txs=ids request
+STATUS_ASKS = 8         # GET /tx/<id> in flight at the end
+
+Tip = tuple[int, str | None]      # (height, tip hash in hex; None before the first block)
 
 
-def get_json(url: str, timeout: float = SAMPLE_TIMEOUT_S) -> Any | None:
-    """The JSON body of a 200 answer, or None (no answer, or another status)."""
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            return orjson.loads(response.read()) if response.status == 200 else None
-    except (OSError, urllib.error.URLError, ValueError):
-        return None
-
-
-def read_blocks(url: str, start: int, stop: int | None = None, timeout: float = 30.0) -> list[dict[str, Any]] | None:
+async def read_blocks(client: NodeClient, start: int, stop: int | None = None) -> list[BlockSummary] | None:
     """Blocks [start, stop] (to the tip if stop is None) with their tx ids; None if the node fails to answer."""
-    blocks: list[dict[str, Any]] = []
+    blocks: list[BlockSummary] = []
     height = start
     while stop is None or height <= stop:
         limit = PAGE_BLOCKS if stop is None else min(PAGE_BLOCKS, stop - height + 1)
-        page = get_json(f"{url}/blocks?from={height}&limit={limit}&txs=ids", timeout=timeout)
-        if page is None:
+        try:
+            page = await client.blocks(height, limit)
+        except NodeApiError:
             return None
-        if not page["blocks"]:
+        if not page:
             break
-        blocks.extend(page["blocks"])
-        height = page["blocks"][-1]["height"] + 1
+        blocks.extend(page)
+        height = page[-1].height + 1
     return blocks
 
 
+async def _status(client: NodeClient) -> NodeStatus | None:
+    try:
+        return await client.status()
+    except NodeApiError:
+        return None
+
+
 class Sampler:
-    """The per-node sampling threads; `stop()` joins them."""
+    """The sampling thread (one event loop, a task per node); `stop()` joins it."""
 
     def __init__(self, urls: dict[str, str], run_dir: Path) -> None:
         self.urls = urls
@@ -66,58 +76,78 @@ class Sampler:
         self.run_dir = run_dir
         self.final_seen = {node: 0 for node in urls}
         self._stop = threading.Event()
-        self._lock = threading.Lock()
         self._observed = (run_dir / "chain" / "final-observed.jsonl").open("ab")
-        self._threads = [threading.Thread(target=self._loop, args=(node,), name=f"sample-{node}", daemon=True)
-                         for node in urls]
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), name="sampler", daemon=True)
 
     def start(self) -> None:
-        for thread in self._threads:
-            thread.start()
+        self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
-        for thread in self._threads:
-            thread.join(timeout=10)
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
         self._observed.close()
 
-    def _loop(self, node: str) -> None:
-        url = self.urls[node]
+    async def _run(self) -> None:
+        async with open_clients(list(self.urls.values()), SAMPLE_TIMEOUT_S) as clients:
+            await asyncio.gather(*(self._loop(node, client) for node, client in zip(self.urls, clients)))
+
+    async def _loop(self, node: str, client: NodeClient) -> None:
         with (self.run_dir / "metrics" / f"{node}.jsonl").open("ab") as out:
             next_at = time.monotonic()
             while not self._stop.is_set():
-                status = get_json(f"{url}/status")
-                metrics = get_json(f"{url}/metrics") if status is not None else None
-                line = {"time_s": time.time(), "node": node, "ok": status is not None, "status": status,
-                        "metrics": metrics}
+                status = await _status(client)
+                metrics = None
+                if status is not None:
+                    try:
+                        metrics = await client.metrics()
+                    except NodeApiError:
+                        pass
+                line = {"time_s": time.time(), "node": node, "ok": status is not None, "status": to_json(status),
+                        "metrics": to_json(metrics)}
                 out.write(orjson.dumps(line) + b"\n")
                 out.flush()
-                if status is not None and status.get("final_height", 0) > self.final_seen[node]:
-                    self._observe_final(node, url, status["final_height"])
+                if status is not None and status.final_height > self.final_seen[node]:
+                    await self._observe_final(node, client, status.final_height)
                 next_at += SAMPLE_EVERY_S
-                self._stop.wait(max(0.0, next_at - time.monotonic()))
+                while not self._stop.is_set() and (left_s := next_at - time.monotonic()) > 0:
+                    await asyncio.sleep(min(left_s, STOP_CHECK_S))
 
-    def _observe_final(self, node: str, url: str, final_height: int) -> None:
-        blocks = read_blocks(url, self.final_seen[node] + 1, final_height, timeout=5.0)
+    async def _observe_final(self, node: str, client: NodeClient, final_height: int) -> None:
+        blocks = await read_blocks(client.with_timeout(FINAL_READ_TIMEOUT_S), self.final_seen[node] + 1, final_height)
         if not blocks:
             return
-        with self._lock:
-            for block in blocks:
-                self._observed.write(orjson.dumps({"time_s": time.time(), "node": node, "height": block["height"],
-                                                   "hash": block["hash"]}) + b"\n")
-            self._observed.flush()
-        self.final_seen[node] = blocks[-1]["height"]
+        _write_observed(self._observed, node, blocks)
+        self.final_seen[node] = blocks[-1].height
 
 
-def tips(urls: dict[str, str]) -> dict[str, tuple[int, str] | None]:
-    out: dict[str, tuple[int, str] | None] = {}
-    for node, url in urls.items():
-        status = get_json(f"{url}/status", timeout=2.0)
-        out[node] = (status["height"], status["tip_hash"]) if status else None
-    return out
+def _write_observed(out: IO[bytes], node: str, blocks: list[BlockSummary]) -> None:
+    for block in blocks:     # no await between lines: the node tasks never interleave a line
+        out.write(orjson.dumps({"time_s": time.time(), "node": node, "height": block.height,
+                                "hash": block.hash.hex()}) + b"\n")
+    out.flush()
 
 
-def wait_drained(urls: dict[str, str], drain_s: float) -> dict[str, dict[str, Any] | None]:
+async def _tips(urls: dict[str, str]) -> dict[str, Tip | None]:
+    async with open_clients(list(urls.values()), timeout_s=2.0) as clients:
+        statuses = await asyncio.gather(*map(_status, clients))
+    return {node: (status.height, status.tip_hash.hex() if status.tip_hash is not None else None) if status else None
+            for node, status in zip(urls, statuses)}
+
+
+def tips(urls: dict[str, str]) -> dict[str, Tip | None]:
+    """Each node's tip, None for a node that did not answer."""
+    return asyncio.run(_tips(urls))
+
+
+async def _mempools(urls: dict[str, str]) -> dict[str, dict[str, int] | None]:
+    async with open_clients(list(urls.values()), timeout_s=2.0) as clients:
+        statuses = await asyncio.gather(*map(_status, clients))
+    return {node: {"pending": status.mempool, "queued": status.mempool_queued} if status else None
+            for node, status in zip(urls, statuses)}
+
+
+def wait_drained(urls: dict[str, str], drain_s: float) -> dict[str, dict[str, int] | None]:
     """Poll until no node has anything pending or held (all committed or evicted), or `drain_s` passes.
 
     Only then can "committed or evicted with a reason" be asked of every accepted
@@ -125,18 +155,14 @@ def wait_drained(urls: dict[str, str], drain_s: float) -> dict[str, dict[str, An
     """
     deadline = time.monotonic() + drain_s
     while True:
-        mempools = {}
-        for node, url in urls.items():
-            status = get_json(f"{url}/status", timeout=2.0)
-            mempools[node] = ({"pending": status["mempool"], "queued": status["mempool_queued"]}
-                              if status else None)
+        mempools = asyncio.run(_mempools(urls))
         if all(m is not None and m["pending"] == 0 and m["queued"] == 0 for m in mempools.values()) \
                 or time.monotonic() > deadline:
             return mempools
         time.sleep(0.5)
 
 
-def wait_same_tip(urls: dict[str, str], settle_s: float) -> dict[str, tuple[int, str] | None]:
+def wait_same_tip(urls: dict[str, str], settle_s: float) -> dict[str, Tip | None]:
     """Poll until every node reports one tip, or `settle_s` passes: the last tips seen."""
     deadline = time.monotonic() + settle_s
     while True:
@@ -148,20 +174,26 @@ def wait_same_tip(urls: dict[str, str], settle_s: float) -> dict[str, tuple[int,
 
 
 def end_state(urls: dict[str, str], accepted: Iterable[str] | None, run_dir: Path,
-              final_tips: dict[str, tuple[int, str] | None], mempools: dict[str, dict[str, Any] | None]) -> None:
+              final_tips: dict[str, Tip | None], mempools: dict[str, dict[str, Any] | None]) -> None:
     """Write chain/end.json (tips, each chain's hashes, mempools, evictions, others' statuses) and chain/tx-ids.txt."""
+    asyncio.run(_end_state(urls, accepted, run_dir, final_tips, mempools))
+
+
+async def _end_state(urls: dict[str, str], accepted: Iterable[str] | None, run_dir: Path,
+                     final_tips: dict[str, Tip | None], mempools: dict[str, dict[str, Any] | None]) -> None:
     chains: dict[str, dict[int, str] | None] = {}
-    reference: list[dict[str, Any]] | None = None
-    for node, url in urls.items():
-        blocks = read_blocks(url, 1)
-        chains[node] = {b["height"]: b["hash"] for b in blocks} if blocks is not None else None
-        if blocks is not None and (reference is None or len(blocks) > len(reference)):
-            reference = blocks
-    ids = [tx_id for block in reference or [] for tx_id in block["tx_ids"]]
-    (run_dir / "chain" / "tx-ids.txt").write_text("\n".join(ids) + "\n")
-    in_chain = set(ids)
-    missing = [tx_id for tx_id in (accepted or []) if tx_id not in in_chain]
-    statuses = _statuses(list(urls.values()), missing)
+    reference: list[BlockSummary] | None = None
+    async with open_clients(list(urls.values()), timeout_s=30.0) as clients:
+        for node, client in zip(urls, clients):
+            blocks = await read_blocks(client, 1)
+            chains[node] = {b.height: b.hash.hex() for b in blocks} if blocks is not None else None
+            if blocks is not None and (reference is None or len(blocks) > len(reference)):
+                reference = blocks
+        ids = [tx_id.hex() for block in reference or [] for tx_id in block.tx_ids or ()]
+        (run_dir / "chain" / "tx-ids.txt").write_text("\n".join(ids) + "\n")
+        in_chain = set(ids)
+        missing = [tx_id for tx_id in (accepted or []) if tx_id not in in_chain]
+        statuses = await _statuses(clients, missing)
     document = {"tips": {node: list(tip) if tip else None for node, tip in final_tips.items()},
                 "chains": {node: ({str(h): v for h, v in chain.items()} if chain is not None else None)
                            for node, chain in chains.items()},
@@ -171,19 +203,27 @@ def end_state(urls: dict[str, str], accepted: Iterable[str] | None, run_dir: Pat
     (run_dir / "chain" / "end.json").write_bytes(orjson.dumps(document))
 
 
-def _statuses(urls: list[str], missing: list[str]) -> dict[str, tuple[str, str | None]]:
-    """For each id: (status, eviction reason) - evicted as some node reports it, else the best other status."""
-    rank = {"committed": 4, "pending": 3, "queued": 2, "unknown": 1, "no answer": 0}
+NO_ANSWER = "no answer"
+# The best a node can say of a transaction that is not evicted (from the best to none).
+_RANK = {COMMITTED: 4, PENDING: 3, QUEUED: 2, UNKNOWN: 1, NO_ANSWER: 0}
 
-    def ask(tx_id: str) -> tuple[str, tuple[str, str | None]]:
-        best = "no answer"
-        for url in urls:
-            answer = get_json(f"{url}/tx/{tx_id}", timeout=5.0)
-            if answer and answer.get("status") == "evicted":
-                return tx_id, ("evicted", answer.get("reason") or "evicted (no reason given)")
-            if answer and rank.get(answer.get("status"), 0) > rank[best]:
-                best = answer["status"]
+
+async def _statuses(clients: list[NodeClient], missing: list[str]) -> dict[str, tuple[str, str | None]]:
+    """For each id: (status, eviction reason) - evicted as some node reports it, else the best other status."""
+    gate = asyncio.Semaphore(STATUS_ASKS)
+
+    async def ask(tx_id: str) -> tuple[str, tuple[str, str | None]]:
+        best = NO_ANSWER
+        async with gate:
+            for client in clients:
+                try:
+                    answer = await client.tx_status(bytes.fromhex(tx_id))
+                except NodeApiError:
+                    continue
+                if answer.status == EVICTED:
+                    return tx_id, (EVICTED, answer.reason or "evicted (no reason given)")
+                if _RANK.get(answer.status, 0) > _RANK[best]:
+                    best = answer.status
         return tx_id, (best, None)
 
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        return dict(pool.map(ask, missing))
+    return dict(await asyncio.gather(*map(ask, missing)))

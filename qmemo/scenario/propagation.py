@@ -90,7 +90,8 @@ def summarize(profile: str, facts: dict[str, Any], links: str, delays: Sequence[
 
 def block_bytes(run_dir: Path, height: int) -> int:
     """The encoded size of block `height` from node-0's store (read after the run)."""
-    from qmemo.node.store import ChainStore, load_genesis
+    from qmemo.crypto.verifier import load_genesis
+    from qmemo.node.store import ChainStore
 
     devnet = run_dir / "devnet"
     with ChainStore(devnet / "data" / "node-0" / "chain.sqlite", load_genesis(devnet / "genesis.json")) as store:

@@ -352,7 +352,7 @@ def test_run_all_writes_every_file_and_a_summary_the_reader_loads(binary, tmp_pa
     assert falcon_check["ring_effect"] == pytest.approx(
         falcon_check["ours_ring_median_us_per_op"] / falcon_check["ours_median_us_per_op"])
 
-    from qmemo.analysis.c_baseline import load_c_baseline
+    from qmemo.bench.c_baseline import load_c_baseline
 
     baseline = load_c_baseline(out / "summary.json")
     assert baseline is not None and baseline.run_id == "run" and baseline.quick
@@ -387,13 +387,13 @@ def check_verify_implementations(rows: list[dict]) -> None:
 
 
 def test_the_reader_returns_none_without_a_baseline(tmp_path):
-    from qmemo.analysis.c_baseline import load_c_baseline
+    from qmemo.bench.c_baseline import load_c_baseline
 
     assert load_c_baseline(tmp_path / "summary.json") is None
 
 
 def test_the_reader_refuses_a_file_of_another_kind(tmp_path):
-    from qmemo.analysis.c_baseline import load_c_baseline
+    from qmemo.bench.c_baseline import load_c_baseline
     from qmemo.errors import DecodeError
 
     path = tmp_path / "summary.json"

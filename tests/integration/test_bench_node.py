@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from qmemo.analysis.c_baseline import load_c_baseline
+from qmemo.bench.c_baseline import load_c_baseline
 from qmemo.bench.node_figures import KERNEL_STEP
 from qmemo.bench.node_references import C_BASELINE_MISSING
 from qmemo.errors import QmemoError

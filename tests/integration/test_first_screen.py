@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from qmemo.analysis.c_baseline import find_c_baseline
+from qmemo.bench.c_baseline import find_c_baseline
 from qmemo.bench import fingerprint
 from tests.conftest import REPO_ROOT, VENV_BIN
 from tests.integration.test_devnet import free_base_port, processes_mentioning

@@ -22,12 +22,12 @@ from qmemo.core.block import Block, BlockIds
 from qmemo.core.codec import U64_MAX
 from qmemo.core.merkle import MerkleProof, verify_proof
 from qmemo.core.transaction import Transaction
+from qmemo.crypto.verifier import load_genesis
 from qmemo.net import handlers
 from qmemo.net.app import make_app
 from qmemo.net.wire import decode_block_batch, encode_tx_batch
 from qmemo.node.peers import PeerTip
 from qmemo.node.stages import OTHER, STAGES
-from qmemo.node.store import load_genesis
 from tests.integration.nodes import Devnet, ManualClock, Wallet, make_devnet, running_node
 
 BINARY = {"Content-Type": "application/octet-stream"}

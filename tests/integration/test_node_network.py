@@ -132,7 +132,7 @@ def test_a_producer_that_is_down_does_not_stop_the_chain(devnet, tmp_path):
 
 def _genesis(devnet: Devnet) -> tuple[int, bytes]:
     document = orjson.loads(devnet.genesis.read_bytes())
-    from qmemo.node.store import load_genesis
+    from qmemo.crypto.verifier import load_genesis
 
     return document["genesis_time_ms"], load_genesis(devnet.genesis).hash
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import orjson
 import pytest
 
+from qmemo.crypto.verifier import load_genesis
 from qmemo.frames import encode_frames
 from qmemo.node.journal import Journal
 from qmemo.node.persistence import PENDING_TXS_FILE, RECENT_BLOCKS_FILE
-from qmemo.node.store import load_genesis
 from tests.integration.nodes import Devnet, ManualClock, Wallet, make_devnet, running_node
 
 

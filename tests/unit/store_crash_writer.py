@@ -17,8 +17,8 @@ from qmemo.core.transaction import Transaction, derive_address
 from qmemo.core.verify_cache import VerifyCache
 from qmemo.crypto.keys import load_keys
 from qmemo.crypto.schemes import scheme_id_of
-from qmemo.crypto.verifier import RegistryVerifier, signer
-from qmemo.node.store import ChainStore, load_genesis
+from qmemo.crypto.verifier import RegistryVerifier, load_genesis, signer
+from qmemo.node.store import ChainStore
 
 TRANSACTIONS_PER_BLOCK = 200
 

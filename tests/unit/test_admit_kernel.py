@@ -294,7 +294,7 @@ def test_the_fast_verifier_fills_the_falcon_slots_and_liboqs_the_others():
 def test_the_length_rule_comes_from_the_registry_and_is_applied_before_the_verifier():
     # A verifier that says "valid" to anything, behind Falcon-512's rule: lengths the rule
     # refuses are INVALID without a call, the rest reach the verifier.
-    from qmemo.crypto.batch import native_length_rule
+    from qmemo.crypto.native_lib import native_length_rule
     from qmemo.crypto.schemes import get_scheme
 
     calls: list[int] = []
@@ -322,7 +322,7 @@ def test_the_length_rule_comes_from_the_registry_and_is_applied_before_the_verif
 
 def test_a_rule_that_does_not_fit_liboqs_is_refused():
     from qmemo.core.scheme_rules import SchemeRules
-    from qmemo.crypto.batch import LengthRule
+    from qmemo.crypto.native_lib import LengthRule
     from qmemo.crypto.schemes import get_scheme
 
     rules: SchemeRules = get_scheme("Falcon-512", "liboqs").rules

@@ -11,10 +11,11 @@ from pathlib import Path
 
 from rich.console import Console
 
-from qmemo.analysis.c_baseline import find_c_baseline
+from qmemo.bench.c_baseline import find_c_baseline
 from qmemo.bench import fingerprint
 from qmemo.bench.c_summary import Fingerprint, read_summary, write_summary
 from qmemo.monitor.view import Baseline, NodePoll, Snapshot, age_text, render
+from tests.unit.api_documents import metrics_snapshot
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "c-baseline-quick" / "summary.json"
 HERE = Fingerprint("aaaaaaaaaaaa", "AMD EPYC", 2, "f1", "0.13.0", "-O3; liboqs.so sha256 11")
@@ -84,8 +85,8 @@ def text_of(snapshot, width=200):
 
 def node(name, verifier):
     def poll(t, count, seconds):
-        return NodePoll(f"http://{name}", t, {"node": name, "verify": {"verifier": verifier, "count": count,
-                                                                        "seconds": seconds}})
+        return NodePoll(f"http://{name}", t, metrics_snapshot(name, verify_count=count, verify_seconds=seconds,
+                                                               verifier=verifier))
     return poll
 
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from dataclasses import replace
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qmemo.core.genesis import fallback_order, next_turn_ms, parse_genesis, scheduled_producer
+from qmemo.core.genesis import fallback_order, genesis_from_json, next_turn_ms, parse_genesis, scheduled_producer
+from qmemo.crypto.verifier import load_genesis
 from qmemo.core.state import ChainState
 from qmemo.errors import ConfigError
 from tests.unit.chain_kit import GENESIS_TIME_MS, INITIAL_BALANCE, default_genesis, genesis_document, schemes
@@ -137,3 +141,30 @@ def test_next_turn_is_the_first_moment_the_validator_is_scheduled(validator, hei
 def test_single_validator_is_always_scheduled():
     solo = replace(genesis, validators=genesis.validators[:1])
     assert {scheduled_producer(solo, 5, PARENT, PARENT + INTERVAL + t) for t in range(0, 10_000, 700)} == {0}
+
+
+def test_a_genesis_files_bytes_parse_in_the_core_and_what_is_not_json_is_named():
+    raw = orjson.dumps(genesis_document())
+    assert genesis_from_json(raw, schemes()) == default_genesis()
+    with pytest.raises(ConfigError, match=r"genesis file g\.json is not JSON") as refused:
+        genesis_from_json(b"{not json", schemes(), "g.json")
+    assert refused.value.code == "bad_genesis"
+
+
+def test_load_genesis_reads_and_checks_a_file(tmp_path):
+    path = tmp_path / "genesis.json"
+    path.write_bytes(orjson.dumps(genesis_document()))
+    assert load_genesis(path) == default_genesis()
+    path.write_text("{not json")
+    with pytest.raises(ConfigError, match="not JSON"):
+        load_genesis(path)
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_genesis(tmp_path / "missing.json")
+
+
+def test_the_generator_reads_a_genesis_without_loading_the_nodes_store():
+    # The generator and the tools read genesis files too: file reading is crypto.verifier's,
+    # parsing the core's, and neither pulls in the node's SQLite store.
+    code = "import sys, qmemo.load.run, qmemo.crypto.verifier; print(' '.join(sys.modules))"
+    loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split())
+    assert "qmemo.load.run" in loaded and not loaded & {"qmemo.node.store", "sqlite3", "_sqlite3"}

@@ -7,7 +7,7 @@ import stat
 from qmemo.cli import main
 from qmemo.core.transaction import derive_address
 from qmemo.crypto.keys import load_keys
-from qmemo.node.store import load_genesis
+from qmemo.crypto.verifier import load_genesis
 
 
 def test_genesis_command_writes_a_loadable_devnet(tmp_path, capsys):

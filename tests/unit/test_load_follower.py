@@ -9,7 +9,9 @@ import math
 
 from aiohttp import web
 
+from qmemo.api_schema import BlockSummary
 from qmemo.load.follower import FollowState, follow_blocks, lost_reasons
+from qmemo.net.wire import block_summary_json
 from qmemo.load.latency import ACCEPTED, Timings, summarize
 from tests.unit.scripted_http import serve
 
@@ -25,8 +27,10 @@ class ScriptedNode:
 
     async def blocks(self, request: web.Request) -> web.Response:
         start, limit = int(request.query["from"]), int(request.query["limit"])
-        out = [{"height": height, "hash": hash_, "tx_ids": [tx.hex() for tx in ids],
-                "final": height <= self.final_height}
+        with_ids = request.query["txs"] == "ids"
+        out = [block_summary_json(BlockSummary(height, hash_.encode().ljust(64, b"\0"), bytes(64), 0, 0, None, len(ids),
+                                               bytes(64), 1, height <= self.final_height,
+                                               tuple(ids) if with_ids else None))
                for height, (hash_, ids) in enumerate(self.chain, start=1) if start <= height < start + limit]
         return web.json_response({"blocks": out})
 

@@ -5,22 +5,28 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from qmemo.api_schema import MetricsSnapshot, StageFigure
 from qmemo.errors import DecodeError
 from qmemo.load.node_stages import (NODE_STAGES_SCHEMA, NodeStageCosts, NodeStagesFile, costs_file, read_node_stages,
                                     run_costs, survival, write_node_stages)
 from qmemo.node.stages import OTHER, STAGES
+from qmemo.records import to_json
+from tests.unit.api_documents import metrics_snapshot
 
 
-def metrics(node: str, accepted: int, process_s: float, cpu_s: dict[str, float], txs: int = 0) -> dict:
-    by_stage = {name: {"cpu_s": cpu_s.get(name, 0.0), "share": None, "us_per_tx": None, "txs": txs}
-                for name in STAGES}
-    by_stage[OTHER] = {"cpu_s": 0.0, "share": None, "us_per_tx": None, "txs": 0}
-    return {"node": node, "scheme": "Falcon-512", "verify": {"verifier": "fast"}, "tx": {"accepted": accepted},
-            "process": {"event_loop": "uvloop"}, "stages": {"process_cpu_s": process_s, "by_stage": by_stage}}
+def metrics(node: str, accepted: int, process_s: float, cpu_s: dict[str, float], txs: int = 0,
+            uptime_s: float = 12.0) -> MetricsSnapshot:
+    """A node's /metrics with these admitted transactions, process CPU and stage CPU."""
+    snapshot = metrics_snapshot(node, accepted=accepted)
+    by_stage = {name: StageFigure(cpu_s.get(name, 0.0), None, None, txs) for name in STAGES}
+    by_stage[OTHER] = StageFigure(0.0, None, None, 0)
+    return replace(snapshot, uptime_s=uptime_s, process=replace(snapshot.process, event_loop="uvloop"),
+                   stages=replace(snapshot.stages, process_cpu_s=process_s, by_stage=by_stage))
 
 
 def test_a_runs_costs_are_the_difference_of_the_two_readings_and_other_the_rest():
@@ -36,12 +42,10 @@ def test_a_runs_costs_are_the_difference_of_the_two_readings_and_other_the_rest(
     assert (costs.node, costs.scheme, costs.verifier, costs.event_loop) == ("node-0", "Falcon-512", "fast", "uvloop")
 
 
-def test_a_restarted_or_older_node_gives_no_costs():
+def test_a_restarted_node_gives_no_costs():
     after = metrics("node-0", 10, 1.0, {"verify": 0.1})
     assert run_costs("u", metrics("node-0", 500, 9.0, {"verify": 3.0}), after) is None     # counters went back
-    older = {key: value for key, value in after.items() if key != "stages"}
-    assert run_costs("u", older, older) is None
-    assert run_costs("u", after, {"stages": "broken"}) is None
+    assert run_costs("u", metrics("node-0", 0, 0.5, {}, uptime_s=20.0), after) is None     # uptime went back
 
 
 def test_nothing_admitted_has_no_per_transaction_cost():
@@ -99,8 +103,8 @@ def test_reading_the_schema_loads_no_http_client():
     assert loaded.stdout.strip() == "False"
 
 
-def timed(document: dict, uptime_s: float) -> dict:
-    return {**document, "uptime_s": uptime_s}
+def timed(document: MetricsSnapshot, uptime_s: float) -> MetricsSnapshot:
+    return replace(document, uptime_s=uptime_s)
 
 
 def test_survival_is_the_verify_work_per_core_second_over_the_same_runs_verify_rate():
@@ -127,9 +131,9 @@ def test_survival_needs_spans_cores_and_verifies():
     before, after = timed(metrics("node-0", 0, 1.0, {}), 1.0), timed(metrics("node-0", 10, 2.0, {"verify": 0.1}, 10), 2.0)
     assert survival(costs_file(["u"], {"u": before}, {"u": after})) is None                  # no cores
     assert survival(costs_file(["u"], {"u": before}, {"u": before}, cores=2)) is None         # nothing verified
-    untimed = costs_file(["u"], {"u": metrics("node-0", 0, 1.0, {})}, {"u": metrics("node-0", 10, 2.0, {"verify": 0.1}, 10)},
-                         cores=2)
-    assert untimed.nodes[0].span_s is None and survival(untimed) is None                     # an older node's readings
+    untimed = replace(costs_file(["u"], {"u": before}, {"u": after}, cores=2), nodes=(
+        replace(costs_file(["u"], {"u": before}, {"u": after}).nodes[0], span_s=None),))
+    assert survival(untimed) is None                                                         # an older file's readings
     older = Path(__file__).resolve().parents[1] / "fixtures" / "devnet-run" / "node-stages.json"
     assert survival(read_node_stages(older)) is None
 
@@ -137,6 +141,8 @@ def test_survival_needs_spans_cores_and_verifies():
 def test_the_manifests_verifier_comes_from_the_same_metrics_document():
     from qmemo.load.run import node_verifier
 
-    document = {"verify": {"verifier": "fast", "key_cache": {"hits": 3}}}
-    assert node_verifier(document) == {"verifier": "fast", "key_cache": {"hits": 3}}
-    assert node_verifier(None) is None and node_verifier({"verify": "broken"}) is None
+    document = metrics_snapshot(verifier="fast")
+    assert node_verifier(document) == {"verifier": "fast", "key_cache": to_json(document.verify.key_cache)}
+    assert node_verifier(replace(document, verify=replace(document.verify, verifier="liboqs", key_cache=None))) == \
+        {"verifier": "liboqs", "key_cache": None}
+    assert node_verifier(None) is None

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import asyncio
 
-import aiohttp
 from aiohttp import web
 
 from qmemo.load.latency import ACCEPTED, FAILED, Timings
 from qmemo.load.sender import Batch, SendProgress, _NodeHealth, _post, _Sending
+from qmemo.net.client import open_clients
 from tests.unit.scripted_http import serve
 
 
@@ -29,9 +29,10 @@ async def slow_node(delay_s: float) -> tuple[web.AppRunner, str]:
 async def post_once(urls: list[str], attempt_s: float, request_s: float) -> tuple[Timings, SendProgress]:
     timings, progress = Timings([0.0]), SendProgress(in_flight=1)
     timings.mark_sent(0, 0.0)
-    async with aiohttp.ClientSession() as session:
+    async with open_clients(urls) as clients:
         await _post(Batch(0, 1, urls[0], b"x"),
-                    _Sending(session, timings, 0.0, progress, _NodeHealth(urls, 0.0), attempt_s, request_s))
+                    _Sending(dict(zip(urls, clients)), timings, 0.0, progress, _NodeHealth(urls, 0.0), attempt_s,
+                             request_s))
     return timings, progress
 
 

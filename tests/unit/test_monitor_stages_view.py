@@ -2,27 +2,27 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from rich.console import Console
 
 from qmemo.monitor.stages_view import BAR_WIDTH, cells, per_tx_costs, stage_bar
 from qmemo.monitor.view import Baseline, NodePoll, Snapshot, render
 from qmemo.node.stages import OTHER, STAGES
+from tests.unit.api_documents import metrics_snapshot
 
 
-def stages_doc(**us_per_tx: float) -> dict:
-    return {"by_stage": {name: {"cpu_s": 1.0, "share": 0.1, "us_per_tx": us_per_tx.get(name, 0.0), "txs": 1}
-                         for name in (*STAGES, OTHER)}}
-
-
-def node_metrics(name: str, stages: dict | None) -> dict:
-    doc = {"node": name, "verify": {"count": {"admission": 0}, "seconds": {"admission": 0.0}}}
-    if stages is not None:
-        doc["stages"] = stages
-    return doc
+def node_metrics(name: str, stages: dict[str, float] | None):
+    """A node's /metrics with each stage's µs per transaction (None: nothing admitted in its window)."""
+    snapshot = metrics_snapshot(name, verify_count=0, verify_seconds=0.0, stages_us_per_tx=stages or {})
+    if stages is None:
+        return replace(snapshot, stages=replace(snapshot.stages, by_stage={
+            name: replace(figure, us_per_tx=None) for name, figure in snapshot.stages.by_stage.items()}))
+    return snapshot
 
 
 def snapshot(baseline: Baseline = Baseline(25_000.0, "results/x/summary.json")) -> Snapshot:
-    polls = [NodePoll("http://a", 1.0, node_metrics("node-0", stages_doc(verify=40.0, decode_hash=20.0,
+    polls = [NodePoll("http://a", 1.0, node_metrics("node-0", dict(verify=40.0, decode_hash=20.0,
                                                                          http=10.0, other=10.0))),
              NodePoll("http://b", 1.0, node_metrics("node-1", None)),
              NodePoll("http://c", 1.0, None, "ClientConnectorError")]
@@ -82,9 +82,9 @@ def test_cells_split_the_width_exactly_by_largest_remainder():
     assert str(stage_bar({"verify": 3.0, OTHER: 1.0}, 8)) == "VVVVVV··"
 
 
-def test_malformed_or_missing_stage_figures_are_no_costs():
+def test_a_node_without_stage_costs_in_its_window_has_none():
     assert per_tx_costs(None) is None
-    assert per_tx_costs({"stages": {"by_stage": "x"}}) is None
-    assert per_tx_costs({"stages": stages_doc()}) is None         # nothing admitted in the window: all zero
-    costs = per_tx_costs({"stages": {"by_stage": {"verify": {"us_per_tx": None}, "http": {"us_per_tx": 2}}}})
-    assert costs == {"http": 2.0}
+    assert per_tx_costs(node_metrics("n", {})) is None           # nothing admitted in the window: all zero
+    assert per_tx_costs(node_metrics("n", None)) is None         # no per-transaction figure at all
+    assert per_tx_costs(node_metrics("n", {"http": 2, "verify": 0.0})) == \
+        {name: 2.0 if name == "http" else 0.0 for name in (*STAGES, OTHER)}

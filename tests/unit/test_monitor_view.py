@@ -1,32 +1,31 @@
 """The dashboard view: rendered to a fixed-width console and read back as text."""
 
+from aiohttp import web
 from rich.console import Console
 
+from qmemo.api_schema import KeyCacheFigures
+from qmemo.monitor.poll import poll_node
 from qmemo.monitor.view import Baseline, NodePoll, Snapshot, derive, render
+from qmemo.net.client import open_clients
+from tests.unit.api_documents import metrics_snapshot
 
 
-def metrics(node, *, accepted, committed, verify_count, verify_seconds, cpu_seconds, height=10):
-    return {
-        "node": node, "height": height, "tip_age_s": 0.7, "mempool": {"count": 42, "bytes": 80_000},
-        "tx": {"accepted": accepted, "committed": committed, "rejected": {"bad_signature": 1}},
-        "verify": {"count": {"admission": verify_count, "block": 0},
-                   "seconds": {"admission": verify_seconds, "block": 0.0},
-                   "latency_us": {"p50": 47.0, "p99": 95.0}, "cache": {"hits": 900, "misses": 100}},
-        "process": {"cpu_seconds": cpu_seconds}, "event_loop_lag_ms": {"p99": 3.2},
-        "blocks": {"interval_s": {"p50": 2.0}},
-    }
+def metrics(node, *, accepted, committed, verify_count, verify_seconds, cpu_seconds, height=10, verifier="liboqs"):
+    return metrics_snapshot(node, accepted=accepted, committed=committed, verify_count=verify_count,
+                            verify_seconds=verify_seconds, cpu_seconds=cpu_seconds, height=height,
+                            latency_us=(47.0, 95.0), cache=(900, 100), verifier=verifier, key_cache=None)
 
 
-def snapshot_pair(baseline=Baseline(20_000.0, "results/x/summary.json")):
+def snapshot_pair(baseline=Baseline(20_000.0, "results/x/summary.json"), verifier="liboqs"):
     before = Snapshot(100.0, [
         NodePoll("http://a", 100.0, metrics("node-0", accepted=0, committed=0, verify_count=0,
-                                             verify_seconds=0.0, cpu_seconds=1.0)),
+                                             verify_seconds=0.0, cpu_seconds=1.0, verifier=verifier)),
         NodePoll("http://b", 100.0, metrics("node-1", accepted=0, committed=0, verify_count=0,
                                              verify_seconds=0.0, cpu_seconds=1.0)),
     ], baseline)
     return Snapshot(102.0, [
         NodePoll("http://a", 102.0, metrics("node-0", accepted=2_000, committed=1_800, verify_count=6_000,
-                                             verify_seconds=0.4, cpu_seconds=2.5, height=11)),
+                                             verify_seconds=0.4, cpu_seconds=2.5, height=11, verifier=verifier)),
         NodePoll("http://b", 102.0, None, "ClientConnectorError"),
     ], baseline, target_tps=1_000.0, previous=before)
 
@@ -79,9 +78,17 @@ def test_a_restarted_node_gives_no_negative_rate():
     assert row.accepted_per_s is None and row.cpu_percent is None
 
 
-def test_malformed_metrics_fields_show_as_missing():
-    row = derive(NodePoll("http://a", 1.0, {"node": "n", "height": "tall", "verify": []}), None)
-    assert row.up and row.height is None and row.verify_p50_us is None
+async def test_a_node_answering_another_version_shows_down_saying_why(aiohttp_server):
+    async def old_metrics(request: web.Request) -> web.Response:
+        return web.json_response({"schema": "qmemo-node-metrics/0", "node": "n", "height": "tall"})
+
+    app = web.Application()
+    app.router.add_get("/metrics", old_metrics)
+    server = await aiohttp_server(app)
+    async with open_clients([str(server.make_url(""))]) as (client,):
+        poll = await poll_node(client)
+    row = derive(poll, None)
+    assert not row.up and poll.metrics is None and "qmemo-node-metrics/0" in row.error
 
 
 def test_a_narrow_terminal_still_shows_each_node_and_which_is_down():
@@ -90,11 +97,9 @@ def test_a_narrow_terminal_still_shows_each_node_and_which_is_down():
 
 
 def test_each_node_shows_its_falcon_verifier_and_key_cache():
-    fast = metrics("node-0", accepted=0, committed=0, verify_count=0, verify_seconds=0.0, cpu_seconds=1.0)
-    fast["verify"] |= {"verifier": "fast", "key_cache": {"size": 1204, "capacity": 4096, "hits": 99, "misses": 1,
-                                                         "hit_rate": 0.99}}
-    liboqs = metrics("node-1", accepted=0, committed=0, verify_count=0, verify_seconds=0.0, cpu_seconds=1.0)
-    liboqs["verify"] |= {"verifier": "liboqs", "key_cache": None}
+    fast = metrics_snapshot("node-0", verifier="fast",
+                            key_cache=KeyCacheFigures(1204, 4096, 99, 1, 0.99, ("Falcon-512",)))
+    liboqs = metrics_snapshot("node-1", verifier="liboqs", key_cache=None)
     text = text_of(Snapshot(1.0, [NodePoll("http://a", 1.0, fast), NodePoll("http://b", 1.0, liboqs)],
                             Baseline(20_000.0, "x")), width=200)
     [line_a] = [line for line in text.splitlines() if "node-0" in line and "up" in line]
@@ -104,8 +109,7 @@ def test_each_node_shows_its_falcon_verifier_and_key_cache():
 
 
 def test_a_fast_verifier_node_is_set_against_the_fast_verifiers_c_rate():
-    snapshot = snapshot_pair(Baseline(20_000.0, "results/x/summary.json", fast_verify_per_s=50_000.0))
-    snapshot.polls[0].metrics["verify"]["verifier"] = "fast"
+    snapshot = snapshot_pair(Baseline(20_000.0, "results/x/summary.json", fast_verify_per_s=50_000.0), "fast")
     text = text_of(snapshot)
     assert "C fast verifier (1 core, cached key)" in text and "50,000" in text
     row = next(line for line in text.splitlines() if line.strip().startswith("│ node-0") and "30%" in line)

@@ -62,3 +62,18 @@ def test_another_version_of_the_format_is_named_with_what_to_do():
 def test_nan_is_not_written(tmp_path):
     with pytest.raises(ValueError):
         write_record(tmp_path / "r.json", {"x": float("nan")})
+
+
+@dataclass(frozen=True, slots=True)
+class Hashed:
+    digest: bytes
+    parent: bytes | None
+
+
+def test_bytes_are_lowercase_hex_and_read_back_refusing_what_is_not_hex():
+    assert to_json(Hashed(b"\xab\x01", None)) == {"digest": "ab01", "parent": None}
+    assert from_json(Hashed, {"digest": "ab01", "parent": "00"}) == Hashed(b"\xab\x01", b"\x00")
+    with pytest.raises(DecodeError, match=r"\$\.digest: 'xy' is not hex"):
+        from_json(Hashed, {"digest": "xy", "parent": None})
+    with pytest.raises(DecodeError, match=r"\$\.digest: expected a hex string, got int"):
+        from_json(Hashed, {"digest": 7, "parent": None})

@@ -2,26 +2,34 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from qmemo.analysis.devnet import load_devnet_run
 from qmemo.analysis.scheme_ab import STAGE_CPU, VERIFY_TIME, load_scheme_run, scheme_ab_section, stage_costs
+from qmemo.api_schema import MetricsSnapshot
 from qmemo.frames import encode_frames
 from qmemo.load.node_record import (
     NODES_FILE, NODES_SCHEMA, BlockSeen, NodeEnds, RunNodes, read_nodes, scheme_of, tx_sizes, write_nodes,
 )
+from tests.unit.api_documents import metrics_snapshot
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 
-def metrics(scheme: str, cpu_s: float, verify_s: float, stage_verify_cpu_s: float | None = None) -> dict:
-    document = {"scheme": scheme, "process": {"cpu_seconds": cpu_s},
-                "verify": {"seconds": {"admission": verify_s * 0.75, "block": verify_s * 0.25}}}
-    if stage_verify_cpu_s is not None:
-        document["stages"] = {"by_stage": {"verify": {"cpu_s": stage_verify_cpu_s}}}
-    return document
+def metrics(scheme: str, cpu_s: float, verify_s: float, stage_verify_cpu_s: float | None = None) -> MetricsSnapshot:
+    """A node's /metrics with this process CPU, verify calls' wall time and (when given) verify stage CPU."""
+    snapshot = metrics_snapshot()
+    by_stage = dict(snapshot.stages.by_stage)
+    if stage_verify_cpu_s is None:
+        del by_stage["verify"]
+    else:
+        by_stage["verify"] = replace(by_stage["verify"], cpu_s=stage_verify_cpu_s)
+    return replace(snapshot, scheme=scheme, process=replace(snapshot.process, cpu_seconds=cpu_s),
+                   verify=replace(snapshot.verify, seconds={"admission": verify_s * 0.75, "block": verify_s * 0.25}),
+                   stages=replace(snapshot.stages, by_stage=by_stage))
 
 
 def record(scheme: str, *nodes: NodeEnds, blocks=()) -> RunNodes:

@@ -24,9 +24,9 @@ from qmemo.core.transaction import derive_address
 from qmemo.core.verify_cache import VerifyCache
 from qmemo.crypto.keys import NamedKey, save_keys
 from qmemo.crypto.schemes import get_scheme
-from qmemo.crypto.verifier import RegistryVerifier
+from qmemo.crypto.verifier import RegistryVerifier, load_genesis
 from qmemo.errors import ConfigError, StoreError
-from qmemo.node.store import ChainStore, load_genesis
+from qmemo.node.store import ChainStore
 from tests.conftest import REPO_ROOT
 from tests.unit.chain_kit import Devnet, default_genesis, genesis_document, schemes
 
@@ -214,17 +214,6 @@ def test_a_file_that_is_not_a_database_is_refused(tmp_path):
     with pytest.raises(StoreError) as refused:
         ChainStore(tmp_path / "chain.sqlite", default_genesis())
     assert refused.value.code == "store_unreadable"
-
-
-def test_load_genesis_reads_and_checks_a_file(tmp_path):
-    path = tmp_path / "genesis.json"
-    path.write_bytes(orjson.dumps(genesis_document()))
-    assert load_genesis(path) == default_genesis()
-    path.write_text("{not json")
-    with pytest.raises(ConfigError, match="not JSON"):
-        load_genesis(path)
-    with pytest.raises(ConfigError, match="cannot read"):
-        load_genesis(tmp_path / "missing.json")
 
 
 # --- crash safety -----------------------------------------------------------------------------

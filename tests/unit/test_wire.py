@@ -14,7 +14,7 @@ from qmemo.errors import DecodeError, InvalidTransaction, MempoolFull, Misuse, T
 from qmemo.frames import decode_frames, encode_frames
 from qmemo.net import wire
 from qmemo.node.answers import ACCEPTED, DUPLICATE, REJECTED, BlockAnswer, TxOutcome, TxStatus
-from qmemo.node.reporting import NodeStatus, PeerStatus
+from qmemo.api_schema import STATUS_SCHEMA, NodeStatus, PeerStatus
 from qmemo.node.stages import STAGES, StageCPU, stage_figures
 from tests.unit.chain_kit import Devnet
 
@@ -84,7 +84,7 @@ def test_block_batches_round_trip_and_a_truncated_one_is_refused():
 
 
 def test_node_values_encode_by_field_name_with_bytes_as_hex():
-    status = NodeStatus(node="node-0", version="1", chain_id=7, genesis_hash=b"\xab" * 4, height=2,
+    status = NodeStatus(schema=STATUS_SCHEMA, node="node-0", version="1", chain_id=7, genesis_hash=b"\xab" * 4, height=2,
                         tip_hash=None, tip_age_s=0.5, final_height=0, mempool=3, mempool_queued=0, validator=0,
                         scheme="Falcon-512", block_interval_ms=2000,
                         peers=(PeerStatus("http://p", True, 2, b"\x01\x02", None),), uptime_s=1.0, ready=True)
@@ -92,7 +92,7 @@ def test_node_values_encode_by_field_name_with_bytes_as_hex():
     assert document["genesis_hash"] == "abababab" and document["tip_hash"] is None
     assert document["peers"] == [{"url": "http://p", "reachable": True, "height": 2, "tip_hash": "0102",
                                   "error": None}]
-    assert list(document)[:3] == ["node", "version", "chain_id"]
+    assert list(document)[:3] == ["schema", "node", "version"]
     assert orjson.loads(wire.dumps(BlockAnswer("kept_ours", 4))) == {"status": "kept_ours", "height": 4}
 
 

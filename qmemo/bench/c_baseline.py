@@ -4,7 +4,10 @@ The devnet dashboard, `qmemo headroom`, `qmemo bench node` and the reports compa
 figures with what the C suite measured on the same machine. The file's format is
 defined once, in qmemo.bench.c_summary, which the writer uses too; this module adds the
 questions readers ask of it (a scheme by id or name, "the" single-core verify rate).
-It only reads: it never runs a benchmark and never fills in a figure the file lacks.
+It only reads: it never runs a benchmark and never fills in a figure the file lacks. It
+lives with the benchmarks, beside the format it reads, so that `qmemo bench node` (which
+sets the node against it) needs nothing from the rooms above (analysis, monitor), which
+read it from here.
 
     baseline = load_c_baseline()            # results/latest/summary.json, or None
     baseline.verify_ops_per_s("Falcon-512") # single-core verifications per second
