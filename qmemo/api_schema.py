@@ -9,7 +9,7 @@ client (qmemo.net.client) what a node answers, and the tools that keep documents
 fails where it is decoded, naming the key, not deep inside a report as a missing
 dictionary key.
 
-`/status` and `/metrics` name their format in "schema" ("qmemo-node-status/1"); a
+`/status` and `/metrics` name their format in "schema" ("qmemo-node-status/2"); a
 reader refuses another version in one line (qmemo.records.decode) instead of
 half-reading it. The other answers are small and checked key by key (a missing or
 unknown key is a DecodeError naming its path).
@@ -30,8 +30,8 @@ from qmemo.core.merkle import MerkleProof
 from qmemo.errors import DecodeError
 from qmemo.records import OMIT_NONE, decode, from_json
 
-STATUS_SCHEMA = "qmemo-node-status/1"
-METRICS_SCHEMA = "qmemo-node-metrics/1"
+STATUS_SCHEMA = "qmemo-node-status/2"
+METRICS_SCHEMA = "qmemo-node-metrics/2"
 
 # --- GET /status ------------------------------------------------------------------------
 
@@ -58,7 +58,7 @@ class NodeStatus:
     tip_age_s: float
     final_height: int
     mempool: int
-    mempool_queued: int
+    mempool_held: int
     validator: int | None
     scheme: str
     block_interval_ms: int
@@ -73,7 +73,7 @@ class NodeStatus:
 class MempoolFigures:
     count: int
     bytes: int
-    queued: int
+    held: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,11 +250,11 @@ class BlockSummary:
 
 # Where a transaction is (`TxStatus.status`).
 PENDING = "pending"         # in the mempool, or being admitted
-QUEUED = "queued"           # held until its sender's earlier nonce arrives
+HELD = "held"           # held until its sender's earlier nonce arrives
 COMMITTED = "committed"     # in a block of the node's chain
 EVICTED = "evicted"         # dropped after admission (`reason` says why)
 UNKNOWN = "unknown"
-TX_STATES = (PENDING, QUEUED, COMMITTED, EVICTED, UNKNOWN)
+TX_STATES = (PENDING, HELD, COMMITTED, EVICTED, UNKNOWN)
 
 
 @dataclass(frozen=True, slots=True)

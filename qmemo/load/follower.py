@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from qmemo.api_schema import COMMITTED, EVICTED, PENDING, QUEUED, UNKNOWN, BlockSummary, TxStatus
+from qmemo.api_schema import COMMITTED, EVICTED, PENDING, HELD, UNKNOWN, BlockSummary, TxStatus
 from qmemo.errors import NodeApiError, NodeRefused
 from qmemo.load.latency import Timings
 from qmemo.load.node_record import BlockSeen
@@ -163,7 +163,7 @@ STATUS_GETS = 16                # GET /tx/<id> at a time, for a node without POS
 async def lost_reasons(urls: list[str], ids: list[bytes], *, budget_s: float = 120.0,
                        batch_ids: int = STATUS_BATCH_IDS, concurrency: int = 4) -> dict[str, int]:
     """Why each of `ids` (answered accepted, never seen final) is not final: what the first
-    node that knows it says: "evicted: <reason>", "pending", "queued", "committed, not
+    node that knows it says: "evicted: <reason>", "pending", "held", "committed, not
     final", or "final on <node>" (a block the followed chain does not hold: a fork the
     follower did not see); "unknown to every node" if none does. So "lost" is a residual
     with reasons, not a mystery; the counts add up to `len(ids)`.
@@ -250,6 +250,6 @@ def _reason(status: TxStatus, url: str) -> str | None:
         return f"evicted: {status.reason}"
     if status.status == COMMITTED:
         return f"final on {url}" if status.final else "committed, not final"
-    if status.status in (PENDING, QUEUED):
+    if status.status in (PENDING, HELD):
         return status.status
     return None

@@ -88,9 +88,9 @@ def render(snapshot: MetricsSnapshot, histograms: Histograms) -> str:
                snapshot.mempool.count)
     out.scalar("qmemo_mempool_bytes", "gauge", "Bytes of the pending transactions' encodings.",
                snapshot.mempool.bytes)
-    out.scalar("qmemo_mempool_queued_transactions", "gauge",
+    out.scalar("qmemo_mempool_held_transactions", "gauge",
                "Verified transactions held until an earlier nonce of their sender arrives.",
-               snapshot.mempool.queued)
+               snapshot.mempool.held)
     out.scalar("qmemo_transactions_received_total", "counter", "Transactions received (clients and peers).",
                tx.received)
     out.scalar("qmemo_transactions_accepted_total", "counter", "Transactions admitted.", tx.accepted)

@@ -127,12 +127,12 @@ class Admission:
         return self.ledger.pending_nonce(address)
 
     def pending_status(self, tx_id: bytes) -> str | None:
-        """"pending", "queued" (held for a nonce gap), "evicted:<reason>" or None."""
+        """"pending", "held" (waiting for a nonce gap), "evicted:<reason>" or None."""
         kind, reason = self.ledger.status(tx_id)
         if kind == 1:
             return "pending"
         if kind == 2:
-            return "queued"
+            return "held"
         return f"evicted:{reason_name(reason)}" if kind == 3 else None
 
     def unsettled(self) -> tuple[bytes, int]:

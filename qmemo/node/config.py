@@ -97,13 +97,13 @@ class NodeConfig:
     mempool_max_txs: int = setting(50_000, "pending transactions at most", low=1)
     mempool_max_bytes: int = setting(128 << 20, "bytes of pending transactions at most", low=1)
     mempool_max_per_sender: int = setting(256, "pending transactions per sender at most", low=1)
-    # Nonces held ahead of a gap (Ethereum's "queued").
-    mempool_future_nonces: int = setting(64, "nonces held ahead of a sender's gap", low=0)
+    # Nonces held ahead of a gap (Ethereum's "queued"; "held" here, in every setting, class and status).
+    mempool_held_window: int = setting(64, "nonces held ahead of a sender's gap", low=0)
     # Caps on held transactions (issue 12: the held queue must not be exhausted for free).
     mempool_held_max_txs: int = setting(20_000, "held transactions at most, all senders together", low=0)
     mempool_held_per_sender: int = setting(64, "held transactions per sender at most", low=0)
     # A held transaction whose gap never fills is evicted.
-    mempool_future_ttl_s: float = setting(30.0, "seconds a held transaction waits for its gap to fill",
+    mempool_held_ttl_s: float = setting(30.0, "seconds a held transaction waits for its gap to fill",
                                           low=0, above=True)
 
     # Propagation and sync.

@@ -38,7 +38,7 @@ class ChainQueries:
         self._reader = reader
 
     async def transaction_status(self, tx_id: bytes) -> TxStatus:
-        """pending / queued / committed (with inclusion proof, confirmations, final) / evicted /
+        """pending / held / committed (with inclusion proof, confirmations, final) / evicted /
         unknown; only blocks already stored (`Chain.served_height`) count as committed."""
         chain = self.chain
         pending = self.admission.pending_status(tx_id)

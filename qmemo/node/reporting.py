@@ -43,7 +43,7 @@ def node_status(node: Node) -> NodeStatus:
         schema=STATUS_SCHEMA, node=node.name, version=__version__, chain_id=node.genesis.chain_id, genesis_hash=node.genesis.hash,
         height=node.height, tip_hash=chain.hash_at(node.height) if chain else None, tip_age_s=round(node.tip_age_s(), 3),
         final_height=chain.final_height if chain else 0, mempool=len(node.ledger),
-        mempool_queued=node.ledger.sizes()[1], validator=node.validator_index,
+        mempool_held=node.ledger.sizes()[1], validator=node.validator_index,
         scheme=node.scheme_name(), block_interval_ms=node.genesis.block_interval_ms,
         peers=tuple(PeerStatus(v.url, v.reachable, v.height, v.tip_hash, v.error) for v in node.peer_views.values()),
         uptime_s=round(node.metrics.uptime_s(), 3), ready=node.ready)

@@ -94,8 +94,8 @@ class Node:
         self.metrics = NodeMetrics(VerifyMetrics(threads=config.verify_threads))
         self.kernel = admission_kernel(genesis, config.verifier)
         self.limits = PoolLimits(config.mempool_max_txs, config.mempool_max_bytes, config.mempool_max_per_sender,
-                                 config.mempool_future_nonces, config.mempool_held_max_txs,
-                                 config.mempool_held_per_sender, config.mempool_future_ttl_s)
+                                 config.mempool_held_window, config.mempool_held_max_txs,
+                                 config.mempool_held_per_sender, config.mempool_held_ttl_s)
         # The accounts at the tip and the pool, in C (qmemo.node.ledger); the chain loads its accounts.
         self.ledger = new_ledger(genesis, self.limits)
         self.verify_pool = VerifyPool(config.verify_threads, self.metrics.verify, self.kernel, self.ledger,
@@ -306,7 +306,7 @@ class Node:
         return admission
 
     async def transaction_status(self, tx_id: bytes) -> TxStatus:
-        """pending / queued (held for a nonce gap) / committed (with inclusion proof) / evicted / unknown."""
+        """pending / held (waiting for a nonce gap) / committed (with inclusion proof) / evicted / unknown."""
         return await self._require_queries().transaction_status(tx_id)
 
     async def transaction_statuses(self, tx_ids: Sequence[bytes]) -> list[TxStatus]:

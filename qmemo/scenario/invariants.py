@@ -61,7 +61,7 @@ def accepted_once(transactions: Iterable[TxRecord], chain_ids: Counter[str],
 
     `evictions` maps an accepted id missing from the chain to the reason `GET /tx/<id>`
     gave (None when no node reported it evicted); `missing_status` counts, for the rest,
-    what the nodes said instead (queued, pending, unknown, no answer), for the figures.
+    what the nodes said instead (held, pending, unknown, no answer), for the figures.
     """
     accepted = [tx for tx in transactions if tx.accepted]
     once = sum(1 for tx in accepted if chain_ids.get(tx.id, 0) == 1)

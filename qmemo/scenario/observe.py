@@ -27,7 +27,7 @@ from typing import IO, Any
 
 import orjson
 
-from qmemo.api_schema import COMMITTED, EVICTED, PENDING, QUEUED, UNKNOWN, BlockSummary, NodeStatus
+from qmemo.api_schema import COMMITTED, EVICTED, PENDING, HELD, UNKNOWN, BlockSummary, NodeStatus
 from qmemo.errors import NodeApiError
 from qmemo.net.client import NodeClient, open_clients
 from qmemo.records import to_json
@@ -143,7 +143,7 @@ def tips(urls: dict[str, str]) -> dict[str, Tip | None]:
 async def _mempools(urls: dict[str, str]) -> dict[str, dict[str, int] | None]:
     async with open_clients(list(urls.values()), timeout_s=2.0) as clients:
         statuses = await asyncio.gather(*map(_status, clients))
-    return {node: {"pending": status.mempool, "queued": status.mempool_queued} if status else None
+    return {node: {"pending": status.mempool, "held": status.mempool_held} if status else None
             for node, status in zip(urls, statuses)}
 
 
@@ -156,7 +156,7 @@ def wait_drained(urls: dict[str, str], drain_s: float) -> dict[str, dict[str, in
     deadline = time.monotonic() + drain_s
     while True:
         mempools = asyncio.run(_mempools(urls))
-        if all(m is not None and m["pending"] == 0 and m["queued"] == 0 for m in mempools.values()) \
+        if all(m is not None and m["pending"] == 0 and m["held"] == 0 for m in mempools.values()) \
                 or time.monotonic() > deadline:
             return mempools
         time.sleep(0.5)
@@ -205,7 +205,7 @@ async def _end_state(urls: dict[str, str], accepted: Iterable[str] | None, run_d
 
 NO_ANSWER = "no answer"
 # The best a node can say of a transaction that is not evicted (from the best to none).
-_RANK = {COMMITTED: 4, PENDING: 3, QUEUED: 2, UNKNOWN: 1, NO_ANSWER: 0}
+_RANK = {COMMITTED: 4, PENDING: 3, HELD: 2, UNKNOWN: 1, NO_ANSWER: 0}
 
 
 async def _statuses(clients: list[NodeClient], missing: list[str]) -> dict[str, tuple[str, str | None]]:

@@ -88,7 +88,7 @@ def run_scenario(manifest: Manifest, manifest_path: Path, run_dir: Path, overrid
         _run_timeline(cluster, generator)
         _wait_floods(cluster, floods)
         mempools = wait_drained(cluster.urls, manifest.invariants.drain_s)
-        cluster.record("mempools drained" if all(m and not m["pending"] and not m["queued"] for m in mempools.values())
+        cluster.record("mempools drained" if all(m and not m["pending"] and not m["held"] for m in mempools.values())
                        else "mempools not drained", mempools=mempools)
         tips = wait_same_tip(cluster.urls, manifest.invariants.settle_s)
         sampler.stop()

@@ -119,7 +119,7 @@ async def test_held_queue_flood_from_never_funded_keys_is_refused_and_a_funded_g
     wallet = Wallet(devnet)
     gap_one = wallet.transfer(1, 2, nonce=1)            # a funded account, one nonce ahead
     assert await post_tx(client, gap_one) == (200, {"id": gap_one.id.hex(), "status": "accepted"})
-    assert (await (await client.get(f"/tx/{gap_one.id.hex()}")).json())["status"] == "queued"
+    assert (await (await client.get(f"/tx/{gap_one.id.hex()}")).json())["status"] == "held"
     first = wallet.transfer(1, 2, nonce=0)              # fills the gap: both pending
     assert (await post_tx(client, first))[1]["status"] == "accepted"
     assert (await (await client.get(f"/tx/{gap_one.id.hex()}")).json())["status"] == "pending"

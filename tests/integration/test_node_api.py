@@ -43,7 +43,7 @@ def devnet(tmp_path_factory: pytest.TempPathFactory) -> Devnet:
 async def producer(devnet: Devnet, tmp_path: Path, aiohttp_client):
     """Validator 0, alone: it produces in its own turns and, with the others absent, in theirs."""
     async with running_node(devnet, tmp_path / "data", devnet.validator_key(0),
-                            max_batch_txs=8, max_body_bytes=64 * 1024, mempool_future_nonces=4) as node:
+                            max_batch_txs=8, max_body_bytes=64 * 1024, mempool_held_window=4) as node:
         yield node, await aiohttp_client(make_app(node))
 
 
@@ -229,7 +229,7 @@ async def test_nonces_ahead_are_held_until_the_gap_fills(producer, devnet):
     for tx in (third, second):           # overtaken: arrive before the nonce they follow
         status, body, _ = await post_json(client, "/tx", tx.to_json())
         assert (status, body["status"]) == (200, "accepted")
-        assert await tx_status(client, tx) == "queued"
+        assert await tx_status(client, tx) == "held"
     assert (await post_json(client, "/tx", first.to_json()))[1]["status"] == "accepted"
     for tx in (first, second, third):
         await wait_for(lambda tx=tx: _is(client, tx, "committed"), f"nonce {tx.nonce} committed")
@@ -424,7 +424,7 @@ async def test_status_metrics_and_health_documents(producer):
                            "uptime_s", "version"}
     assert status["node"] == "node-0" and status["scheme"] == "Falcon-512"
     metrics = await (await client.get("/metrics")).json()
-    assert metrics["schema"] == "qmemo-node-metrics/1"
+    assert metrics["schema"] == "qmemo-node-metrics/2"
     for key in ("mempool", "tx", "verify", "blocks", "process", "event_loop_lag_ms", "net", "stages"):
         assert key in metrics
     assert list(metrics["stages"]["by_stage"]) == [*STAGES, OTHER]

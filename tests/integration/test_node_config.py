@@ -71,7 +71,7 @@ FILE_HEAD = 'genesis = "g.json"\nkey = "k.json"\ndata = "d"\n'
     ('max_batch_txs = "1000"', 'max_batch_txs must be a whole number >= 1, got "1000" (a string)'),
     ("max_batch_txs = 0", "max_batch_txs must be a whole number >= 1, got 0"),
     ("verify_threads = true", "verify_threads must be 0 (verify on the event loop) or more, got true (a boolean)"),
-    ("mempool_future_ttl_s = 0", "mempool_future_ttl_s must be a number above 0, got 0"),
+    ("mempool_held_ttl_s = 0", "mempool_held_ttl_s must be a number above 0, got 0"),
     ("sync_interval_s = nan", "sync_interval_s must be a number above 0, got nan"),
     ("relay_flush_s = -0.1", "relay_flush_s must be a number >= 0, got -0.1"),
     ("finality_depth = -1", "finality_depth must be a whole number >= 0, got -1"),

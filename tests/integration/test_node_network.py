@@ -196,9 +196,9 @@ def test_accepted_uncommitted_transactions_survive_a_clean_restart(devnet, tmp_p
         node = net.nodes[0]
         first, second = wallet.transfer(3, 4, nonce=0), wallet.transfer(3, 4, nonce=1)
         held = submit(node, [second])                        # nonce 1 before nonce 0: held, not in a block
-        assert node.get(f"/tx/{second.id.hex()}")["status"] == "queued"
+        assert node.get(f"/tx/{second.id.hex()}")["status"] == "held"
         assert node.stop() == 0, f"SIGTERM must exit 0\n{net.logs([node])}"
         net.start()
-        assert node.get(f"/tx/{second.id.hex()}")["status"] == "queued", net.logs([node])
+        assert node.get(f"/tx/{second.id.hex()}")["status"] == "held", net.logs([node])
         ids = held | submit(node, [first])
         net.wait_until(lambda: all_committed(net, ids), "both transactions committed after the restart")

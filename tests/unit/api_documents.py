@@ -15,7 +15,7 @@ FAST_KEY_CACHE = api_schema.KeyCacheFigures(1, 4096, 7, 1, 0.875, ("Falcon-512",
 
 def node_status(**changes: object) -> NodeStatus:
     status = NodeStatus(schema=STATUS_SCHEMA, node="node-0", version="1", chain_id=7, genesis_hash=b"\xab" * 64,
-                        height=2, tip_hash=b"\x01" * 64, tip_age_s=0.5, final_height=1, mempool=3, mempool_queued=1,
+                        height=2, tip_hash=b"\x01" * 64, tip_age_s=0.5, final_height=1, mempool=3, mempool_held=1,
                         validator=None, scheme="Falcon-512", block_interval_ms=2000,
                         peers=(PeerStatus("http://p", False, None, None, "ConnectionRefusedError"),),
                         uptime_s=1.0, ready=True)
@@ -39,7 +39,7 @@ def metrics_snapshot(node: str = "node-1", *, height: int = 4, accepted: int = 8
         schema=METRICS_SCHEMA, node=node, chain_id=7, scheme="Falcon-512", version="1", time_s=1795421450.6,
         uptime_s=12, height=height, tip_hash=None, tip_age_s=0.7,
         mempool=api_schema.MempoolFigures(42, 80_000, 1),
-        tx=api_schema.TxFigures(accepted + 2, accepted, 1, {"bad_signature": 1}, committed, {}, 0, 0, 2),
+        tx=api_schema.TxFigures(accepted + 2, accepted, 1, {"bad_signature": 1}, committed, {}, 0, 0),
         verify=api_schema.VerifyFigures(1, {"admission": verify_count, "block": 0},
                                         {"admission": verify_seconds, "block": 0.0},
                                         {"p50": latency_us[0], "p99": latency_us[1]}, 0.6,

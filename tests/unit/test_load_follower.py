@@ -114,12 +114,12 @@ async def test_every_lost_transaction_gets_the_reason_the_first_node_knowing_it_
 
 async def test_lost_reasons_are_asked_in_batches_and_a_silent_node_passes_its_ids_on():
     ids = [bytes([i % 256, i // 256]) * 32 for i in range(2_500)]
-    answers = [{}, {tx_id.hex(): {"status": "queued"} for tx_id in ids[:2_000]}]
+    answers = [{}, {tx_id.hex(): {"status": "held"} for tx_id in ids[:2_000]}]
     asked: list[list[int]] = [[], []]
     runners, urls = await _status_nodes(answers, asked)
     try:
         reasons = await lost_reasons(["http://127.0.0.1:9", *urls], ids, batch_ids=1_000)   # port 9: nobody
-        assert reasons == {"queued": 2_000, "unknown to every node": 500}
+        assert reasons == {"held": 2_000, "unknown to every node": 500}
         assert sum(reasons.values()) == len(ids)
         assert sorted(asked[0]) == [500, 1_000, 1_000] and sorted(asked[1]) == [500, 1_000, 1_000]
     finally:

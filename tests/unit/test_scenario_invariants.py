@@ -58,7 +58,7 @@ def test_an_accepted_transaction_missing_without_a_reason_fails() -> None:
 
 
 def test_an_accepted_transaction_still_held_at_the_end_fails() -> None:
-    result = inv.accepted_once([tx("a", committed_s=None)], Counter(), {"a": None}, {"queued": 1})
+    result = inv.accepted_once([tx("a", committed_s=None)], Counter(), {"a": None}, {"held": 1})
     assert not result.passed and result.figures["missing_without_reason"] == 1
 
 
@@ -151,7 +151,7 @@ def recorded_run(path: Path, *, drop_final_block: bool = False) -> Path:
     (path / "chain" / "end.json").write_bytes(orjson.dumps({
         "tips": {"node-0": [2, "h2"], "node-1": [2, "h2"]},
         "chains": {"node-0": {"1": "h1"} if drop_final_block else chain, "node-1": chain},
-        "mempools": {"node-0": {"pending": 0, "queued": 0}, "node-1": {"pending": 0, "queued": 0}},
+        "mempools": {"node-0": {"pending": 0, "held": 0}, "node-1": {"pending": 0, "held": 0}},
         "evictions": {"c": "nonce_gap_timeout"}, "missing_status": {}}))
     (path / "chain" / "tx-ids.txt").write_text("a\nb\n")
     (path / "chain" / "final-observed.jsonl").write_bytes(

@@ -85,7 +85,7 @@ def test_block_batches_round_trip_and_a_truncated_one_is_refused():
 
 def test_node_values_encode_by_field_name_with_bytes_as_hex():
     status = NodeStatus(schema=STATUS_SCHEMA, node="node-0", version="1", chain_id=7, genesis_hash=b"\xab" * 4, height=2,
-                        tip_hash=None, tip_age_s=0.5, final_height=0, mempool=3, mempool_queued=0, validator=0,
+                        tip_hash=None, tip_age_s=0.5, final_height=0, mempool=3, mempool_held=0, validator=0,
                         scheme="Falcon-512", block_interval_ms=2000,
                         peers=(PeerStatus("http://p", True, 2, b"\x01\x02", None),), uptime_s=1.0, ready=True)
     document = orjson.loads(wire.dumps(status))
