@@ -275,7 +275,8 @@ class Node:
         _, admission, _ = self._require_ready()
         batch = admission.decode(body, self.config.max_batch_txs)
         self._admission_with_room(batch.count, from_peer)
-        admitted = await admission.admit(batch, relay=not from_peer)
+        # A client's batch goes on to the peers (a peer's came from one: the mesh is one hop).
+        admitted = await admission.admit(batch, relay=not from_peer and self.relay is not None)
         await self._journal(admitted.journal_frames, admitted.journal_count, from_peer)
         return admitted
 
