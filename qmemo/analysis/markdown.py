@@ -81,6 +81,14 @@ def source_note(*sources: str | Path) -> str:
     return f"_Source: {names}_" if names else "_Source: computed from the model only_"
 
 
+def cited(shown: str, source: str | Path, pointer: str) -> str:
+    """A figure with the file and JSON key it was read from: "5,859 (`sweep.json` `rows[3].committed_tps`)".
+
+    One form everywhere, so a reader can follow it and a test can check that the file at
+    that key holds the figure shown (tests/integration/test_report_headline.py)."""
+    return f"{shown} (`{source}` `{pointer}`)"
+
+
 def anchor(title: str) -> str:
     """GitHub's heading anchor: lower case, punctuation dropped, spaces to hyphens."""
     return "".join(c for c in title.lower() if c.isalnum() or c in " -").replace(" ", "-")
