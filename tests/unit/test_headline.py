@@ -171,3 +171,17 @@ def test_a_saturated_sweep_is_a_capacity_cited_to_its_held_row_of_sweep_json():
     assert not capacity.lower_bound and capacity.label == "devnet run, node end to end"
     # the held stage's 300, not the limited stage's figures, and sweep.json's row, not a stage's summary
     assert (capacity.verify_rate, capacity.source, capacity.key) == (300, str(SWEEP), "rows[0].committed_tps")
+
+
+def test_headroom_png_leaves_a_lower_bound_out_and_draws_a_capacity(monkeypatch, tmp_path):
+    from qmemo.analysis import plots
+    from qmemo.analysis.report_memo import headroom_section
+    from qmemo.analysis.results import load_results
+
+    drawn: dict[str, list[float]] = {}
+    monkeypatch.setattr(plots, "headroom_bars", lambda path, labels, series, comfort, caption: drawn.update(series))
+    saturated = replace(headline(swept(stage(300, 300, 0), stage(600, 400, 1, throughput=True, why="x"))),
+                        run_id="sat")
+    headroom_section(load_results(FIXTURES / "c-baseline-quick"), tmp_path, [headline(RUN), saturated])
+    assert "devnet sat, node end to end" in drawn
+    assert not any("lower bound" in label for label in drawn)
