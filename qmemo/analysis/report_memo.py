@@ -95,7 +95,8 @@ def c_capacities(results: Results) -> list[Capacity]:
     return caps
 
 
-def _cell(row: HeadroomRow) -> str:
+def headroom_cell(row: HeadroomRow) -> str:
+    """A headroom with its verdict, or "≥...x (lower bound)" with none."""
     if row.capacity.lower_bound:
         return f"≥{headroom_x(row.headroom)} (lower bound)"
     return f"{headroom_x(row.headroom)} {row.verdict}"
@@ -117,7 +118,7 @@ def headroom_section(results: Results, plot_dir: Path, headlines: Sequence[Headl
     for scenario, cells in zip(scenarios, by_scenario):
         needed = cells[0].required_verify_rate
         table_rows.append((scenario_label(scenario), num(scenario.tps), scenario.shards,
-                           percent(scenario.cross_shard_share, 0), num(needed, 1), *(_cell(c) for c in cells),
+                           percent(scenario.cross_shard_share, 0), num(needed, 1), *(headroom_cell(c) for c in cells),
                            cores_needed(needed, per_core)))
     verdicts = [_verdict(scenario, cells, per_core) for scenario, cells in zip(scenarios, by_scenario)
                 if scenario.cross_shard_share in (0.0, CROSS_SHARD_SHARE)]
