@@ -270,7 +270,7 @@ def _baseline_table(snapshot: Snapshot, rows: list[NodeRow]) -> Table:
     table = Table(title=baseline_title(snapshot), title_justify="left", expand=True)
     # A node's verify thread against C while it verifies: how fast the verify code runs in the
     # node, not how much of C survives end to end (that is the headline panel above).
-    for header in ("node", "verify/s per verify-thread s", "set against", "verify thread vs C",
+    for header in ("node", "verify/s per thread-s", "set against", "thread vs C",
                    f"headroom vs {CONSERVATIVE_VERIFY_PER_SHARD:,.0f}/s", f"headroom vs {TARGET_VERIFY_PER_SHARD:,.0f}/s"):
         table.add_column(header, justify="left" if header in ("node", "set against") else "right", no_wrap=True)
     for label, rate in ((f"C {base.library} verifier (1 core)", base.verify_per_s),
