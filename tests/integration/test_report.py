@@ -357,8 +357,8 @@ def test_the_node_bench_headline_and_its_ceiling_are_the_files(report):
     assert (f"the node admitted {head['ratio']:.2f} of its verifier's native-loop rate per CPU-second "
             f"({head['same_run_verify_per_s']:,.0f} verifies/s, `{head['reference']}`)") in section
     top = head["ceiling"]
-    assert (f"Its ceiling in that run is {top['ratio']:.2f}: verify {top['verify_us_per_tx']:.1f} us over verify plus "
-            f"the admission kernel's native decoding and hashing ({top['decode_hash_us_per_tx']:.1f} us") in section
+    assert (f"Its ceiling in that run is {top['ratio']:.2f}: verify {top['verify_us_per_tx']:.1f} µs over verify plus "
+            f"the admission kernel's native decoding and hashing ({top['decode_hash_us_per_tx']:.1f} µs") in section
 
 
 def test_a_node_bench_headline_without_a_ceiling_reads_without_its_sentence(tmp_path):
