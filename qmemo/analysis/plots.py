@@ -299,10 +299,11 @@ def headline(path: Path, curves: Mapping[str, Sequence[tuple[float, float | None
             left.plot([committed], [p99_s], style[0], markersize=style[1], color=COLOURS[3] if kind == LIMITED else colour,
                       markeredgecolor="black", markeredgewidth=0.6)
             if kind == HEADLINE:
-                left.annotate(f"{committed:,.0f} TPS", (committed, p99_s), xytext=(-6, 10), textcoords="offset points",
-                              fontsize=8, fontweight="bold", ha="right")
+                left.annotate(f"{committed:,.0f} TPS", (committed, p99_s), xytext=(8, 8), textcoords="offset points",
+                              fontsize=8, fontweight="bold", ha="left")
     left.plot([], [], "*", markersize=12, color="grey", markeredgecolor="black", label="headline stage")
     left.plot([], [], "X", markersize=9, color=COLOURS[3], markeredgecolor="black", label="limited stage")
+    _offered_range(left, [c for points in curves.values() for c, _, _ in points])   # room for the markers
     left.set_title("p99 intended -> final by sweep stage", fontsize=10)
     left.set_xlabel("committed TPS")
     left.set_ylabel("p99 intended -> final (s)")
