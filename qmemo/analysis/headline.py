@@ -135,8 +135,8 @@ class Headline:
         """One sentence on saturation, figures rounded as the report prints them."""
         committed, offered = float(self.committed_tps.value), float(self.offered_tps.value)
         if self.outcome == SATURATED and self.limit:
-            also = (" (the generator fell behind too: the machine the nodes and the generator share was at its "
-                    "limit)") if "generator fell behind" in str(self.limit.why.value) else ""
+            also = (" (the machine the nodes and the generator share was at its limit)"
+                    if "generator fell behind" in str(self.limit.why.value) else "")
             return (f"saturates at {committed:,.0f} TPS committed (the highest stage no verdict limited, "
                     f"{offered:,.0f} offered); the next stage, {float(self.limit.offered_tps.value):,.0f} TPS "
                     f"offered, was limited: {self.limit.why.value}{also}")

@@ -308,7 +308,8 @@ def headline(path: Path, curves: Mapping[str, Sequence[tuple[float, float | None
     left.set_xlabel("committed TPS")
     left.set_ylabel("p99 intended -> final (s)")
     left.xaxis.set_major_formatter(_thousands)
-    left.set_ylim(bottom=0)
+    highest = max((p99 for points in curves.values() for _, p99, _ in points if p99 is not None), default=1e3)
+    left.set_ylim(0, highest / 1e3 * 1.25)      # room above the highest mark for its label
     left.grid(True, alpha=0.3)
     left.legend(fontsize=7, loc="upper left")
     if bar_labels:
