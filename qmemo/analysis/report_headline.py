@@ -17,7 +17,7 @@ from pathlib import Path
 from qmemo.analysis import plots
 from qmemo.analysis.devnet import DevnetRun, limited
 from qmemo.analysis.headline import (
-    GENERATOR_BOUND, LIMITED, NOT_REACHED, SATURATED, Cited, Headline, c_reference, headline,
+    GENERATOR_BOUND, LIMITED, SATURATED, Cited, Headline, c_reference, headline,
 )
 from qmemo.analysis.markdown import Section, cited, image, num, table
 from qmemo.analysis.report_stages import StageCostRow, load_stage_costs, stage_bars, stage_rows

@@ -137,3 +137,17 @@ def test_reports_of_two_runs_land_in_two_folders_named_after_them(tmp_path):
     for name in folders:
         assert (tmp_path / "docs" / "results" / name / "REPORT.md").read_text().startswith(
             f"# qMEMO report: devnet run {name}\n")
+
+
+def test_a_c_only_report_leads_with_the_cited_verify_rates_and_the_command_for_the_rest(tmp_path):
+    done = run_command([str(VENV_BIN / "qmemo"), "report", "--results", str(BASELINE), "--out", str(tmp_path)])
+    assert done.returncode == 0, done.stderr
+    md = (tmp_path / "REPORT.md").read_text()
+    first = "\n".join(md.splitlines()[:12])
+    assert first.startswith("# qMEMO report: C baseline c-baseline-quick\n")
+    assert "No devnet run was given" in first and "./devnet.sh --sweep" in first
+    cites = list(INLINE.finditer(first))
+    assert len(cites) == 2                   # liboqs's (constant-time) and the fast verifier's (variable-time)
+    for match in cites:
+        assert_shows(match["shown"].rsplit(": ", 1)[-1], follow(match["path"], match["key"]))
+    assert "constant-time hash-to-point" in first and "variable-time hash-to-point" in first
