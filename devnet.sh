@@ -74,6 +74,9 @@ EOF
 need_value() { [ $# -ge 2 ] && [ -n "$2" ] || { echo "devnet.sh: $1 needs a value" >&2; exit 2; }; }
 # Whole numbers without leading zeros (bash would read 010 as octal).
 need_int() { [[ "$2" =~ ^(0|[1-9][0-9]*)$ ]] && [ "$2" -ge "${3:-0}" ] || { echo "devnet.sh: $1 must be a whole number >= ${3:-0}, got '$2'" >&2; exit 2; }; }
+# The command as typed, kept in the run folder: the README's results block names it
+# beside each figure (qmemo.analysis.readme_results).
+COMMAND_LINE="./devnet.sh${*:+ $*}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --nodes) need_value "$@"; need_int "$1" "$2" 1; NODES=$2; shift 2 ;;
@@ -147,6 +150,7 @@ fi
 
 RUN="$RUNS_DIR/$(date +%Y%m%d-%H%M%S)-$$"
 mkdir -p "$RUN/logs"
+echo "$COMMAND_LINE" >"$RUN/command"
 URLS=()
 for ((i = 0; i < NODES; i++)); do URLS+=("http://127.0.0.1:$((BASE_PORT + i))"); done
 URLS_CSV=$(IFS=,; echo "${URLS[*]}")
@@ -189,7 +193,8 @@ cleanup() {
   fi
   echo "devnet.sh: stopped everything; run folder: $RUN"
   if [ -f "$RUN/gen/summary.json" ] || [ -f "$RUN/gen/sweep.json" ]; then
-    echo "devnet.sh: its report: $QMEMO report --devnet $RUN"
+    # The report goes to a folder named after this run, so it never replaces another run's.
+    echo "devnet.sh: its report (into docs/results/$(basename "$RUN")/): $QMEMO report --devnet $RUN"
   fi
   exit "$status"
 }

@@ -62,7 +62,7 @@ def verify_implementations_section(results: Results, plot_dir: Path) -> Section:
         "public, so the fast verifier uses the **variable-time** one and gives liboqs's verdict for every input "
         "(docs/methodology.md, section 11). **FN-DSA is not signature-compatible with Falcon round 3**: its rows "
         "are a speed reference only.",
-        table(("scheme", "implementation", "hash-to-point", "public key", "verify/s", "us/verify",
+        table(("scheme", "implementation", "hash-to-point", "public key", "verify/s", "µs/verify",
                "x liboqs (same run)", "instructions/verify"),
               [(r.scheme, r.implementation, r.hash_to_point, r.public_key, num(r.ops_per_s), num(r.us_per_op, 2),
                 times(r.ratio_to_liboqs, 2), num(r.instructions_per_verify)) for r in rows], "llllrrrr"),

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from qmemo.analysis import plots
 from qmemo.analysis.devnet import DevnetRun
+from qmemo.analysis.headline import headline
 from qmemo.analysis.markdown import Section, image, num, percent, si_bytes, source_note, table
 from qmemo.analysis.results import display_path
 from qmemo.api_schema import MetricsSnapshot
@@ -156,25 +157,28 @@ def scheme_ab_section(runs: Sequence[DevnetRun], plot_dir: Path, caption: str) -
     rows = []
     for s in schemes:
         best = s.best
-        rows.append((s.label, s.run.run_id, num(s.run.max_committed_tps), "yes" if s.run.saturated else "no",
+        line = headline(s.run)      # the run's headline saturation, as "The answer" states it
+        rows.append((s.label, s.run.run_id, ("" if line.is_capacity else "≥") + num(float(line.committed_tps.value)),
+                     line.outcome,
                      num(best.target_tps) if best else None, num(s.run.latency_ms.get("intended_to_committed", {}).get("p99"), 0),
                      num(best.txs_per_block) if best else None, num(best.tx_bytes_per_tx) if best else None,
                      si_bytes(best.tx_bytes_per_block) if best else None, num(best.cpu_us_per_tx) if best else None,
                      percent(best.verify_share) if best else None, best.share_from if best else None))
     body = [
-        "Each run's sweep (or single run) side by side. Committed TPS: the most any stage committed; "
-        "saturated: whether the chain's throughput fell short of the offered load in some stage (only then is "
-        "that rate a capacity). The per-block and CPU figures are those of the stage the run stands for (the "
-        "highest stage that no verdict limited): transaction bytes per block is the mean over blocks that held "
+        "Each run's sweep (or single run) side by side. Committed TPS at saturation: each run's headline (\"The "
+        "answer\"), the highest stage no verdict limited, marked ≥ where saturation was not reached (a lower "
+        "bound); saturation: saturated, not reached, generator bound (the stage above was limited only by the "
+        "generator) or limited (the first stage already was). The per-block and CPU figures are those of the "
+        "stage the run stands for (the same stage): transaction bytes per block is the mean over blocks that held "
         "transactions; node CPU per transaction is the nodes' process CPU in that stage, summed over nodes, over "
         "the transactions its blocks carried (every node admits or validates each one); verify share is the nodes' "
         "verify CPU over their process CPU (`stage CPU`: the nodes' own per-stage accounting; `verify wall time / "
         "CPU`: the wall time of the verify calls, which includes waiting for the GIL and, on a busy machine, for a "
         "core - an upper bound that can pass 100%).",
-        table(("scheme", "run", "committed TPS (max)", "saturated", "stage it stands for (TPS)",
+        table(("scheme", "run", "committed TPS at saturation", "saturation", "stage it stands for (TPS)",
                "p99 ms (that stage)", "txs per block", "bytes per tx", "tx bytes per block", "node CPU µs per tx",
                "verify share of CPU", "share from"),
-              rows, "ll" + "r" * 9 + "l"),
+              rows, "llrl" + "r" * 7 + "l"),
         source_note(*(_source(s) for s in schemes)),
     ]
     by_stage = [(s.label, num(c.target_tps), c.blocks, num(c.txs_per_block), si_bytes(c.tx_bytes_per_block),

@@ -156,7 +156,7 @@ def print_summary(console: Any, summary: CSummary, out: Path) -> None:
     if falcon and falcon.statistical:
         s = falcon.statistical
         console.print(f"Falcon-512 verify, single core: median {s.ops_per_s:,.0f} ops/s, "
-                      f"{s.median_us_per_op:.2f} us/op (P99 of trials {s.p99_us_per_op:.2f} us), "
+                      f"{s.median_us_per_op:.2f} µs/op (P99 of trials {s.p99_us_per_op:.2f} µs), "
                       f"{s.tsc_ticks_per_op:,.0f} TSC ticks/op")
     v = summary.validate
     if v:
@@ -185,7 +185,7 @@ def _print_verify_implementations(console: Any, summary: CSummary) -> None:
         return
     table = Table(title="Falcon-512 verify implementations (one run; FN-DSA is a speed reference, "
                         "not signature-compatible)")
-    for column in ("scheme", "implementation", "verify/s", "us/op", "x liboqs", "instr/verify"):
+    for column in ("scheme", "implementation", "verify/s", "µs/op", "x liboqs", "instr/verify"):
         table.add_column(column, justify="left" if column in ("scheme", "implementation") else "right")
     for row in summary.verify_implementations:
         table.add_row(row.scheme, row.implementation,

@@ -65,7 +65,7 @@ def _print(document: dict[str, Any]) -> None:
                         f"(batches of {document['parameters']['batch']}, "
                         f"{document['parameters']['concurrency']} in flight)")
     for column in ("verify threads", "admitted tx/s", "node CPU cores", "tx per node CPU-s", "vs C 1-core",
-                   "vs ctypes loop", "CPU us/tx", "loop us/tx", "verify threads us/tx", "client CPU-s"):
+                   "vs ctypes loop", "CPU µs/tx", "loop µs/tx", "verify threads µs/tx", "client CPU-s"):
         table.add_column(column, justify="right")
     for run in document["runs"]:
         ratio = run["ratio_to_c_single_core"]
@@ -88,8 +88,8 @@ def _print(document: dict[str, Any]) -> None:
                   f"verify/s native loop ({head.get('reference', 'native_loop_verify')}), "
                   f"same run = {_fmt(head['ratio'], '.2f')}")
     if (top := head.get("ceiling")) is not None:
-        console.print(f"its ceiling in this run: {top['ratio']:.2f} = verify {top['verify_us_per_tx']:.1f} us / (verify "
-                      f"+ the kernel's decoding and hashing {top['decode_hash_us_per_tx']:.1f} us), a node on this "
+        console.print(f"its ceiling in this run: {top['ratio']:.2f} = verify {top['verify_us_per_tx']:.1f} µs / (verify "
+                      f"+ the kernel's decoding and hashing {top['decode_hash_us_per_tx']:.1f} µs), a node on this "
                       "kernel that did nothing else")
     if head["admitted_per_cpu_s"] is None:
         console.print("the node's CPU time read 0 s (/proc counts in 10 ms ticks): the run was too short to "
@@ -97,10 +97,10 @@ def _print(document: dict[str, Any]) -> None:
     if document["speedup_2_vs_1_threads"]:
         console.print(f"2 vs 1 verify threads: {document['speedup_2_vs_1_threads']:.2f}x")
     for run in document["runs"]:
-        console.print(f"node's own stages, {run['threads']} verify thread(s) (us/tx, /metrics over the timed span): "
+        console.print(f"node's own stages, {run['threads']} verify thread(s) (µs/tx, /metrics over the timed span): "
                       + ", ".join(f"{k} {v:.1f}" for k, v in run["stages_us_per_tx"].items() if v >= 0.05)
                       + f" (of other, {run['other_on_loop_us_per_tx']:.1f} on the event loop)")
-    console.print("admission steps in-process (us/tx): "
+    console.print("admission steps in-process (µs/tx): "
                   + ", ".join(f"{k} {v:.1f}" for k, v in document["admission_breakdown_us_per_tx"].items()))
 
 
