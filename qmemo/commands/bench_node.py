@@ -91,11 +91,18 @@ def _print(document: dict[str, Any]) -> None:
         console.print(f"its ceiling in this run: {top['ratio']:.2f} = verify {top['verify_us_per_tx']:.1f} µs / (verify "
                       f"+ the kernel's decoding and hashing {top['decode_hash_us_per_tx']:.1f} µs), a node on this "
                       "kernel that did nothing else")
+    if head.get("floor_ratio") is not None:
+        console.print(f"floor ratio: {head['floor_ratio']:.2f} = the protocol's own work {head['floor_us_per_tx']:.1f} "
+                      f"µs (decode and hash + verify, this run) / the node's {head['node_cpu_us_per_tx']:.1f} µs of "
+                      "CPU per admitted transaction (target 0.80)")
     if head["admitted_per_cpu_s"] is None:
         console.print("the node's CPU time read 0 s (/proc counts in 10 ms ticks): the run was too short to "
                       "give a per-CPU figure; use more --txs")
     if document["speedup_2_vs_1_threads"]:
-        console.print(f"2 vs 1 verify threads: {document['speedup_2_vs_1_threads']:.2f}x")
+        share = document.get("thread_gain_share")
+        console.print(f"2 vs 1 verify threads: {document['speedup_2_vs_1_threads']:.2f}x"
+                      + (f", {share:.0%} of what a second thread gave a bare verify loop in this run (target 80%)"
+                         if share is not None else ""))
     for run in document["runs"]:
         console.print(f"node's own stages, {run['threads']} verify thread(s) (µs/tx, /metrics over the timed span): "
                       + ", ".join(f"{k} {v:.1f}" for k, v in run["stages_us_per_tx"].items() if v >= 0.05)
