@@ -21,6 +21,7 @@ from enum import IntEnum
 from functools import cache
 
 from qmemo.core.scheme_rules import SchemeRules
+from qmemo.crypto.fast_verify import pack_items
 from qmemo.crypto.liboqs import SETUP_COMMAND, native
 from qmemo.errors import CryptoError, SetupError
 from qmemo.paths import NATIVE_DIR
@@ -95,16 +96,9 @@ def _run(oqs_sig: int, rules: SchemeRules, items: Sequence[tuple[bytes, bytes, b
     count = len(items)
     if not count:
         return bytearray(), array("Q")
-    parts: list[bytes] = []
-    lengths = array("Q")
-    for public_key, message, signature in items:
-        if type(public_key) is not bytes or type(message) is not bytes or type(signature) is not bytes:
-            # Only exact bytes: their len() is their size. Anything else is invalid (kept
-            # in place as an empty item, which fails the length rule).
-            public_key = message = signature = b""
-        parts += (public_key, message, signature)
-        lengths.extend((len(public_key), len(message), len(signature)))
-    blob = b"".join(parts)
+    # Only exact bytes: their len() is their size. Anything else is invalid (kept in place
+    # as an empty item, which fails the length rule).
+    blob, lengths = pack_items(items)
     verdicts = bytearray(count)
     elapsed = array("Q", bytes(8 * count))
     verdicts_pointer = (ctypes.c_char * count).from_buffer(verdicts)

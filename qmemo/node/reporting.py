@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from qmemo import __version__
-from qmemo.crypto.schemes import key_cache_stats
+from qmemo.crypto.schemes import key_cache_stats, key_cache_stats_by_scheme
 from qmemo.node.metrics import Distribution, process_usage
 from qmemo.node.stages import VERIFY, StageFigures, loop_other_ns, stage_figures, thread_cpu_ns
 
 if TYPE_CHECKING:
+    from qmemo.crypto.fast_verify import KeyCacheStats
     from qmemo.node.service import Node
 
 METRICS_SCHEMA = "qmemo-node-metrics/1"
@@ -85,7 +86,8 @@ class CacheFigures:
 
 @dataclass(frozen=True, slots=True)
 class KeyCacheFigures:
-    """The fast Falcon verifier's decoded-key cache (all variants this process verified)."""
+    """A fast verifier's key cache (Falcon: decoded keys; ML-DSA: expanded keys), or the sum
+    of the caches `schemes` names."""
 
     size: int
     capacity: int
@@ -103,8 +105,9 @@ class VerifyFigures:
     latency_us: dict[str, float | None]
     ops_per_s: float
     cache: CacheFigures
-    verifier: str                       # Falcon's verifier: "fast" or "liboqs"
-    key_cache: KeyCacheFigures | None   # None: no fast Falcon verifier has run in this process
+    verifier: str                       # Falcon's and ML-DSA's verifier: "fast" or "liboqs"
+    key_cache: KeyCacheFigures | None   # the caches in use; None: no fast verifier has run in this process
+    key_caches: dict[str, KeyCacheFigures]  # each fast verifier's cache made, by scheme ({} with liboqs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,7 +223,7 @@ def metrics_snapshot(node: Node) -> MetricsSnapshot:
         verify=VerifyFigures(v.threads, verify_count, verify_seconds, v.latency_us(), v.ops_per_s(),
                              CacheFigures(v.cache_hits, v.cache_misses, len(node.pool.cache)),
                              node.pool.verifier.verifier,
-                             _key_cache() if node.pool.verifier.verifier == "fast" else None),
+                             *(_key_caches() if node.pool.verifier.verifier == "fast" else (None, {}))),
         blocks=BlockFigures(m.blocks_produced, m.blocks_received, sum(m.blocks_rejected.values()),
                             dict(m.blocks_rejected), m.missed_slots, m.reorgs,
                             {kind: m.blocks_pushed[kind] for kind in ("ids", "missing", "whole")},
@@ -237,11 +240,14 @@ def event_loop_name() -> str:
     return "uvloop" if type(asyncio.get_running_loop()).__module__.startswith("uvloop") else "asyncio"
 
 
-def _key_cache() -> KeyCacheFigures | None:
-    stats = key_cache_stats()
-    if stats is None:
-        return None
-    return KeyCacheFigures(stats.size, stats.capacity, stats.hits, stats.misses, stats.hit_rate, stats.schemes)
+def _key_caches() -> tuple[KeyCacheFigures | None, dict[str, KeyCacheFigures]]:
+    """The fast verifiers' caches in use (one family's: a node verifies one scheme), and each by scheme."""
+    def figures(stats: KeyCacheStats) -> KeyCacheFigures:
+        return KeyCacheFigures(stats.size, stats.capacity, stats.hits, stats.misses, stats.hit_rate, stats.schemes)
+
+    in_use = key_cache_stats(family=None)
+    return (figures(in_use) if in_use else None,
+            {name: figures(stats) for name, stats in sorted(key_cache_stats_by_scheme().items())})
 
 
 def histograms(node: Node) -> Histograms:
