@@ -52,7 +52,19 @@ asan: $(B)/mldsa_diff_asan
 fuzz: $(B)/mldsa_fuzz
 
 $(eval $(call oqs_sha3_setup,$(B)))
-HEADERS := $(B)/include/oqs/sha3.h $(B)/include/oqs/sha3x4.h $(B)/config.mk
+HEADERS := $(B)/include/oqs/sha3.h $(B)/include/oqs/sha3x4.h $(B)/config.mk $(B)/mldsa-rename.txt
+
+# liboqs.so exports some of its ML-DSA symbols: the AVX2 assembly (global in .S files,
+# which -fvisibility=hidden does not reach) and sign.c's *_internal entry points. A
+# program that links our copies and liboqs.so (the harness, the counter) would export
+# ours too and take over liboqs's own calls - OQS_SIG_verify would run our copy of its
+# code - so every object of ours renames them (`nm -D liboqs.so` lists them).
+LIBOQS_EXPORTS := $(foreach m,$(MODES),\
+                    $(foreach f,invntt_avx ntt_avx nttunpack_avx pointwise_acc_avx pointwise_avx,pqcrystals_ml_dsa_$(m)_avx2_$(f)) \
+                    $(foreach f,signature_internal verify_internal,pqcrystals_ml_dsa_$(m)_ref_$(f)))
+RENAME := objcopy --redefine-syms=$(B)/mldsa-rename.txt
+$(B)/mldsa-rename.txt: $(B)/config.mk
+	printf '%s\n' $(foreach s,$(LIBOQS_EXPORTS),"$(s) qmemo_$(s)") >$@
 
 # $(call objects,DIR): every object of the library in build flavour DIR.
 objects = $(foreach m,$(MODES),$(foreach f,$(REF_FILES),$(1)/$(m)_ref_$(f).o) $(1)/$(m)_ref_core.o \
@@ -66,7 +78,7 @@ objects = $(foreach m,$(MODES),$(foreach f,$(REF_FILES),$(1)/$(m)_ref_$(f).o) $(
 # renamed to qmemo_lenient_<mode>_*.
 test_objects = $(foreach m,$(MODES),$(1)/$(m)_ref_sign.o $(1)/$(m)_lenient_sign.o)
 SIGN_ENTRIES := keypair signature_internal signature verify_internal verify open
-lenient_renames = $(foreach e,$(SIGN_ENTRIES),--redefine-sym pqcrystals_ml_dsa_$(1)_ref_$(e)=qmemo_lenient_$(1)_$(e)) \
+lenient_renames = $(foreach e,$(SIGN_ENTRIES),--redefine-sym $(if $(filter %_internal,$(e)),qmemo_)pqcrystals_ml_dsa_$(1)_ref_$(e)=qmemo_lenient_$(1)_$(e)) \
                   --redefine-sym pqcrystals_ml_dsa_$(1)_ref=qmemo_lenient_$(1)_sign \
                   --redefine-sym pqcrystals_ml_dsa_$(1)_ref_polyvecl_chknorm=qmemo_lenient_$(1)_chknorm
 
@@ -77,20 +89,24 @@ $(foreach f,$(if $(filter ref,$(i)),$(REF_FILES),$(AVX2_FILES)),
 $(1)/$(m)_$(i)_$(f).o: $(call copy_of,$(m),$(i))/$(f).c $(HEADERS)
 	@mkdir -p $(1)
 	$(2) $(PQCLEAN_CFLAGS) $(3) $(call avx2_flags,$(i)) -DDILITHIUM_MODE=$(call mode_of,$(m)) -I$(call copy_of,$(m),$(i)) -I$(SHIMS) $(INCLUDES) -c $$< -o $$@
+	$(RENAME) $$@
 )
 $(1)/$(m)_$(i)_core.o: $(HERE)/mldsa_vt_core.c $(HERE)/mldsa_vt_core.h $(HEADERS)
 	@mkdir -p $(1)
 	$(2) $(OUR_CFLAGS) $(3) $(call avx2_flags,$(i)) $(if $(filter avx2,$(i)),-DQMV_AVX2) -DDILITHIUM_MODE=$(call mode_of,$(m)) \
 	  -DQMV_CORE=mldsa_vt_core_$(m)_$(i) -DQMV_MODE_NAME=$(m) -I$(call copy_of,$(m),$(i)) -I$(SHIMS) -I$(HERE) $(INCLUDES) -c $$< -o $$@
+	$(RENAME) $$@
 )
 $(foreach a,$(if $(filter yes,$(AVX2)),$(AVX2_ASM)),
-$(1)/$(m)_avx2_$(a).o: $(call copy_of,$(m),avx2)/$(a).S $(B)/config.mk
+$(1)/$(m)_avx2_$(a).o: $(call copy_of,$(m),avx2)/$(a).S $(B)/mldsa-rename.txt
 	@mkdir -p $(1)
 	$(2) -fPIC $(3) -DDILITHIUM_MODE=$(call mode_of,$(m)) -I$(call copy_of,$(m),avx2) -Wa,--noexecstack -c $$< -o $$@
+	$(RENAME) $$@
 )
 $(1)/$(m)_ref_sign.o: $(call copy_of,$(m),ref)/sign.c $(HEADERS)
 	@mkdir -p $(1)
 	$(2) $(PQCLEAN_CFLAGS) $(3) -DDILITHIUM_MODE=$(call mode_of,$(m)) -I$(call copy_of,$(m),ref) -I$(SHIMS) $(INCLUDES) -c $$< -o $$@
+	$(RENAME) $$@
 $(1)/$(m)_lenient_sign.o: $(1)/$(m)_ref_sign.o
 	objcopy $(call lenient_renames,$(m)) $$< $$@
 )
