@@ -107,7 +107,7 @@ class VerifyFigures:
     cache: CacheFigures
     verifier: str                       # Falcon's and ML-DSA's verifier: "fast" or "liboqs"
     key_cache: KeyCacheFigures | None   # the caches in use; None: no fast verifier has run in this process
-    key_caches: dict[str, KeyCacheFigures]  # each fast verifier's cache made, by scheme ({} with liboqs)
+    key_caches: dict[str, KeyCacheFigures]  # each fast verifier's cache looked up, by scheme ({} with liboqs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,7 +247,8 @@ def _key_caches() -> tuple[KeyCacheFigures | None, dict[str, KeyCacheFigures]]:
 
     in_use = key_cache_stats(family=None)
     return (figures(in_use) if in_use else None,
-            {name: figures(stats) for name, stats in sorted(key_cache_stats_by_scheme().items())})
+            {name: figures(stats) for name, stats in sorted(key_cache_stats_by_scheme().items())
+             if stats.hits + stats.misses})
 
 
 def histograms(node: Node) -> Histograms:

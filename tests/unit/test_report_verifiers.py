@@ -28,14 +28,14 @@ ROWS = (
     row("Falcon-512", "batch", 80_000, 37_409, timing_="variable-time hash-to-point; cached key", h2p="variable-time",
         key="cached decoded key"),
     row("ML-DSA-44", "liboqs", 20_000, 248_024, timing_="no cache; time independent of the message"),
-    row("ML-DSA-44", "uncached", 19_000, 254_073, timing_="no cache; time independent of the message"),
+    row("ML-DSA-44", "uncached", 90_000, 254_073, timing_="no cache; time independent of the message"),  # a busy run
     row("ML-DSA-44", "cached", 66_000, 69_621, timing_="variable-time: cached key", key="cached expanded key"),
     row("MAYO-1", "liboqs", 4_000, timing_="liboqs as shipped; no cache"),
     row("FN-DSA-512", "decoded", 500_000, compatible=False, timing_="variable-time hash-to-point; cached key"),
 )
 
 
-def test_the_best_honest_verifier_is_the_fastest_compatible_row_of_each_scheme():
+def test_the_best_honest_verifier_is_the_one_a_node_runs_whatever_rate_came_out_highest():
     pairs = best_honest(ROWS)
     assert [(liboqs.scheme, mode(liboqs), mode(best)) for liboqs, best in pairs] == [
         ("Falcon-512", "liboqs", "batch"), ("ML-DSA-44", "liboqs", "cached"), ("MAYO-1", "liboqs", "liboqs")]
