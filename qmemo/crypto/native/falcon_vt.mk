@@ -48,7 +48,7 @@ $(eval $(call oqs_sha3_setup,$(B)))
 # $(call objects,DIR): every object of the library in build flavour DIR.
 objects = $(foreach v,$(VARIANTS),$(foreach i,$(IMPLS),$(foreach f,$(PQCLEAN_FILES),$(1)/$(v)_$(i)_$(f).o))) \
           $(call oqs_sha3_objects,$(1)) \
-          $(1)/falcon_vt.o $(1)/falcon_vt_cache.o $(1)/oqs_sha3_support.o $(1)/falcon_vt_codec.o \
+          $(1)/falcon_vt.o $(1)/falcon_vt_batch.o $(1)/falcon_vt_cache.o $(1)/oqs_sha3_support.o $(1)/falcon_vt_codec.o \
           $(if $(filter yes,$(AVX2)),$(1)/falcon_vt_avx2.o $(1)/falcon_vt_codec_bmi2.o)
 
 # $(call flavour,DIR,CC,EXTRA_CFLAGS): the compile rules of one build flavour.
@@ -59,10 +59,14 @@ $(1)/$(v)_$(i)_$(f).o: $(FALCON)/pqclean_falcon-$(v)_$(i)/$(f).c $(B)/include/oq
 	$(2) $(PQCLEAN_CFLAGS) $(3) $(if $(filter avx2,$(i)),-mavx2) -I$(FALCON)/pqclean_falcon-$(v)_$(i) -I$(OQS_SRC)/src/common/pqclean_shims $(INCLUDES) -c $$< -o $$@
 )))
 $(call oqs_sha3_rules,$(1),$(2),$(3),$(B))
-$(1)/falcon_vt.o: $(HERE)/falcon_vt.c $(HERE)/falcon_vt.h $(HERE)/falcon_vt_cache.h $(HERE)/falcon_vt_codec.h \
+$(1)/falcon_vt.o: $(HERE)/falcon_vt.c $(HERE)/falcon_vt.h $(HERE)/falcon_vt_cache.h $(HERE)/falcon_vt_verify.h $(HERE)/falcon_vt_codec.h \
                   $(HERE)/falcon_vt_avx2.h $(B)/include/oqs/sha3.h $(B)/include/oqs/sha3x4.h $(B)/config.mk
 	@mkdir -p $(1)
 	$(2) $(OUR_CFLAGS) $(3) -I$(FALCON) $(INCLUDES) -c $$< -o $$@
+$(1)/falcon_vt_batch.o: $(HERE)/falcon_vt_batch.c $(HERE)/falcon_vt.h $(HERE)/falcon_vt_cache.h $(HERE)/falcon_vt_verify.h \
+                        $(B)/include/oqs/sha3.h $(B)/include/oqs/sha3x4.h $(B)/config.mk
+	@mkdir -p $(1)
+	$(2) $(OUR_CFLAGS) $(3) $(INCLUDES) -c $$< -o $$@
 $(1)/falcon_vt_cache.o: $(HERE)/falcon_vt_cache.c $(HERE)/falcon_vt_cache.h $(HERE)/falcon_vt.h $(B)/config.mk
 	@mkdir -p $(1)
 	$(2) $(OUR_CFLAGS) $(3) -c $$< -o $$@
