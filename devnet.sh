@@ -58,8 +58,8 @@ target rate, and shows the live dashboard. Ctrl-C stops everything it started.
   --reset            throw away the existing devnet (chain data, keys) and make a new one
   --no-baseline      do not measure a C baseline when this machine has none (the first run
                      otherwise measures a quick, verify-only one, 20-25 s, for the dashboard)
-  --verifier V       the nodes' Falcon verifier: fast (default; variable-time hash-to-point,
-                     cached keys, liboqs's verdicts) or liboqs
+  --verifier V       the nodes' Falcon and ML-DSA verifier: fast (default; qMEMO's, cached
+                     keys, variable-time; Falcon: liboqs's verdicts, ML-DSA: FIPS 204's) or liboqs
   --event-loop L     the nodes' event loop: uvloop (default; libuv's, in C) or asyncio
                      (the standard library's)
   --log-format F     text (default) or json: the nodes' and the generator's logs (in the

@@ -19,7 +19,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", default="1,2", help="verify-thread counts to run (default 1,2)")
     parser.add_argument("--scheme", default="Falcon-512", help="signature scheme (default Falcon-512)")
     parser.add_argument("--verifier", choices=("fast", "liboqs"), default="fast",
-                        help="the node's Falcon verifier, also used by the same-run references (default fast)")
+                        help="the node's Falcon and ML-DSA verifier, also used by the same-run references "
+                             "(default fast)")
     parser.add_argument("--gil-switch-interval-s", type=float,
                         help="the node's sys.setswitchinterval (default: the node's, see docs/api.md)")
     parser.add_argument("--out", type=Path, help="JSON file (default results/node-bench-<UTC time>.json)")
