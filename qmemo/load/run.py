@@ -40,7 +40,7 @@ from qmemo.load.latency import ACCEPTED, DUPLICATE, STATUS_NAMES, RunSummary, Ti
 from qmemo.load.node_stages import NODE_STAGES_FILE, NodeStagesFile, costs_file, survival, write_node_stages
 from qmemo.load.sender import SendConfig, SendProgress, send_batches
 from qmemo.load.summary import (SWEEP_SCHEMA, Failover, LoadSummary, Sweep, SweepRow, load_summary, sweep_row,
-                                write)
+                                unknown_resolutions, write)
 from qmemo.load.workload import PlanShape, Workload, build, funded_accounts
 from qmemo.core.genesis import Genesis
 from qmemo.node.store import load_genesis
@@ -237,7 +237,9 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
                                          "failovers": progress.failovers,
                                          "failover_txs": progress.failover_txs,
                                          "resends": progress.resends,
-                                         "resend_txs": progress.resend_txs}, verifiers, nodes
+                                         "resend_txs": progress.resend_txs,
+                                         "unknown_resends": progress.unknown_resends,
+                                         "outcome_unknown": progress.outcome_unknown}, verifiers, nodes
 
 
 async def read_metrics(session: aiohttp.ClientSession, urls: Sequence[str]) -> dict[str, Any]:
@@ -309,6 +311,7 @@ def run_load(config: GenConfig, *, quiet: bool = False, genesis: Genesis | None 
     interrupted_at, node_stages, sender, verifiers, nodes = uvloop.run(
         execute(config, workload, timings, genesis.block_interval_ms / 1e3, on_status))
     interrupted = interrupted_at is not None
+    outcome_unknown = sender.pop("outcome_unknown")     # per transaction: for the summary, not the manifest
     # A warm-up longer than half the run would leave nothing to measure: it is halved.
     summary = summarize(timings, warmup_s=min(config.warmup_s, config.duration_s / 2),
                         window_end_s=min(config.duration_s, interrupted_at or math.inf))
@@ -316,7 +319,8 @@ def run_load(config: GenConfig, *, quiet: bool = False, genesis: Genesis | None 
                                 block_interval_s=genesis.block_interval_ms / 1e3,
                                 failover=Failover(sender["failovers"], sender["failover_txs"],
                                                   sender["node_failures"], sender["resends"],
-                                                  sender["resend_txs"]))
+                                                  sender["resend_txs"], outcome_unknown.count(1),
+                                                  unknown_resolutions(outcome_unknown, timings)))
     file_summary = replace(file_summary, counts=replace(file_summary.counts, lost_reasons=sender["lost_reasons"]),
                            survival=survival(node_stages, summary.committed_tps))
     config.out.mkdir(parents=True, exist_ok=True)

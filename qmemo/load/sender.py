@@ -12,10 +12,19 @@ signing and no encoding.
 
 Failover, as a wallet does it: when a node does not answer - a connection error, a
 timeout (`attempt_timeout_s`, far below the request timeout, so a stopped node costs
-seconds, not the whole run) or 503 "not ready" - the *same signed batch* goes to the next
-node that is not known to be down. Resending is safe because admission is idempotent by
+seconds, not the whole run), 503 "not ready" or any other 5xx - the *same signed batch*
+goes to the next node that is not known to be down. Resending is safe because admission is idempotent by
 transaction id: a copy the first node (or its relay) already admitted is answered
-"duplicate", which counts as accepted. A node that failed is skipped for
+"duplicate", which counts as accepted.
+
+Unknown outcomes: a try whose request may have reached the node but whose answer was
+lost - the connection reset or closed under it, a timeout, a 5xx other than 503 (the
+node failed while handling it) - may or may not have been admitted. Its transactions
+are sent again like any other failover, and flagged (`SendProgress.outcome_unknown`):
+the summary counts them (`outcome_unknown_resent`) and how each was resolved - taken on
+the resend, answered `duplicate` (the lost answer had been an accept), refused, or no
+answer before the window closed. A connection refused is not one: the request never
+left. A node that failed is skipped for
 `down_for_s`, so later batches for it go straight to the others. When no node answers,
 the batch goes round the nodes again, each round waiting twice as long (3, 6, 12 s),
 until `request_timeout_s` (or `resend_for_s`, if longer) after its first try, as
@@ -94,6 +103,10 @@ class SendProgress:
     failover_txs: int = 0          # transactions in them
     resends: int = 0               # requests that sent again what a node refused for now (RESEND_CODES)
     resend_txs: int = 0            # transactions in them
+    unknown_resends: int = 0       # deliveries sent again after a try whose outcome is unknown
+    # Per planned transaction, 1 once a request carrying it was sent again after a try whose
+    # answer was lost (sized by `send_batches`).
+    outcome_unknown: bytearray = field(default_factory=bytearray)
 
 
 # Rejections that are "not now", not "never": the node's queues are full (they drain with
@@ -106,8 +119,10 @@ RESEND_CODES = frozenset(("mempool_full", "sender_limit", "held_full", "held_sen
 RESEND_FIRST_WAIT_S = 0.5
 RESEND_MAX_WAIT_S = 4.0
 
-# HTTP statuses that mean "this node cannot take it now, another may": not ready.
-_TRY_ANOTHER = frozenset((503,))
+# The 5xx that says the node did not take the batch (not ready, or behind its peers):
+# another node may. Every other 5xx leaves the outcome unknown: the node failed while
+# handling the request, perhaps after admitting it.
+_NOT_TAKEN = 503
 
 
 class _NodeHealth:
@@ -138,6 +153,8 @@ async def send_batches(batches: list[Batch], timings: Timings, config: SendConfi
     planned transaction the index of its sender's previous nonce (-1 for none;
     `Workload.previous`); without it, every `nonce_gap` is sent again."""
     health = _NodeHealth(list(nodes) or [batch.target for batch in batches], config.down_for_s)
+    if len(progress.outcome_unknown) < len(timings):
+        progress.outcome_unknown = bytearray(len(timings))
     slots = asyncio.Semaphore(config.max_in_flight)
     connector = aiohttp.TCPConnector(limit=config.connections, force_close=False)
     timeout = aiohttp.ClientTimeout(total=config.request_timeout_s)
@@ -212,7 +229,9 @@ async def _post(batch: Batch, run: _Sending) -> None:
     timings, progress = run.timings, run.progress
     try:
         while True:
-            answer = await _deliver(run, batch.target, body, len(indices), deadline)
+            answer, resent_unknown = await _deliver(run, batch.target, body, len(indices), deadline)
+            if resent_unknown:
+                _flag_unknown(progress, indices)
             t = time.perf_counter() - run.start
             if isinstance(answer, str):
                 _mark_all(timings, indices, t, FAILED, answer)
@@ -232,6 +251,17 @@ async def _post(batch: Batch, run: _Sending) -> None:
     finally:
         progress.in_flight -= 1
         progress.answered += batch.last - batch.first
+
+
+def _flag_unknown(progress: SendProgress, indices: Sequence[int]) -> None:
+    """Transactions `indices` were sent again after a try whose answer was lost."""
+    progress.unknown_resends += 1
+    flags = progress.outcome_unknown
+    if isinstance(indices, range):
+        flags[indices.start:indices.stop] = b"\x01" * len(indices)
+    else:
+        for i in indices:
+            flags[i] = 1
 
 
 def _resendable(run: _Sending, index: int, code: str) -> bool:
@@ -264,15 +294,18 @@ async def _wait(run: _Sending, wait_s: float) -> None:
             await run.slots.acquire()
 
 
-async def _deliver(run: _Sending, target: str, body: bytes, count: int, deadline: float) -> tuple[int, bytes] | str:
+async def _deliver(run: _Sending, target: str, body: bytes, count: int,
+                   deadline: float) -> tuple[tuple[int, bytes] | str, bool]:
     """POST `body` (`count` of a batch's transactions) to the batch's `target`, then to each
     other node in turn while none answers; then round again over the nodes, each try
     waiting twice as long, until `deadline`. The answer (status, payload), or why none
-    came. A batch dropped after one round would leave a nonce gap for every sender in it,
-    and each gap costs all that sender's later transactions (held, then evicted as
+    came; and whether it was sent again after a try whose outcome is unknown. A batch
+    dropped after one round would leave a nonce gap for every sender in it, and each gap
+    costs all that sender's later transactions (held, then evicted as
     `nonce_gap_timeout`): a wallet does not give up on a nonce that soon."""
     failure = "no node"
     moved = False
+    unknown = resent_unknown = False        # a try's answer lost; a try made after that
     progress, health = run.progress, run.health
     attempt_s = run.attempt_timeout_s
     while time.monotonic() < deadline:
@@ -284,25 +317,43 @@ async def _deliver(run: _Sending, target: str, body: bytes, count: int, deadline
                 moved = True
                 progress.failovers += 1
                 progress.failover_txs += count
+            resent_unknown = resent_unknown or unknown
             try:
                 async with run.session.post(f"{node}/txs", data=body,
                                             timeout=aiohttp.ClientTimeout(total=min(attempt_s, left_s)),
                                             headers={"Content-Type": "application/octet-stream"}) as response:
                     payload = await response.read()
-                    if response.status in _TRY_ANOTHER:
-                        raise _NotNow(f"http_{response.status}")
-                    return response.status, payload
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError, _NotNow) as exc:
-                failure = str(exc) if isinstance(exc, _NotNow) else f"transport:{type(exc).__name__}"
-                progress.node_failures[node] = progress.node_failures.get(node, 0) + 1
-                health.failed(node)
+                    if response.status >= 500:
+                        raise _NoAnswer(response.status, payload)
+                    return (response.status, payload), resent_unknown
+            except aiohttp.ClientConnectorError as exc:     # never connected: the request did not leave
+                failure = f"transport:{type(exc).__name__}"
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+                failure = f"transport:{type(exc).__name__}"
+                unknown = True                  # reset, closed or late: it may have been admitted
+            except _NoAnswer as exc:
+                failure = exc.reason
+                unknown = unknown or exc.status != _NOT_TAKEN
+            progress.node_failures[node] = progress.node_failures.get(node, 0) + 1
+            health.failed(node)
         attempt_s *= 2
         await asyncio.sleep(min(0.1 * run.attempt_timeout_s, max(0.0, deadline - time.monotonic())))
-    return failure
+    return failure, resent_unknown
 
 
-class _NotNow(Exception):
-    """A node answered that it cannot take the batch now (503): try another."""
+class _NoAnswer(Exception):
+    """A node answered the batch with a 5xx: no per-transaction answer. 503 says it did not
+    take it (not ready, behind); any other leaves the outcome unknown."""
+
+    def __init__(self, status: int, payload: bytes) -> None:
+        try:
+            document = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            document = None
+        code = document.get("error") if isinstance(document, dict) else None
+        self.status = status
+        self.reason = code if isinstance(code, str) and code else f"http_{status}"
+        super().__init__(self.reason)
 
 
 def _record_answer(indices: Sequence[int], timings: Timings, t: float, status: int, payload: bytes,

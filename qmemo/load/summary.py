@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from qmemo.load.latency import LatencySummary, RunCounts, RunSummary
+from qmemo.load.latency import ACCEPTED, DUPLICATE, REJECTED, LatencySummary, RunCounts, RunSummary, Timings
 from qmemo.load.node_stages import Survival
 from qmemo.records import OMIT_NONE, read_record, write_record
 
@@ -89,6 +89,12 @@ class Failover:
     # absent) in summaries written before the generator resent.
     resends: int | None = field(default=None, metadata=OMIT_NONE)
     resend_txs: int | None = field(default=None, metadata=OMIT_NONE)
+    # Transactions sent again after a try whose answer was lost (a reset, a timeout, a 5xx
+    # other than 503: the node may have admitted them), each counted once, and how each
+    # was resolved in the end (`unknown_resolutions`): the counts add up to the first. None
+    # (and absent) in summaries written before the generator told these apart.
+    outcome_unknown_resent: int | None = field(default=None, metadata=OMIT_NONE)
+    outcome_unknown_resolved: dict[str, int] | None = field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +149,34 @@ class SweepRow:
 class Sweep:
     schema: str
     rows: tuple[SweepRow, ...]
+
+
+# How a transaction whose answer was once lost was resolved (`Failover.outcome_unknown_resolved`).
+RESOLVED_ACCEPTED = "accepted on a resend"          # the lost try had not admitted it
+RESOLVED_DUPLICATE = "duplicate (already admitted)"  # the lost answer had been an accept (or a relay's)
+RESOLVED_UNANSWERED = "no answer before the resend window closed"
+
+
+def unknown_resolutions(flags: bytes | bytearray, timings: Timings) -> dict[str, int]:
+    """For the planned transactions flagged in `flags` (qmemo.load.sender's
+    `outcome_unknown`), how many ended which way: accepted, duplicate, "rejected: <code>",
+    or unanswered (", final in the chain" when a block carried it all the same)."""
+    resolved: dict[str, int] = {}
+    status, committed, reasons = timings.status, timings.committed, timings.reasons
+    index = flags.find(1)
+    while index >= 0:
+        outcome = status[index]
+        if outcome == ACCEPTED:
+            key = RESOLVED_ACCEPTED
+        elif outcome == DUPLICATE:
+            key = RESOLVED_DUPLICATE
+        elif outcome == REJECTED:
+            key = f"rejected: {reasons.get(index, 'unknown')}"
+        else:
+            key = RESOLVED_UNANSWERED + (", final in the chain" if not math.isnan(committed[index]) else "")
+        resolved[key] = resolved.get(key, 0) + 1
+        index = flags.find(1, index + 1)
+    return resolved
 
 
 def _finite(value: float) -> float | None:
