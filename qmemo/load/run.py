@@ -39,8 +39,8 @@ from qmemo.load.node_record import NODES_FILE, NODES_SCHEMA, NodeEnds, RunNodes,
 from qmemo.load.latency import ACCEPTED, DUPLICATE, STATUS_NAMES, RunSummary, Timings, summarize
 from qmemo.load.node_stages import NODE_STAGES_FILE, NodeStagesFile, costs_file, survival, write_node_stages
 from qmemo.load.sender import SendConfig, SendProgress, send_batches
-from qmemo.load.summary import (SWEEP_SCHEMA, Failover, LoadSummary, Sweep, SweepRow, load_summary, sweep_row,
-                                unknown_resolutions, write)
+from qmemo.load.summary import (SWEEP_SCHEMA, Failover, LoadSummary, Sweep, SweepRow, load_summary,
+                                sweep_row, unknown_resolutions, write)
 from qmemo.load.workload import PlanShape, Workload, build, funded_accounts
 from qmemo.core.genesis import Genesis
 from qmemo.node.store import load_genesis
@@ -192,6 +192,11 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
                             tx_bytes=tx_sizes([(b.first, b.body) for b in workload.batches], len(workload.ids)))
         metrics_before = await read_metrics(session, config.nodes)     # the nodes at the start: stage costs, record
     progress = SendProgress()
+    # The generator's own CPU over the run (sending, following, the live status; every
+    # thread of this process), per offered transaction: it shares the machine's cores with
+    # the nodes, so what it costs is what they lose. Signing was done before; the end's
+    # look-ups are after.
+    cpu_started = time.process_time()
     start = time.perf_counter() + 0.2
     follower = asyncio.create_task(follow_blocks(config.nodes, state, pending, timings, start=start,
                                                  stop=stop_following, poll_s=FOLLOW_POLL_S))
@@ -220,6 +225,7 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
     finally:
         stop_following.set()
         await asyncio.gather(follower, status, return_exceptions=True)
+        cpu_s = time.process_time() - cpu_started
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
@@ -239,6 +245,7 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
                                          "resends": progress.resends,
                                          "resend_txs": progress.resend_txs,
                                          "unknown_resends": progress.unknown_resends,
+                                         "cpu_s": cpu_s, "offered": progress.sent,
                                          "outcome_unknown": progress.outcome_unknown}, verifiers, nodes
 
 
@@ -322,7 +329,10 @@ def run_load(config: GenConfig, *, quiet: bool = False, genesis: Genesis | None 
                                                   sender["resend_txs"], outcome_unknown.count(1),
                                                   unknown_resolutions(outcome_unknown, timings)))
     file_summary = replace(file_summary, counts=replace(file_summary.counts, lost_reasons=sender["lost_reasons"]),
-                           survival=survival(node_stages, summary.committed_tps))
+                           survival=survival(node_stages, summary.committed_tps),
+                           generator_cpu_s=sender["cpu_s"],
+                           generator_cpu_us_per_tx=sender["cpu_s"] * 1e6 / sender["offered"] if sender["offered"]
+                           else None)
     config.out.mkdir(parents=True, exist_ok=True)
     write(config.out / "summary.json", file_summary)
     write_node_stages(config.out / NODE_STAGES_FILE, node_stages)

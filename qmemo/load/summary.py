@@ -117,6 +117,12 @@ class LoadSummary:
     # Issue 11's P5 from the nodes' stage costs (qmemo.load.node_stages.survival); None (and
     # absent) when the nodes gave no stage costs, and in summaries written before it.
     survival: Survival | None = field(default=None, metadata=OMIT_NONE)
+    # The generator's own CPU over the run - sending, following blocks, the live status,
+    # every thread of its process; not the signing before it - in all and per transaction
+    # it offered (sent): it shares the cores with the nodes, so every microsecond is theirs
+    # to lose. None (and absent) when nothing was sent, and in summaries written before.
+    generator_cpu_s: float | None = field(default=None, metadata=OMIT_NONE)
+    generator_cpu_us_per_tx: float | None = field(default=None, metadata=OMIT_NONE)
 
     @property
     def limited(self) -> bool:
@@ -139,6 +145,7 @@ class SweepRow:
     why: str
     run: str                                    # the stage's run folder
     survival_ratio: float | None = field(default=None, metadata=OMIT_NONE)   # its summary's `survival.ratio`
+    generator_cpu_us_per_tx: float | None = field(default=None, metadata=OMIT_NONE)  # its summary's
 
     @property
     def limited(self) -> bool:
@@ -249,7 +256,8 @@ def sweep_row(summary: LoadSummary, run_dir: Path) -> SweepRow:
     return SweepRow(summary.target_tps, summary.committed_tps, percentiles["p50"], percentiles["p99"],
                     summary.counts.lost, summary.counts.rejected_total, summary.counts.failed,
                     summary.throughput_saturated, summary.latency_saturated, summary.generator_fell_behind,
-                    summary.why, str(run_dir), summary.survival.ratio if summary.survival else None)
+                    summary.why, str(run_dir), summary.survival.ratio if summary.survival else None,
+                    summary.generator_cpu_us_per_tx)
 
 
 # --- files ------------------------------------------------------------------------------------
