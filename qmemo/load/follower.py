@@ -11,18 +11,24 @@ transactions wait for the block that carries them now). Times are taken when the
 follower sees a block, so they carry up to one poll interval (0.1 s by default) of
 observation delay - small next to a 2 s block interval, and stated in the run
 manifest. If the followed node stops answering, the follower moves to the next node.
+
+Per block, not per transaction: a block's ids become plan indices in one pass of C
+(`map(index_of.get, ...)` into a numpy array), and its transactions' included and
+committed times are written through numpy views over `Timings`' arrays, a block at once.
+The generator shares the machine's cores with the nodes it measures.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import repeat
 
 import aiohttp
+import numpy as np
 import orjson
 
 from qmemo.load.latency import Timings
@@ -37,15 +43,26 @@ class FollowState:
     included_seen: int = 0
     node_switches: int = 0
     branch_switches: int = 0
-    # (seen at, intended -> committed latency) of recent commits, oldest first: the live
-    # status reads this instead of rescanning every transaction each second.
-    recent: deque[tuple[float, float]] = field(default_factory=deque)
-    # Blocks seen but not yet final, oldest first: (height, hash, our (id, index) pairs in it).
-    unfinal: deque[tuple[int, str, list[tuple[bytes, int]]]] = field(default_factory=deque)
+    # (seen at, intended -> committed latencies of what one block committed), oldest first:
+    # the live status reads this instead of rescanning every transaction each second.
+    recent: deque[tuple[float, np.ndarray]] = field(default_factory=deque)
+    # Blocks seen but not yet final, oldest first: (height, hash, the plan indices of ours in it).
+    unfinal: deque[tuple[int, str, np.ndarray]] = field(default_factory=deque)
     # Each planned transaction's encoded size (empty: not known), and what every block
     # seen carried, by height (a fork switch's replacement block replaces the entry).
-    tx_bytes: Sequence[int] = ()
+    tx_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     blocks: dict[int, BlockSeen] = field(default_factory=dict)
+
+
+def plan_index(ids: Iterable[bytes]) -> dict[str, int]:
+    """Transaction id as a block's `tx_ids` spell it (hex) -> its plan index. Built once
+    before the run, so that a block's ids are looked up as the node sent them."""
+    return {tx_id.hex(): index for index, tx_id in enumerate(ids)}
+
+
+def final_mask(timings: Timings) -> np.ndarray:
+    """True for each planned transaction seen in a final block (its committed time is set)."""
+    return ~np.isnan(np.frombuffer(timings.committed, dtype=np.float64))
 
 
 async def current_height(session: aiohttp.ClientSession, urls: list[str]) -> int:
@@ -60,10 +77,10 @@ async def current_height(session: aiohttp.ClientSession, urls: list[str]) -> int
     raise ConnectionError(f"no node answered /status: {', '.join(urls)}")
 
 
-async def follow_blocks(urls: list[str], state: FollowState, pending: dict[bytes, int], timings: Timings, *,
+async def follow_blocks(urls: list[str], state: FollowState, index_of: dict[str, int], timings: Timings, *,
                         start: float, stop: asyncio.Event, poll_s: float = 0.1, limit: int = 50) -> None:
-    """Until `stop` is set: fetch new blocks, mark pending transactions included, and
-    committed (removed from `pending`) once their block is final."""
+    """Until `stop` is set: fetch new blocks, mark the planned transactions in them
+    (`index_of`: `plan_index`) included, and committed once their block is final."""
     node = 0
     timeout = aiohttp.ClientTimeout(total=5)
     async with aiohttp.ClientSession(timeout=timeout) as session:
@@ -76,8 +93,8 @@ async def follow_blocks(urls: list[str], state: FollowState, pending: dict[bytes
             else:
                 seen_at = time.perf_counter() - start
                 for block in blocks:
-                    _see(block, state, pending, timings, seen_at)
-                if blocks and not await _settle(session, url, state, pending, timings, start):
+                    _see(block, state, index_of, timings, seen_at)
+                if blocks and not await _settle(session, url, state, timings, start):
                     node += 1
                     state.node_switches += 1
                 elif len(blocks) == limit:
@@ -100,44 +117,44 @@ async def _get_blocks(session: aiohttp.ClientSession, url: str, height: int, lim
     return document.get("blocks", []) if isinstance(document, dict) else None
 
 
-def _see(block: dict, state: FollowState, pending: dict[bytes, int], timings: Timings, seen_at: float) -> None:
+def _see(block: dict, state: FollowState, index_of: dict[str, int], timings: Timings, seen_at: float) -> None:
     """A block seen for the first time at its height: mark its transactions included, and
     committed if it is final already (a node without peers finalises at once)."""
-    # The decoding and the lookups run in map()'s C loop: a block at 3,000 TPS carries
-    # 6,000 ids, and this loop was the generator's largest Python cost (py-spy).
-    keys = list(map(bytes.fromhex, block.get("tx_ids", [])))
-    ours = [(key, index) for key, index in zip(keys, map(pending.get, keys)) if index is not None]
-    included = timings.included
-    for _, index in ours:
-        if math.isnan(included[index]):     # first seen: as Timings.mark_included
-            included[index] = seen_at
-            state.included_seen += 1
+    ids = block.get("tx_ids", [])
+    # One C loop looks every id up (-1: not ours); then numpy marks them all at once.
+    found = np.fromiter(map(index_of.get, ids, repeat(-1)), dtype=np.int64, count=len(ids))
+    ours = found[found >= 0]
+    included = np.frombuffer(timings.included, dtype=np.float64)
+    first_seen = ours[np.isnan(included[ours])]       # as Timings.mark_included: the first sighting counts
+    included[first_seen] = seen_at
+    state.included_seen += len(first_seen)
     height = int(block["height"])
     state.next_height = height + 1
     tx_count = block.get("tx_count")
-    state.blocks[height] = BlockSeen(height, tx_count if isinstance(tx_count, int) else len(block.get("tx_ids", [])),
-                                     len(ours), sum(state.tx_bytes[i] for _, i in ours) if state.tx_bytes else 0)
+    state.blocks[height] = BlockSeen(height, tx_count if isinstance(tx_count, int) else len(ids), len(ours),
+                                     int(state.tx_bytes[ours].sum()) if len(state.tx_bytes) else 0)
     state.blocks_seen += 1
     # A block reported without `final` comes from a node that predates finality: its
     # blocks are taken as final when seen, as before.
     if block.get("final", True):
-        _commit(ours, state, pending, timings, seen_at)
+        _commit(ours, state, timings, seen_at)
     else:
         state.unfinal.append((height, block["hash"], ours))
 
 
-def _commit(ours: list[tuple[bytes, int]], state: FollowState, pending: dict[bytes, int], timings: Timings,
-            seen_at: float) -> None:
-    for key, index in ours:
-        if pending.pop(key, None) is None:
-            continue
-        timings.mark_committed(index, seen_at)
-        state.committed_seen += 1
-        state.recent.append((seen_at, seen_at - timings.intended[index]))
+def _commit(ours: np.ndarray, state: FollowState, timings: Timings, seen_at: float) -> None:
+    """`ours` (plan indices) are in a final block: committed now, unless they already were."""
+    committed = np.frombuffer(timings.committed, dtype=np.float64)
+    fresh = ours[np.isnan(committed[ours])]
+    if not len(fresh):
+        return
+    committed[fresh] = seen_at
+    state.committed_seen += len(fresh)
+    state.recent.append((seen_at, seen_at - np.frombuffer(timings.intended, dtype=np.float64)[fresh]))
 
 
-async def _settle(session: aiohttp.ClientSession, url: str, state: FollowState, pending: dict[bytes, int],
-                  timings: Timings, start: float) -> bool:
+async def _settle(session: aiohttp.ClientSession, url: str, state: FollowState, timings: Timings,
+                  start: float) -> bool:
     """The tip moved: ask again for the oldest blocks seen before they were final, until
     one still is not. False if the node did not answer."""
     while state.unfinal:
@@ -157,7 +174,7 @@ async def _settle(session: aiohttp.ClientSession, url: str, state: FollowState, 
         if not blocks[0].get("final", True):
             return True
         state.unfinal.popleft()
-        _commit(ours, state, pending, timings, seen_at)
+        _commit(ours, state, timings, seen_at)
     return True
 
 

@@ -25,13 +25,14 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import numpy as np
 import orjson
 import uvloop
 
 from qmemo.errors import ConfigError
 from qmemo.records import to_json
 from qmemo.load import schedule as sched
-from qmemo.load.follower import FollowState, current_height, follow_blocks, lost_reasons
+from qmemo.load.follower import FollowState, current_height, final_mask, follow_blocks, lost_reasons, plan_index
 from qmemo.load.hdr_files import write_latency_histograms
 from qmemo.load import live_status
 from qmemo.load.live_status import OnStatus
@@ -186,10 +187,11 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, interrupt)
-    pending = {tx_id: i for i, tx_id in enumerate(workload.ids)}
+    index_of = plan_index(workload.ids)
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
         state = FollowState(next_height=await current_height(session, config.nodes) + 1,
-                            tx_bytes=tx_sizes([(b.first, b.body) for b in workload.batches], len(workload.ids)))
+                            tx_bytes=np.array(tx_sizes([(b.first, b.body) for b in workload.batches],
+                                                       len(workload.ids)), dtype=np.int64))
         metrics_before = await read_metrics(session, config.nodes)     # the nodes at the start: stage costs, record
     progress = SendProgress()
     # The generator's own CPU over the run (sending, following, the live status; every
@@ -198,7 +200,7 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
     # look-ups are after.
     cpu_started = time.process_time()
     start = time.perf_counter() + 0.2
-    follower = asyncio.create_task(follow_blocks(config.nodes, state, pending, timings, start=start,
+    follower = asyncio.create_task(follow_blocks(config.nodes, state, index_of, timings, start=start,
                                                  stop=stop_following, poll_s=FOLLOW_POLL_S))
     status = asyncio.create_task(_write_status(config, timings, progress, state, start, stop_following,
                                                  on_status))
@@ -214,12 +216,12 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
         # included transactions that way).
         final_deadline = deadline + (0 if interrupted else timeout_s)
         while not stop_draining.is_set():
-            waiting = [i for i in pending.values() if timings.status[i] in (ACCEPTED, DUPLICATE)]
-            if not waiting:
+            waiting = _not_final(timings)
+            if not waiting.any():
                 break  # every accepted transaction is committed
             now = time.perf_counter()
             if now >= final_deadline or (now >= deadline and
-                                         all(math.isnan(timings.included[i]) for i in waiting)):
+                                         np.isnan(np.frombuffer(timings.included, dtype=np.float64)[waiting]).all()):
                 break
             await asyncio.sleep(FOLLOW_POLL_S)
     finally:
@@ -234,7 +236,7 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
     node_stages = costs_file(config.nodes, metrics_before, metrics_after, os.cpu_count())
     ends = tuple(NodeEnds(url, metrics_before.get(url), metrics_after.get(url)) for url in config.nodes)
     nodes = RunNodes(NODES_SCHEMA, scheme_of(ends), ends, tuple(state.blocks[h] for h in sorted(state.blocks)))
-    lost = [tx_id for tx_id, i in pending.items() if timings.status[i] in (ACCEPTED, DUPLICATE)]
+    lost = [workload.ids[i] for i in np.flatnonzero(_not_final(timings))]
     return interrupted_at, node_stages, {"lost_reasons": await lost_reasons(config.nodes, lost),
                                          "max_in_flight_seen": progress.max_in_flight_seen,
                                          "blocks_seen": state.blocks_seen,
@@ -247,6 +249,12 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
                                          "unknown_resends": progress.unknown_resends,
                                          "cpu_s": cpu_s, "offered": progress.sent,
                                          "outcome_unknown": progress.outcome_unknown}, verifiers, nodes
+
+
+def _not_final(timings: Timings) -> np.ndarray:
+    """True for each planned transaction answered accepted (or duplicate) and not yet seen final."""
+    status = np.frombuffer(timings.status, dtype=np.uint8)
+    return ((status == ACCEPTED) | (status == DUPLICATE)) & ~final_mask(timings)
 
 
 async def read_metrics(session: aiohttp.ClientSession, urls: Sequence[str]) -> dict[str, Any]:
@@ -286,7 +294,8 @@ async def _write_status(config: GenConfig, timings: Timings, progress: SendProgr
             answered=progress.answered, in_flight=progress.in_flight, included=state.included_seen,
             committed=state.committed_seen, blocks_seen=state.blocks_seen, failovers=progress.failovers,
             resend_txs=progress.resend_txs,
-            node_failures=progress.node_failures, recent_latencies_s=sorted(latency for _, latency in state.recent))
+            node_failures=progress.node_failures,
+            recent_latencies_s=np.concatenate([latencies for _, latencies in state.recent]) if state.recent else ())
         if config.live is not None:
             tmp = config.live.with_suffix(".tmp")
             tmp.write_bytes(orjson.dumps(document))
