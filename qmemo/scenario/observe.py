@@ -5,7 +5,8 @@ timeouts: a paused or cut-off node shows up as a failed sample, not a stalled sa
 and appends one JSON line to `metrics/<node>.jsonl`. Whenever a node's `final_height`
 (blocks written to its store) passes what we have seen, the new final blocks' hashes go
 to `chain/final-observed.jsonl`: the record `final_blocks_kept` later compares with the
-chains at the end.
+chains at the end. A final block that differs from one seen final before at its height
+(on any node) is also written to `chain/violations.jsonl` the moment it is seen.
 
 At the end, `end_state()` reads every node's chain (height -> hash), one node's
 transaction ids, and asks the nodes about accepted transactions missing from the chain
@@ -65,6 +66,7 @@ class Sampler:
         (run_dir / "chain").mkdir(parents=True, exist_ok=True)
         self.run_dir = run_dir
         self.final_seen = {node: 0 for node in urls}
+        self._final_hashes: dict[int, tuple[str, str]] = {}     # height -> (node, hash) first seen final
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._observed = (run_dir / "chain" / "final-observed.jsonl").open("ab")
@@ -103,8 +105,13 @@ class Sampler:
             return
         with self._lock:
             for block in blocks:
-                self._observed.write(orjson.dumps({"time_s": time.time(), "node": node, "height": block["height"],
-                                                   "hash": block["hash"]}) + b"\n")
+                seen = {"time_s": time.time(), "node": node, "height": block["height"], "hash": block["hash"]}
+                self._observed.write(orjson.dumps(seen) + b"\n")
+                first = self._final_hashes.setdefault(block["height"], (node, block["hash"]))
+                if first[1] != block["hash"]:
+                    with (self.run_dir / "chain" / "violations.jsonl").open("ab") as out:
+                        out.write(orjson.dumps({**seen, "what": "final block differs", "first_node": first[0],
+                                                "first_hash": first[1]}) + b"\n")
             self._observed.flush()
         self.final_seen[node] = blocks[-1]["height"]
 

@@ -1,0 +1,104 @@
+"""Watching the supply: the sum of every balance stays what the genesis gave, on every node, all along.
+
+Transfers move coins between the funded accounts and fees go to the producer's account
+(qmemo.core.state), so the balances of the genesis accounts and the validators' fee
+accounts always add up to the genesis total - whatever was killed, paused, cut off or
+replayed from a journal. A coin made or lost by a restart or a fork switch shows here.
+
+A thread reads, every `every_s`, each node's height (`GET /status`), the balances of
+those accounts (`POST /accounts`, the node's state at its tip), and its height again: a
+sample is *consistent* when the height did not move meanwhile (a block applied between
+the two reads would mix two states), and only consistent samples are judged. Each sample
+is a line of `chain/supply.jsonl`; a consistent one off the total is also a line of
+`chain/violations.jsonl` at once, with its time. Only the node's public API is used.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from qmemo.node.store import load_genesis
+from qmemo.scenario.observe import get_json
+
+SUPPLY_EVERY_S = 10.0
+ACCOUNTS_PER_REQUEST = 1_000     # well under the node's POST /accounts limit
+READ_TIMEOUT_S = 5.0
+
+
+def supply_accounts(genesis_path: Path) -> tuple[list[str], int]:
+    """The addresses whose balances hold the whole supply (hex) and the genesis total."""
+    genesis = load_genesis(genesis_path)
+    addresses = dict.fromkeys([address.hex() for address, _ in genesis.balances] +
+                              [validator.address.hex() for validator in genesis.validators])
+    return list(addresses), sum(balance for _, balance in genesis.balances)
+
+
+def post_json(url: str, document: Any, timeout: float = READ_TIMEOUT_S) -> Any | None:
+    request = urllib.request.Request(url, data=orjson.dumps(document), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return orjson.loads(response.read()) if response.status == 200 else None
+    except (OSError, urllib.error.URLError, ValueError):
+        return None
+
+
+def sample(url: str, addresses: list[str]) -> dict[str, Any]:
+    """One node's supply: {"height", "supply", "consistent"}, or {"ok": False} if it did not answer."""
+    before = get_json(f"{url}/status", timeout=READ_TIMEOUT_S)
+    total = 0
+    for start in range(0, len(addresses), ACCOUNTS_PER_REQUEST):
+        answer = post_json(f"{url}/accounts", {"addresses": addresses[start:start + ACCOUNTS_PER_REQUEST]})
+        if before is None or answer is None:
+            return {"ok": False}
+        total += sum(int(account["balance"]) for account in answer["accounts"])
+    after = get_json(f"{url}/status", timeout=READ_TIMEOUT_S)
+    if after is None:
+        return {"ok": False}
+    consistent = (before["height"], before["tip_hash"]) == (after["height"], after["tip_hash"])
+    return {"ok": True, "height": after["height"], "supply": total, "consistent": consistent}
+
+
+class SupplyWatch:
+    """The sampling thread; `sample_all()` once more at the end (every node, settled); `stop()` joins."""
+
+    def __init__(self, urls: dict[str, str], genesis_path: Path, run_dir: Path, every_s: float = SUPPLY_EVERY_S):
+        self.urls = urls
+        self.addresses, self.expected = supply_accounts(genesis_path)
+        self.every_s = every_s
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        (run_dir / "chain").mkdir(parents=True, exist_ok=True)
+        self._samples = (run_dir / "chain" / "supply.jsonl").open("ab")
+        self._violations = run_dir / "chain" / "violations.jsonl"
+        self._thread = threading.Thread(target=self._loop, name="supply-watch", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+        self._samples.close()
+
+    def sample_all(self, at_end: bool = False) -> None:
+        for node, url in self.urls.items():
+            line = {"time_s": time.time(), "node": node, "expected": self.expected, "at_end": at_end,
+                    **sample(url, self.addresses)}
+            with self._lock:
+                self._samples.write(orjson.dumps(line) + b"\n")
+                self._samples.flush()
+                if line.get("consistent") and line["supply"] != self.expected:
+                    with self._violations.open("ab") as out:
+                        out.write(orjson.dumps({**line, "what": "supply changed"}) + b"\n")
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self.sample_all()
