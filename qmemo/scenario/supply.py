@@ -28,6 +28,9 @@ from qmemo.node.store import load_genesis
 from qmemo.scenario.observe import get_json
 
 SUPPLY_EVERY_S = 10.0
+# At the end a node still makes a block every interval, empty: a read that a block crossed
+# is tried again, a few times, until one is consistent.
+END_TRIES = 5
 ACCOUNTS_PER_REQUEST = 1_000     # well under the node's POST /accounts limit
 READ_TIMEOUT_S = 5.0
 
@@ -85,19 +88,26 @@ class SupplyWatch:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=30)
+        if self._thread.ident is not None:        # started
+            self._thread.join(timeout=30)
         self._samples.close()
 
     def sample_all(self, at_end: bool = False) -> None:
         for node, url in self.urls.items():
-            line = {"time_s": time.time(), "node": node, "expected": self.expected, "at_end": at_end,
-                    **sample(url, self.addresses)}
-            with self._lock:
-                self._samples.write(orjson.dumps(line) + b"\n")
-                self._samples.flush()
-                if line.get("consistent") and line["supply"] != self.expected:
-                    with self._violations.open("ab") as out:
-                        out.write(orjson.dumps({**line, "what": "supply changed"}) + b"\n")
+            for _ in range(END_TRIES if at_end else 1):
+                line = {"time_s": time.time(), "node": node, "expected": self.expected, "at_end": at_end,
+                        **sample(url, self.addresses)}
+                self._write(line)
+                if line.get("consistent"):
+                    break
+
+    def _write(self, line: dict[str, Any]) -> None:
+        with self._lock:
+            self._samples.write(orjson.dumps(line) + b"\n")
+            self._samples.flush()
+            if line.get("consistent") and line["supply"] != self.expected:
+                with self._violations.open("ab") as out:
+                    out.write(orjson.dumps({**line, "what": "supply changed"}) + b"\n")
 
     def _loop(self) -> None:
         while not self._stop.wait(self.every_s):
