@@ -52,6 +52,7 @@ the live status and the run's manifest and summary.
 from __future__ import annotations
 
 import asyncio
+import operator
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -388,10 +389,9 @@ def _record_answer(indices: Sequence[int], timings: Timings, t: float, status: i
     results = document.get("results") if isinstance(document, dict) else None
     count = len(indices)
     if status == 200 and isinstance(results, list) and len(results) == count:
-        if document.get("accepted") == count and all(
-                isinstance(result, dict) and result.get("status") == "accepted" for result in results):
+        if document.get("accepted") == count and _all_accepted(results):
             # The usual answer below saturation: one slice write per array instead of a
-            # call per transaction (the results are still each checked above).
+            # call per transaction (the results are still each checked, in C).
             _mark_all(timings, indices, t, ACCEPTED)
             return []
         again: list[int] = []
@@ -416,6 +416,19 @@ def _record_answer(indices: Sequence[int], timings: Timings, t: float, status: i
         return again
     _mark_all(timings, indices, t, REJECTED if 400 <= status < 500 else FAILED, code or f"http_{status}")
     return []
+
+
+_status_of = operator.itemgetter("status")
+
+
+def _all_accepted(results: list) -> bool:
+    """Whether every result says "accepted": map() and list.count() run the loop in C (a
+    generator expression over them cost ~0.2 us per transaction); a result that is not
+    an object with a status makes the answer be read result by result."""
+    try:
+        return list(map(_status_of, results)).count("accepted") == len(results)
+    except (TypeError, KeyError, IndexError):
+        return False
 
 
 def _mark_all(timings: Timings, indices: Sequence[int], t: float, status: int, reason: str | None = None) -> None:
