@@ -35,6 +35,9 @@ def register(parser: argparse.ArgumentParser) -> None:
     run.set_defaults(run=run_one)
     show = sub.add_parser("show", help="a markdown table of finished runs' figures and invariants")
     show.add_argument("runs", type=Path, nargs="+", help="run folders (each with invariants.json)")
+    show.add_argument("--faults", action="store_true",
+                      help="then, per run, each fault with the transactions intended around it (count, final, "
+                           "p50/p99 intended -> committed)")
     show.set_defaults(run=run_show)
     compose = sub.add_parser("compose", help="render a manifest as a docker compose project (nodes, generator, "
                                              "Prometheus) built from the repo's Containerfile")
@@ -139,6 +142,12 @@ def run_show(args: argparse.Namespace) -> int:
         marks = " ".join(f"{r.name} {'pass' if r.passed else '**FAIL**'}" for r in verdict.results)
         failed = "; ".join(f"{r.name}: {r.detail}" for r in verdict.results if not r.passed) or "-"
         print(f"| {verdict.scenario} | {tps} | {p99} | {marks} | {failed} |")
+    if getattr(args, "faults", False):
+        from qmemo.scenario.fault_table import fault_rows, render
+
+        for run_dir in args.runs:
+            print(f"\n{run_dir}:\n")
+            print(render(fault_rows(run_dir)))
     return 0
 
 
