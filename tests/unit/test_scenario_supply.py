@@ -11,6 +11,7 @@ from pathlib import Path
 
 import orjson
 
+from qmemo.scenario import supply
 from qmemo.scenario.supply import END_TRIES, SupplyWatch, sample
 from tests.integration.nodes import make_devnet
 
@@ -48,12 +49,15 @@ def _serve() -> tuple[ThreadingHTTPServer, str]:
     return server, f"http://127.0.0.1:{server.server_address[1]}"
 
 
-def test_a_read_a_block_crossed_is_not_consistent_and_the_end_is_tried_again(tmp_path: Path):
+def test_a_read_a_block_crossed_is_not_consistent_and_the_end_is_tried_again(tmp_path: Path, monkeypatch):
     devnet = make_devnet(tmp_path / "devnet", validators=3, accounts=4, balance=25)
     server, url = _serve()
     try:
         ScriptedNode.heights, ScriptedNode.balance = [4, 5], 0
-        assert sample(url, ["aa"])["consistent"] is False        # a block between the two status reads
+        assert sample(url, ["aa"])["consistent"] is True         # one request holds every account: one state
+        monkeypatch.setattr(supply, "ACCOUNTS_PER_REQUEST", 1)
+        ScriptedNode.heights = [4, 5]
+        assert sample(url, ["aa", "bb"])["consistent"] is False  # two requests, a block between the status reads
         watch = SupplyWatch({"node-0": url}, devnet.genesis, tmp_path / "run", every_s=3600)
         assert watch.expected == 100 and len(watch.addresses) == 4 + 3    # accounts and validators' fee accounts
         ScriptedNode.heights = [5, 6, 6]                                    # the first try is crossed, the second not
