@@ -190,7 +190,7 @@ def heights_converge(samples: Iterable[Mapping[str, Any]], nodes: Iterable[str],
     figures = {"converged_after_s": after_s, "within_s": within_s, "last_fault_end": last_fault_end,
                "heights": by_second.get(converged) if converged is not None else None}
     detail = (f"heights within one block {after_s:.0f} s after the last fault ended (bound {within_s:g} s)"
-              if after_s is not None else f"heights never came within one block after the last fault")
+              if after_s is not None else "heights never came within one block after the last fault")
     return InvariantResult("heights_converge", passed, detail, figures)
 
 

@@ -13,7 +13,6 @@ typo in a manifest costs one line, not a half-built network.
 
 from __future__ import annotations
 
-import math
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
