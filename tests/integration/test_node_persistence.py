@@ -124,7 +124,7 @@ async def test_a_node_reading_its_journal_back_answers_not_ready_not_internal(de
             await node.transaction_status(tx.id)
         release.set()
         await starting
-        assert [o.status for o in await node.submit_body(encode_frames([tx.encoded]))] == ["accepted"]
+        assert [o.status for o in (await node.submit_body(encode_frames([tx.encoded]))).outcomes()] == ["accepted"]
     finally:
         release.set()
         await asyncio.gather(starting, return_exceptions=True)
