@@ -98,9 +98,10 @@ APT_PACKAGES+=(git libsodium-dev libsecp256k1-dev valgrind clang libclang-rt-14-
 APT_PACKAGES+=(prometheus)
 # The container engine and its tools (scripts/image.sh, tests/integration/test_containers.py):
 # Debian's dockerd (docker.io), docker-compose 1.29, debootstrap for a base image where no
-# registry serves one, iptables (the engine's NAT, the scenario runner's forwarding rules).
+# registry serves one, iptables (the engine's NAT, the scenario runner's forwarding rules),
+# nftables (the container tests delete the tables a dockerd they started made).
 # Installing docker.io starts no daemon here (no init system runs it); the tests start and stop their own.
-APT_PACKAGES+=(docker-compose docker.io debootstrap iptables)
+APT_PACKAGES+=(docker-compose docker.io debootstrap iptables nftables)
 fi
 
 say() { [ "${QMEMO_SETUP_QUIET:-0}" = 1 ] || echo "setup: $*"; }
@@ -394,7 +395,10 @@ step_venv() {
   # 27 s on a busy fresh clone, and pip prints nothing while it installs (28 s more).
   [ -x "$VENV/bin/python" ] || run_progress venv "$py" -m venv "$VENV"
   run_progress venv "$VENV/bin/python" -m pip install --upgrade pip
-  run_progress venv "$VENV/bin/python" -m pip install -e "$ROOT[dev]"
+  # The image runs qMEMO, it does not test it: no dev extra there.
+  local extra="[dev]"
+  [ "$PROFILE" = image ] && extra=""
+  run_progress venv "$VENV/bin/python" -m pip install -e "$ROOT$extra"
   echo "$want" >"$VENV/.qmemo-stamp"
 }
 
