@@ -394,10 +394,11 @@ step_venv() {
   # Every pip call under the live line: creating the venv and upgrading pip alone took
   # 27 s on a busy fresh clone, and pip prints nothing while it installs (28 s more).
   [ -x "$VENV/bin/python" ] || run_progress venv "$py" -m venv "$VENV"
-  run_progress venv "$VENV/bin/python" -m pip install --upgrade pip
-  # The image runs qMEMO, it does not test it: no dev extra there.
+  # The image runs qMEMO, it does not test it: no dev extra there, and Debian's pip
+  # (23.0) installs the pinned wheels as well as a newer one would.
   local extra="[dev]"
-  [ "$PROFILE" = image ] && extra=""
+  if [ "$PROFILE" = image ]; then extra=""
+  else run_progress venv "$VENV/bin/python" -m pip install --upgrade pip; fi
   run_progress venv "$VENV/bin/python" -m pip install -e "$ROOT$extra"
   echo "$want" >"$VENV/.qmemo-stamp"
 }
