@@ -6,7 +6,7 @@
 #
 # The base image:
 #   registry     debian:bookworm-slim, from the engine's cache or pulled from a registry.
-#   debootstrap  qmemo-base:bookworm, made here from Debian's packages
+#   debootstrap  qmemo-base:bookworm-<recipe hash>, made here from Debian's packages
 #                (`debootstrap --variant=minbase bookworm`, then `docker import`), for
 #                engines that reach no image registry; kept by the engine and reused.
 #   auto         (default) registry if debian:bookworm-slim can be had, else debootstrap.
@@ -82,14 +82,25 @@ debootstrap_base() {
   rm -rf "$rootfs"
   debootstrap --variant=minbase bookworm "$rootfs" "$MIRROR" >"$WORK/debootstrap.log" 2>&1 ||
     { rm -rf "$rootfs"; die "debootstrap failed; log: $WORK/debootstrap.log ($(tail -n 1 "$WORK/debootstrap.log"))"; }
-  # The same suites as debian:bookworm-slim (updates and security fixes), and its habit
-  # of keeping no package lists or downloaded packages in the image.
+  # The same suites as debian:bookworm-slim (updates and security fixes), and its habits:
+  # no downloaded packages or package caches kept after apt runs, no manuals, docs or
+  # translations installed (copyright files stay). Every path below is inside $rootfs.
+  [ -d "$rootfs/etc/apt" ] || die "debootstrap left no $rootfs/etc/apt"
   cat >"$rootfs/etc/apt/sources.list" <<EOF
 deb $MIRROR bookworm main
 deb $MIRROR bookworm-updates main
 deb ${MIRROR%/debian}/debian-security bookworm-security main
 EOF
-  rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/log/*.log
+  local clean='rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true'
+  printf '%s\n' "DPkg::Post-Invoke { \"$clean\"; };" "APT::Update::Post-Invoke { \"$clean\"; };" \
+    'Dir::Cache::pkgcache ""; Dir::Cache::srcpkgcache "";' >"$rootfs/etc/apt/apt.conf.d/docker-clean"
+  printf '%s\n' 'path-exclude /usr/share/man/*' 'path-exclude /usr/share/info/*' 'path-exclude /usr/share/locale/*' \
+    'path-exclude /usr/share/doc/*' 'path-include /usr/share/doc/*/copyright' \
+    >"$rootfs/etc/dpkg/dpkg.cfg.d/docker-excludes"
+  find "$rootfs/usr/share/doc" -type f ! -name copyright -delete
+  rm -rf "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* "$rootfs"/usr/share/locale/* \
+    "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/cache/apt/*.bin \
+    "$rootfs"/var/log/*.log
   tar -C "$rootfs" -c . | "$DOCKER" import --change 'CMD ["bash"]' - "$DEBOOTSTRAP_BASE" >/dev/null ||
     die "docker import of $rootfs failed"
   rm -rf "$rootfs"
@@ -97,6 +108,8 @@ EOF
 }
 
 mkdir -p "$WORK"
+# A change to the recipe makes a new base, not a stale one under the old name.
+DEBOOTSTRAP_BASE="$DEBOOTSTRAP_BASE-$( { declare -f debootstrap_base; echo "$MIRROR"; } | sha256sum | cut -c1-12)"
 case "$base_mode" in
   registry) registry_base || die "cannot get $REGISTRY_BASE ($(tail -n 1 "$WORK/pull.log")); try --base debootstrap"
             base="$REGISTRY_BASE" base_how="from a registry" ;;
