@@ -11,7 +11,7 @@
 #               libsecp256k1 headers (the C benchmarks' classical baselines), the
 #               Prometheus server (a test scrapes a live devnet with it), and the
 #               container engine's tools (docker.io, docker-compose, debootstrap,
-#               iptables) for the image and the container tests.
+#               iptables, nftables) for the image and the container tests.
 #   1b. fetch   the C sources we build, from crates.io's download endpoint (no cargo):
 #               liboqs 0.13.0 inside the crate oqs-sys 0.11.0+liboqs-0.13.0 (the only
 #               registry that ships liboqs source we can reach) and BLAKE3's C code
