@@ -127,7 +127,7 @@ mkdir -p "$context"
 tar -C "$ROOT" --exclude-vcs --exclude=./.venv --exclude=./.deps --exclude=./results --exclude=./runs \
   --exclude=./docs/results --exclude=./devnet --exclude=./bench_c/build --exclude=__pycache__ \
   --exclude='*.egg-info' --exclude=.pytest_cache --exclude=.hypothesis --exclude=./deploy/image \
-  -c . | tar -C "$context" -x
+  --exclude=./deploy/devnet --exclude=./deploy/runs -c . | tar -C "$context" -x
 mkdir -p "$context/deploy/image"
 cp "$ROOT/deploy/image/README.md" "$context/deploy/image/README.md"
 extras="$context/deploy/image"
