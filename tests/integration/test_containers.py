@@ -58,7 +58,16 @@ def image(engine: Engine) -> dict:
     done = subprocess.run(["bash", str(REPO_ROOT / "scripts" / "image.sh")], capture_output=True, text=True,
                           timeout=1200, env={**os.environ, **engine.env})
     assert done.returncode == 0, done.stdout + done.stderr
-    return {**json.loads((REPO_ROOT / ".deps" / "image" / "last-build.json").read_text()), "output": done.stdout}
+    record = json.loads((REPO_ROOT / ".deps" / "image" / "last-build.json").read_text())
+    if engine.process is not None:
+        # Our own engine's data root keeps one image per checkout it saw: older ones go, so it
+        # does not grow with every change (a machine's own engine is left as it is).
+        older = [tag for tag in engine.docker("images", "--format", "{{.Repository}}:{{.Tag}}", "qmemo").stdout.split()
+                 if tag.startswith("qmemo:ctx-") and tag != record["content_tag"]]
+        if older:
+            engine.docker("rmi", *older)
+        engine.docker("image", "prune", "-f")
+    return {**record, "output": done.stdout}
 
 
 def assert_every_transaction_accounted_for(summary: Path) -> dict:
