@@ -9,8 +9,8 @@ its PID. dockerd changes the host as it starts: the iptables filter and nat tabl
 veths of its own. `HostState` records all of that before the start, and `restore()`
 puts back exactly what was there: added rules and chains deleted, policies reset,
 tables that did not exist deleted (nft), sysctls rewritten, leftover links removed.
-Rules of a live scenario runner (qms<pid>br, qmemo/scenario/hosts.py) are neither
-recorded nor touched.
+Rules naming a scenario runner's interfaces (qms..., qmemo/scenario/hosts.py) are
+neither recorded nor touched: a runner that is live beside the tests owns them.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 60.0
 SYSCTLS = ("net/ipv4/ip_forward", "net/bridge/bridge-nf-call-iptables", "net/bridge/bridge-nf-call-ip6tables")
 _DOCKER_LINK = re.compile(r"^(docker0|docker_gwbridge|br-[0-9a-f]{12}|veth[0-9a-f]{7}|vx-\S+)$")
-_SCENARIO_RULE = re.compile(r"qms\d+br")
+_SCENARIO_RULE = re.compile(r"\bqms")    # an interface of a scenario runner (qms<pid>br, or qms+ of another version)
 TOOLS = {"iptables": ("iptables-save", "iptables", "ip"), "ip6tables": ("ip6tables-save", "ip6tables", "ip6")}
 
 
