@@ -160,8 +160,11 @@ if have_image "$hashed_tag"; then
   how="cached: this context and base were built before ($hashed_tag)"
 else
   say "building $tag on $base ($base_how); liboqs reused: $reused (log: $WORK/build.log)"
-  if ! "$DOCKER" build -f "$context/Containerfile" --build-arg "BASE=$base" -t "$hashed_tag" -t "$tag" \
-       "$context" >"$WORK/build.log" 2>&1; then
+  # The build stage gets a tag of its own (qmemo:build): left untagged it would be a
+  # dangling image, and an engine's `image prune` would take the build's cache with it.
+  if ! { "$DOCKER" build -f "$context/Containerfile" --build-arg "BASE=$base" --target build -t qmemo:build \
+           "$context" && "$DOCKER" build -f "$context/Containerfile" --build-arg "BASE=$base" \
+           -t "$hashed_tag" -t "$tag" "$context"; } >"$WORK/build.log" 2>&1; then
     tail -n 25 "$WORK/build.log" >&2
     die "docker build failed; full log: $WORK/build.log"
   fi

@@ -72,7 +72,9 @@ def to_yaml(value: Any, indent: int = 0) -> str:
 
 
 def _health_check(url: str) -> dict[str, Any]:
-    return {"test": ["CMD", "qmemo", "health", url], "interval": "2s", "timeout": "5s", "retries": 60}
+    # A generous timeout: `qmemo health` is a Python start-up, which took over 5 s on a
+    # loaded 2-core host and kept a healthy node "starting" past compose's patience.
+    return {"test": ["CMD", "qmemo", "health", url], "interval": "2s", "timeout": "30s", "retries": 60}
 
 
 def is_shaped(manifest: Manifest) -> bool:

@@ -86,7 +86,7 @@ def project_env(engine: Engine, tmp_path: Path) -> dict[str, str]:
             "QMEMO_TPS": str(TPS), "QMEMO_DURATION_S": str(DURATION_S)}
 
 
-def compose(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def compose(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["docker-compose", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
