@@ -9,17 +9,21 @@
 # Steps, in order:
 #   1. apt      Debian packages: compilers, cmake/ninja, OpenSSL, libsodium and
 #               libsecp256k1 headers (the C benchmarks' classical baselines), the
-#               Prometheus server (a test scrapes a live devnet with it), and cargo
-#               when liboqs is still to be fetched and no cargo is on PATH.
-#   2. liboqs   liboqs 0.13.0 from the crates.io crate oqs-sys 0.11.0+liboqs-0.13.0,
-#               fetched with cargo (the only registry that ships liboqs source we can
-#               reach), built with cmake in Release as a shared library, installed in
-#               .deps/liboqs. Or, with QMEMO_LIBOQS_PREFIX=/path, an existing install
-#               is linked there instead and nothing is built.
+#               Prometheus server (a test scrapes a live devnet with it), and the
+#               container engine's tools (docker.io, docker-compose, debootstrap,
+#               iptables, nftables) for the image and the container tests.
+#   1b. fetch   the C sources we build, from crates.io's download endpoint (no cargo):
+#               liboqs 0.13.0 inside the crate oqs-sys 0.11.0+liboqs-0.13.0 (the only
+#               registry that ships liboqs source we can reach) and BLAKE3's C code
+#               inside the crate blake3; each pinned by version and sha256, kept in
+#               .deps/crates/ and unpacked into .deps/src/ (scripts/lib/fetch_crate.py).
+#   2. liboqs   liboqs built from that source with cmake in Release as a shared
+#               library, installed in .deps/liboqs. Or, with QMEMO_LIBOQS_PREFIX=/path,
+#               an existing install is linked there instead and nothing is built.
 #   3. native   qmemo/crypto/native/qmemo_batch.c compiled against that liboqs into .deps/native
 #               (batch signature verification: one GIL release per chunk, not per verify).
 #   3b. admit   the native admission kernel (qmemo/crypto/native/qmemo_admit*.c) with
-#               BLAKE3's official C code from the crates.io crate blake3 into
+#               BLAKE3's official C code (the blake3 crate's c/ folder) into
 #               .deps/native/libqmemo_admit.so.
 #   3c. falcon  the fast Falcon verifier (qmemo/crypto/native/falcon_vt.c) compiled with
 #               liboqs 0.13's own PQClean Falcon and SHA3 sources (from the oqs-sys crate,
@@ -34,9 +38,21 @@
 #               (qmemo/crypto/native/qmemo_rows.c), a CPython extension built for
 #               .venv's interpreter into .deps/native/_qmemo_rows<its ABI suffix>.so.
 #
+# Cargo is not needed: only `qmemo bench c`'s optional fn-dsa reference builds with it
+# (without cargo its rows are null and the run says so).
+#
+# Arguments: step names (apt fetch liboqs native admit falcon venv rows) run only those
+# steps, in the order above; none runs them all. `setup.sh fetch` is how the tests and
+# scripts/image.sh get the checked crates without building anything.
+#
 # Environment:
 #   QMEMO_LIBOQS_PREFIX   use this liboqs install (must export OQS_SIG_supports_ctx_str,
 #                         see scripts/liboqs/oqs_compat.c) instead of building one.
+#   QMEMO_SETUP_PROFILE   `full` (default): everything above. `image`: what the qMEMO
+#                         container image needs (the build tools; no test tools, no
+#                         container engine), used by the Containerfile.
+#   QMEMO_CRATES_URL      another address for crates.io's download endpoint (a mirror);
+#                         the pinned sha256 is checked whatever serves the file.
 #   QMEMO_SETUP_QUIET=1   print only failures.
 set -euo pipefail
 
@@ -50,6 +66,8 @@ mkdir -p "$LOGS"
 # The source we build: pinned exactly, so a rebuild is the same build.
 OQS_CRATE="oqs-sys"
 OQS_CRATE_VERSION="0.11.0+liboqs-0.13.0"
+# The registry index's cksum for that version: a download with any other sha256 is refused.
+OQS_CRATE_SHA256="ac6d66ee528a895ce5cc08851698d109c5d7ee5d7a0b3b40d61550eda91e414f"
 OQS_VERSION="0.13.0"
 # Signature schemes compiled in (liboqs's OQS_MINIMAL_BUILD names). Everything qMEMO
 # measures or offers; KEMs are left out because nothing here uses them.
@@ -69,18 +87,26 @@ OQS_CMAKE_FLAGS=(
   -DOQS_BUILD_ONLY_LIB=OFF
   "-DOQS_MINIMAL_BUILD=$OQS_ALGS"
 )
-APT_PACKAGES=(build-essential cmake ninja-build pkg-config git
-              libssl-dev libsodium-dev libsecp256k1-dev python3-venv python3-dev
-              valgrind clang libclang-rt-14-dev)
+PROFILE="${QMEMO_SETUP_PROFILE:-full}"
+case "$PROFILE" in full|image) ;; *) echo "setup: ERROR: QMEMO_SETUP_PROFILE=$PROFILE (full or image)" >&2; exit 2 ;; esac
+# What building qMEMO needs (the image installs these only).
+APT_PACKAGES=(build-essential cmake ninja-build pkg-config libssl-dev python3-venv python3-dev)
+if [ "$PROFILE" = full ]; then
+# git: the devnet records its commit; libsodium and libsecp256k1: the C benchmarks' baselines.
+APT_PACKAGES+=(git libsodium-dev libsecp256k1-dev valgrind clang libclang-rt-14-dev)
 # valgrind: callgrind instruction counts of the Falcon verifiers; clang and its
 # compiler-rt (libFuzzer, sanitizers): the differential fuzz targets (Falcon verifier,
 # admission kernel).
 # The Prometheus server and promtool: tests/integration/test_prometheus.py runs a real
 # server against a live devnet and checks deploy/prometheus.yml and the node's exposition.
 APT_PACKAGES+=(prometheus)
-# docker-compose parses and checks the project `qmemo scenario compose` renders
-# (tests/unit/test_scenario_compose.py); with --no-install-recommends no engine comes along.
-APT_PACKAGES+=(docker-compose)
+# The container engine and its tools (scripts/image.sh, tests/integration/test_containers.py):
+# Debian's dockerd (docker.io), docker-compose 1.29, debootstrap for a base image where no
+# registry serves one, iptables (the engine's NAT, the scenario runner's forwarding rules),
+# nftables (the container tests delete the tables a dockerd they started made).
+# Installing docker.io starts no daemon here (no init system runs it); the tests start and stop their own.
+APT_PACKAGES+=(docker-compose docker.io debootstrap iptables nftables)
+fi
 
 say() { [ "${QMEMO_SETUP_QUIET:-0}" = 1 ] || echo "setup: $*"; }
 die() { echo "setup: ERROR: $*" >&2; exit 1; }
@@ -134,9 +160,6 @@ step_apt() {
   for p in "${APT_PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
   done
-  # cargo only fetches the liboqs source (step 2): needed when liboqs is still to be
-  # built, and any cargo on PATH (rustup's too) will do; Debian's is enough.
-  if ! command -v cargo >/dev/null && liboqs_to_build; then missing+=(cargo); fi
   [ ${#missing[@]} -eq 0 ] && return 0
   command -v apt-get >/dev/null ||
     die "missing packages (${missing[*]}) and no apt-get (the setup expects Debian 12): install them, then re-run"
@@ -157,34 +180,37 @@ liboqs_stamp() {
     cat "$ROOT/scripts/liboqs/oqs_compat.c" "$ROOT/scripts/liboqs/compat.cmake"; } | stamp_of
 }
 
-# Print the path of liboqs's source inside the oqs-sys crate, fetching the crate with
-# cargo first if this machine does not have it yet.
-fetch_liboqs_source() {
-  command -v cargo >/dev/null || die "cargo is needed to fetch the liboqs source from crates.io (apt-get install cargo)"
-  local fetch="$DEPS/fetch-liboqs"
-  mkdir -p "$fetch/src"
-  cat >"$fetch/Cargo.toml" <<EOF
-# Generated by scripts/setup.sh: a manifest whose only purpose is to let cargo
-# download the liboqs source shipped inside $OQS_CRATE.
-[package]
-name = "qmemo-fetch-liboqs"
-version = "0.0.0"
-edition = "2021"
-publish = false
-[dependencies]
-$OQS_CRATE = { version = "=$OQS_CRATE_VERSION", default-features = false }
-EOF
-  echo 'fn main() {}' >"$fetch/src/main.rs"
-  run liboqs-fetch cargo fetch --manifest-path "$fetch/Cargo.toml"
-  local manifest
-  manifest=$(cargo metadata --format-version 1 --manifest-path "$fetch/Cargo.toml" 2>>"$LOGS/liboqs-fetch.log" |
-    python3 -c 'import json,sys; print(next(p["manifest_path"] for p in json.load(sys.stdin)["packages"] if p["name"] == sys.argv[1]))' "$OQS_CRATE") ||
-    die "step 'liboqs-fetch' could not locate the $OQS_CRATE crate; log: $LOGS/liboqs-fetch.log"
+# --- 1b. fetch: the C sources, from crates.io ---------------------------------------
+# crate_source NAME VERSION SHA256: print the folder the crate is unpacked in
+# (.deps/src/NAME-VERSION), downloading and checking it first if need be.
+crate_source() {
+  command -v python3 >/dev/null || die "step 'fetch' needs python3 (apt-get install python3)"
+  python3 "$ROOT/scripts/lib/fetch_crate.py" "$1" "$2" "$3" "$DEPS" 2>>"$LOGS/fetch.log" ||
+    die "step 'fetch': $(tail -n 1 "$LOGS/fetch.log")"
+}
+
+# Print the path of liboqs's source inside the oqs-sys crate.
+liboqs_source() {
   local src
-  src="$(dirname "$manifest")/liboqs"
+  src="$(crate_source "$OQS_CRATE" "$OQS_CRATE_VERSION" "$OQS_CRATE_SHA256")/liboqs"
   grep -q "set(OQS_VERSION_MINOR 13)" "$src/CMakeLists.txt" ||
     die "the $OQS_CRATE crate at $src does not hold liboqs $OQS_VERSION"
   echo "$src"
+}
+
+blake3_source() {
+  local src
+  src="$(crate_source blake3 "$BLAKE3_CRATE_VERSION" "$BLAKE3_CRATE_SHA256")/c"
+  grep -q "BLAKE3_VERSION_STRING \"$BLAKE3_CRATE_VERSION\"" "$src/blake3.h" ||
+    die "the blake3 crate at $src does not hold BLAKE3 $BLAKE3_CRATE_VERSION"
+  echo "$src"
+}
+
+step_fetch() {
+  : >"$LOGS/fetch.log"
+  rm -rf "$DEPS/fetch-liboqs" "$DEPS/fetch-blake3"    # cargo manifests of an older setup
+  liboqs_source >/dev/null
+  blake3_source >/dev/null
 }
 
 # liboqs_to_build: will step 2 build liboqs (no QMEMO_LIBOQS_PREFIX, no matching build)?
@@ -214,8 +240,8 @@ step_liboqs() {
   [ -L "$LIBOQS_PREFIX" ] && rm -f "$LIBOQS_PREFIX"
   say "building liboqs $OQS_VERSION (first run only; 1-3 minutes on 2 cores; log: $LOGS/liboqs-build.log)"
   local started=$SECONDS src build="$DEPS/build/liboqs"
-  : >"$LOGS/liboqs-fetch.log"; : >"$LOGS/liboqs-build.log"
-  src=$(fetch_liboqs_source)
+  : >"$LOGS/liboqs-build.log"
+  src=$(liboqs_source)
   rm -rf "$build" "$LIBOQS_PREFIX"
   run_progress liboqs-build cmake -S "$src" -B "$build" "${OQS_CMAKE_FLAGS[@]}" \
     "-DCMAKE_PROJECT_liboqs_INCLUDE=$ROOT/scripts/liboqs/compat.cmake" \
@@ -275,40 +301,30 @@ step_native() {
 # --- 3b. admit: the admission kernel ----------------------------------------------------
 # qmemo/crypto/native/qmemo_admit*.c (one native call per POST /txs batch: framing,
 # decoding, BLAKE3-512 digests, verification) with BLAKE3's official C code, which
-# ships in the `c/` folder of the crates.io crate `blake3` (fetched with cargo, like
-# liboqs; never committed). Built into .deps/native/libqmemo_admit.so; .deps/blake3
-# links to the C sources (the libFuzzer target in tests/native builds from them).
+# ships in the `c/` folder of the crates.io crate `blake3` (step 1b; never committed).
+# Built into .deps/native/libqmemo_admit.so; .deps/blake3 links to the C sources (the
+# libFuzzer target in tests/native builds from them).
 BLAKE3_CRATE_VERSION="1.8.7"
+BLAKE3_CRATE_SHA256="6d9e454fc11f76977dc803893aff6304ed33d6a26efae8696573bea74baa27ae"
 
 step_admit() {
-  local lib libdir want src fetch="$DEPS/fetch-blake3" build="$NATIVE_DIR/admit-build"
+  local lib libdir want src build="$NATIVE_DIR/admit-build"
   lib=$(ls "$LIBOQS_PREFIX"/lib*/liboqs.so 2>/dev/null | head -n1) || true
   [ -n "$lib" ] || die "step 'admit': no liboqs.so under $LIBOQS_PREFIX (the liboqs step did not finish)"
   libdir=$(dirname "$(readlink -f "$lib")")
   want=$( { cat "$ROOT"/qmemo/crypto/native/qmemo_admit*; echo "blake3 $BLAKE3_CRATE_VERSION $(uname -m)"
             echo "$libdir"; cat "$LIBOQS_PREFIX/.qmemo-stamp" 2>/dev/null; } | stamp_of)
   if [ -f "$NATIVE_DIR/libqmemo_admit.so" ] && [ -e "$DEPS/blake3/blake3.h" ] &&
+     [ "$(readlink "$DEPS/blake3")" = "src/blake3-$BLAKE3_CRATE_VERSION/c" ] &&
      [ "$(cat "$NATIVE_DIR/.qmemo-admit-stamp" 2>/dev/null)" = "$want" ]; then
     return 0
   fi
   say "building the native admission kernel (log: $LOGS/admit.log)"
-  command -v cargo >/dev/null || die "cargo is needed to fetch the BLAKE3 C source from crates.io (apt-get install cargo)"
   : >"$LOGS/admit.log"
-  mkdir -p "$fetch/src" "$build"
-  printf '%s\n' "# Generated by scripts/setup.sh: lets cargo download BLAKE3's C code (the crate's c/ folder)." \
-    '[package]' 'name = "qmemo-fetch-blake3"' 'version = "0.0.0"' 'edition = "2021"' 'publish = false' \
-    '[dependencies]' "blake3 = { version = \"=$BLAKE3_CRATE_VERSION\", default-features = false }" \
-    >"$fetch/Cargo.toml"
-  echo 'fn main() {}' >"$fetch/src/main.rs"
-  run admit cargo fetch --manifest-path "$fetch/Cargo.toml"
-  src=$(cargo metadata --format-version 1 --manifest-path "$fetch/Cargo.toml" 2>>"$LOGS/admit.log" |
-    python3 -c 'import json,sys; print(next(p["manifest_path"] for p in json.load(sys.stdin)["packages"] if p["name"] == "blake3"))') ||
-    die "step 'admit' could not locate the blake3 crate; log: $LOGS/admit.log"
-  src="$(dirname "$src")/c"
-  grep -q "BLAKE3_VERSION_STRING \"$BLAKE3_CRATE_VERSION\"" "$src/blake3.h" ||
-    die "the blake3 crate at $src does not hold BLAKE3 $BLAKE3_CRATE_VERSION"
+  mkdir -p "$build"
+  src=$(blake3_source)
   rm -f "$DEPS/blake3"
-  ln -s "$src" "$DEPS/blake3"
+  ln -s "src/blake3-$BLAKE3_CRATE_VERSION/c" "$DEPS/blake3"
   # x86-64: the SSE2/SSE4.1/AVX2/AVX-512 assembly, chosen at run time by blake3_dispatch.c;
   # elsewhere the portable code only.
   local blake3_src=("$src/blake3.c" "$src/blake3_dispatch.c" "$src/blake3_portable.c") blake3_flags=()
@@ -332,19 +348,10 @@ step_admit() {
 # --- 3c. falcon: the fast Falcon verifier ---------------------------------------------------
 FALCON_MK="$ROOT/qmemo/crypto/native/falcon_vt.mk"
 
-# The liboqs source the Falcon verifier compiles: the one liboqs was built from (its
-# build-info.json), else the oqs-sys crate fetched with cargo (a user-supplied liboqs
-# must be 0.13.0 too: the verifier relies on its exact PQClean code).
-falcon_source() {
-  local src
-  src=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("source_path", ""))' \
-        "$LIBOQS_PREFIX/share/liboqs/build-info.json" 2>/dev/null) || src=""
-  if [ -z "$src" ] || [ ! -d "$src/src/sig/falcon/pqclean_falcon-512_clean" ]; then
-    : >"$LOGS/liboqs-fetch.log"
-    src=$(fetch_liboqs_source) || exit 1
-  fi
-  echo "$src"
-}
+# The liboqs source the Falcon verifier compiles: the oqs-sys crate of step 1b, the
+# source liboqs is built from (a user-supplied liboqs must be 0.13.0 too: the verifier
+# relies on its exact PQClean code).
+falcon_source() { liboqs_source; }
 
 step_falcon() {
   local lib libdir want avx2=no
@@ -353,17 +360,17 @@ step_falcon() {
   libdir=$(dirname "$(readlink -f "$lib")")
   # The AVX2 copies need an x86-64 compiler target; which one runs is decided at run time.
   [ "$(uname -m)" = x86_64 ] && avx2=yes
+  local src
+  src=$(falcon_source) || exit 1
   want=$( { cat "$ROOT"/qmemo/crypto/native/falcon_vt* "$ROOT"/qmemo/crypto/native/oqs_sha3* \
                 "$ROOT"/tests/native/falcon_diff.c "$ROOT"/tests/native/falcon_pool.h "$ROOT"/tests/native/native_cases.h \
                 "$ROOT"/bench_c/falcon_vt/falcon_count.c "$ROOT"/bench_c/verify_count.h
-            echo "$libdir $avx2"; cat "$LIBOQS_PREFIX/.qmemo-stamp" 2>/dev/null; } | stamp_of)
+            echo "$libdir $avx2 $src"; cat "$LIBOQS_PREFIX/.qmemo-stamp" 2>/dev/null; } | stamp_of)
   if [ -f "$NATIVE_DIR/libqmemo_falcon.so" ] && [ "$(cat "$NATIVE_DIR/falcon/.qmemo-stamp" 2>/dev/null)" = "$want" ]; then
     return 0
   fi
   say "building the fast Falcon verifier (log: $LOGS/falcon.log)"
   : >"$LOGS/falcon.log"
-  local src
-  src=$(falcon_source) || exit 1
   [ -d "$src/src/sig/falcon" ] || die "step 'falcon': no liboqs source with Falcon found (got '$src')"
   mkdir -p "$NATIVE_DIR/falcon"
   local config
@@ -421,8 +428,12 @@ step_venv() {
   # Every pip call under the live line: creating the venv and upgrading pip alone took
   # 27 s on a busy fresh clone, and pip prints nothing while it installs (28 s more).
   [ -x "$VENV/bin/python" ] || run_progress venv "$py" -m venv "$VENV"
-  run_progress venv "$VENV/bin/python" -m pip install --upgrade pip
-  run_progress venv "$VENV/bin/python" -m pip install -e "$ROOT[dev]"
+  # The image runs qMEMO, it does not test it: no dev extra there, and Debian's pip
+  # (23.0) installs the pinned wheels as well as a newer one would.
+  local extra="[dev]"
+  if [ "$PROFILE" = image ]; then extra=""
+  else run_progress venv "$VENV/bin/python" -m pip install --upgrade pip; fi
+  run_progress venv "$VENV/bin/python" -m pip install -e "$ROOT$extra"
   echo "$want" >"$VENV/.qmemo-stamp"
 }
 
@@ -467,12 +478,13 @@ step_ledger() {
   echo "$want" >"$NATIVE_DIR/.qmemo-ledger-stamp"
 }
 
-step_apt
-step_liboqs
-step_native
-step_admit
-step_falcon
-step_mldsa
-step_venv
-step_rows
-step_ledger
+STEPS=(apt fetch liboqs native admit falcon mldsa venv rows ledger)
+if [ $# -gt 0 ]; then
+  for wanted in "$@"; do
+    [[ " ${STEPS[*]} " == *" $wanted "* ]] || die "no step '$wanted' (steps: ${STEPS[*]})"
+  done
+  selected=()
+  for step in "${STEPS[@]}"; do [[ " $* " == *" $step "* ]] && selected+=("$step"); done
+  STEPS=("${selected[@]}")
+fi
+for step in "${STEPS[@]}"; do "step_$step"; done

@@ -72,7 +72,9 @@ def to_yaml(value: Any, indent: int = 0) -> str:
 
 
 def _health_check(url: str) -> dict[str, Any]:
-    return {"test": ["CMD", "qmemo", "health", url], "interval": "2s", "timeout": "5s", "retries": 60}
+    # A generous timeout: `qmemo health` is a Python start-up, which took over 5 s on a
+    # loaded 2-core host and kept a healthy node "starting" past compose's patience.
+    return {"test": ["CMD", "qmemo", "health", url], "interval": "2s", "timeout": "30s", "retries": 60}
 
 
 def is_shaped(manifest: Manifest) -> bool:
@@ -132,7 +134,8 @@ def services(manifest: Manifest, context: str) -> dict[str, Any]:
         "command": gen_arguments(manifest.load, DEVNET, f"{DEVNET}/accounts.keys.json",
                                  [url[i] for i in manifest.load.target_nodes], f"{RUNS}/gen"),
         "depends_on": {f"node-{i}": {"condition": "service_healthy"} for i in range(n)},
-        "volumes": [f"devnet:{DEVNET}:ro", f"./runs:{RUNS}"],
+        # Read-write: the generator keeps its signed workloads in the devnet folder (workloads/).
+        "volumes": [f"devnet:{DEVNET}", f"./runs:{RUNS}"],
     }
     project["prometheus"] = {
         "image": PROMETHEUS_IMAGE,
@@ -192,11 +195,15 @@ def readme(manifest: Manifest, manifest_path: str) -> str:
 
 {manifest.description}
 
-    docker compose build        # or docker-compose; the image builds liboqs inside (a few minutes)
-    docker compose up -d        # genesis once, then {manifest.network.nodes} nodes, then the generator
-    docker compose logs -f gen  # the load; its folder lands in ./runs/gen
+    scripts/image.sh            # in the checkout: the image qmemo:local (or `docker-compose build`)
+    docker-compose up -d        # genesis once, then {manifest.network.nodes} nodes, then the generator
+    docker-compose logs -f gen  # the load; its folder lands in ./runs/gen
     # Prometheus: http://127.0.0.1:9090   nodes: http://127.0.0.1:{NODE_PORT}..{NODE_PORT + manifest.network.nodes - 1}
-    docker compose down -v      # stop, and remove the chain's volumes
+    docker-compose down -v      # stop, and remove the chain's volumes
+
+(`docker compose` works the same.) Prometheus runs from the {PROMETHEUS_IMAGE} image, pulled
+from a registry; where none is reachable, name the other services:
+`docker-compose up -d genesis {" ".join(f"node-{i}" for i in range(manifest.network.nodes))} gen`.
 
 Rendered: the nodes (each binds 0.0.0.0 and advertises its service name), the load
 ({manifest.load.tps:g} TPS for {manifest.load.duration_s:g} s unless a schedule says otherwise), Prometheus.

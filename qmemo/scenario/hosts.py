@@ -6,12 +6,22 @@ yet). The bridge has the .254 address, so the runner itself (in the root namespa
 reaches every host to sample it. Nothing leaves the machine: the bridge has no uplink
 and nothing forwards.
 
+Beside a container engine: dockerd sets the iptables FORWARD policy to DROP, and with
+bridge netfilter on (dockerd loads br_netfilter) frames between two ports of our bridge
+pass that chain too, so the hosts would not reach each other. When the filter table
+exists at start (an engine or a firewall made it), the runner inserts one rule at the
+top of FORWARD, `-i <bridge> -o <bridge> -j ACCEPT` (traffic between our own hosts,
+nothing else), and deletes it at cleanup; where there is no filter table nothing is
+added, so iptables is left exactly as found. (An engine started after a run began is
+not seen by that run.)
+
 Every name carries the runner's PID (`qms<pid>...`, namespaces `qms-<pid>-<host>`), so
 a sweep at start can remove what an earlier, dead runner left behind without touching a
 live one's. `Hosts.close()` is the one cleanup path: it stops every process started
 through it (SIGCONT first: a paused process cannot die of SIGTERM), then any process
-still inside our namespaces, then deletes namespaces, veths and the bridge. It is
-idempotent and never raises, so it can run from `finally`, a signal, or twice.
+still inside our namespaces, then deletes the forwarding rule, namespaces, veths and
+the bridge. It is idempotent and never raises, so it can run from `finally`, a
+signal, or twice. A sweep removes a dead runner's forwarding rule too.
 
 Needs root and iproute2; `require_root_and_netns()` says in one line what is missing.
 """
@@ -34,6 +44,7 @@ from qmemo.errors import SetupError
 PREFIX = "qms"
 _NS_RE = re.compile(rf"^{PREFIX}-(\d+)-")
 _LINK_RE = re.compile(rf"^{PREFIX}(\d+)(n\d+|g|a|br)(@\S+)?$")
+_FORWARD_RE = re.compile(rf"^-A FORWARD -i ({PREFIX}(\d+)br) -o \1 -j ACCEPT$")
 BRIDGE_HOST = 254
 GENERATOR_HOST = 200
 ATTACKER_HOST = 201
@@ -75,9 +86,32 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def forward_rule(bridge: str) -> list[str]:
+    """The FORWARD rule (iptables arguments after the chain) that lets our bridge's ports talk."""
+    return ["-i", bridge, "-o", bridge, "-j", "ACCEPT"]
+
+
+def _filter_rules() -> list[str] | None:
+    """`iptables-save -t filter`'s lines, or None when there is no iptables or no filter table."""
+    if shutil.which("iptables-save") is None:
+        return None
+    result = run_ip(["iptables-save", "-t", "filter"], check=False)
+    lines = [line for line in result.stdout.splitlines() if line and not line.startswith("#")]
+    return lines if result.returncode == 0 and lines else None
+
+
+def _our_forward_rules() -> list[tuple[str, int]]:
+    """(bridge, runner pid) of every forwarding rule a runner added."""
+    return [(m.group(1), int(m.group(2))) for line in (_filter_rules() or []) if (m := _FORWARD_RE.match(line))]
+
+
 def sweep_stale() -> list[str]:
-    """Remove namespaces and links of ours whose runner is dead; return what was removed."""
+    """Remove namespaces, links and forwarding rules of ours whose runner is dead; return what was removed."""
     removed = []
+    for bridge, pid in _our_forward_rules():
+        if not _pid_alive(pid):
+            run_ip(["iptables", "-D", "FORWARD", *forward_rule(bridge)], check=False)
+            removed.append(f"iptables FORWARD rule for {bridge}")
     for line in run_ip(["ip", "netns", "list"], check=False).stdout.splitlines():
         name = line.split()[0] if line.split() else ""
         match = _NS_RE.match(name)
@@ -144,6 +178,7 @@ class Hosts:
     hosts: dict[str, Host] = field(default_factory=dict)
     processes: list[Process] = field(default_factory=list)
     bridge: str = ""
+    forwarding: bool = False          # our FORWARD rule is in place (to delete at close)
     closed: bool = False
 
     @property
@@ -156,6 +191,9 @@ class Hosts:
         run_ip(["ip", "link", "add", self.bridge, "type", "bridge"])
         run_ip(["ip", "addr", "add", f"{self.bridge_address}/24", "dev", self.bridge])
         run_ip(["ip", "link", "set", self.bridge, "up"])
+        if _filter_rules() is not None:      # an engine's or a firewall's FORWARD chain may drop our frames
+            self.forwarding = True           # set first: a failed insert is still tried at close
+            run_ip(["iptables", "-I", "FORWARD", "1", *forward_rule(self.bridge)])
         for i in range(node_count):
             self._add_host(f"node-{i}", f"n{i}", i + 1)
         self._add_host("gen", "g", GENERATOR_HOST)
@@ -203,6 +241,9 @@ class Hosts:
             if run_ip(["ip", "netns", "del", host.namespace], check=False).returncode != 0:
                 problems.append(f"could not delete namespace {host.namespace}")
             run_ip(["ip", "link", "del", host.veth], check=False)   # usually gone with its peer
+        if self.forwarding and self.bridge in [b for b, _ in _our_forward_rules()]:
+            if run_ip(["iptables", "-D", "FORWARD", *forward_rule(self.bridge)], check=False).returncode != 0:
+                problems.append(f"could not delete the iptables FORWARD rule for {self.bridge}")
         if self.bridge and run_ip(["ip", "link", "del", self.bridge], check=False).returncode != 0:
             problems.append(f"could not delete bridge {self.bridge}")
         return problems
@@ -234,11 +275,12 @@ def stop_processes(processes: list[Process], timeout_s: float = STOP_TIMEOUT_S) 
 
 
 def leftovers(pid: int) -> list[str]:
-    """Namespaces and links of runner `pid` that still exist (for tests: should be none)."""
+    """Namespaces, links and forwarding rules of runner `pid` that still exist (for tests: should be none)."""
     found = [line.split()[0] for line in run_ip(["ip", "netns", "list"], check=False).stdout.splitlines()
              if line.startswith(f"{PREFIX}-{pid}-")]
     for line in run_ip(["ip", "-o", "link", "show"], check=False).stdout.splitlines():
         parts = line.split(":")
         if len(parts) > 1 and (m := _LINK_RE.match(parts[1].strip())) and int(m.group(1)) == pid:
             found.append(parts[1].strip())
+    found += [f"iptables FORWARD rule for {bridge}" for bridge, owner in _our_forward_rules() if owner == pid]
     return found

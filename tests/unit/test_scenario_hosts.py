@@ -31,3 +31,17 @@ def test_namespace_names_carry_the_runners_pid() -> None:
     match = hosts._NS_RE.match("qms-4242-node-0")
     assert match is not None and match.group(1) == "4242"
     assert hosts._NS_RE.match("other-4242-node-0") is None
+
+
+def test_a_forwarding_rule_is_recognised_with_its_runners_pid() -> None:
+    rule = "-A FORWARD " + " ".join(hosts.forward_rule("qms4242br"))
+    match = hosts._FORWARD_RE.match(rule)
+    assert match is not None and (match.group(1), match.group(2)) == ("qms4242br", "4242")
+
+
+@pytest.mark.parametrize("rule", ["-A FORWARD -i qms4242br -o qms17br -j ACCEPT",      # two bridges: not ours
+                                  "-A FORWARD -i docker0 -o docker0 -j ACCEPT",
+                                  "-A DOCKER-USER -i qms+ -o qms+ -j ACCEPT",
+                                  "-A FORWARD -i qms4242br -o qms4242br -j DROP"])
+def test_other_rules_are_never_swept(rule: str) -> None:
+    assert hosts._FORWARD_RE.match(rule) is None

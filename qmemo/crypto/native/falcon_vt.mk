@@ -1,9 +1,10 @@
 # falcon_vt.mk - builds the fast Falcon verifier (falcon_vt.c) and its proofs.
 #
 # Why a makefile of its own: the verifier is compiled from liboqs 0.13's own PQClean
-# Falcon and SHA3 sources, which live in the cargo registry (never in this repo), in
-# eight namespaced copies (4 variants x clean/AVX2), plus three instrumented builds
-# (sanitizers, libFuzzer) that the tests ask for. scripts/setup.sh writes
+# Falcon and SHA3 sources, which the setup unpacks from the oqs-sys crate into
+# .deps/src (never into this repo), in eight namespaced copies (4 variants x
+# clean/AVX2), plus three instrumented builds (sanitizers, libFuzzer) that the tests
+# ask for. scripts/setup.sh writes
 # $(B)/config.mk (where the sources and liboqs are) and runs `make ... lib tools`;
 # the tests run `make ... asan` / `make ... fuzz`, which rebuild only what changed.
 #

@@ -1,0 +1,215 @@
+"""A container engine for the tests: the machine's dockerd when one answers, else one started here.
+
+A dockerd started here has its own data root (DATA_ROOT, kept between runs: it is the
+image cache that scripts/image.sh's content tags look up), its own exec root and
+socket, a fixed bridge subnet and address pool (172.31.224.0/20, the project's own
+range; compose.py's shaped projects use 172.31.231.0/24 inside it), and it is stopped by
+its PID. dockerd changes the host as it starts: the iptables filter and nat tables
+(FORWARD policy DROP, its chains and NAT rules), net.ipv4.ip_forward, and bridges and
+veths of its own. `HostState` records all of that before the start, and `restore()`
+puts back exactly what was there: added rules and chains deleted, policies reset,
+tables that did not exist deleted (nft), sysctls rewritten, leftover links removed.
+Rules naming a scenario runner's interfaces (qms..., qmemo/scenario/hosts.py) are
+neither recorded nor touched: a runner that is live beside the tests owns them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DATA_ROOT = Path(os.environ.get("QMEMO_TEST_DOCKER_ROOT", "/var/lib/qmemo-docker"))
+EXEC_ROOT = Path("/run/qmemo-docker")
+SOCKET = EXEC_ROOT / "docker.sock"
+BRIDGE_IP = "172.31.230.1/24"
+ADDRESS_POOL = "base=172.31.232.0/22,size=26"
+SWARM_POOL = "172.31.236.0/22"
+START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 60.0
+SYSCTLS = ("net/ipv4/ip_forward", "net/bridge/bridge-nf-call-iptables", "net/bridge/bridge-nf-call-ip6tables")
+_DOCKER_LINK = re.compile(r"^(docker0|docker_gwbridge|br-[0-9a-f]{12}|veth[0-9a-f]{7}|vx-\S+)$")
+_SCENARIO_RULE = re.compile(r"\bqms")    # an interface of a scenario runner (qms<pid>br, or qms+ of another version)
+TOOLS = {"iptables": ("iptables-save", "iptables", "ip"), "ip6tables": ("ip6tables-save", "ip6tables", "ip6")}
+
+
+class EngineUnavailable(Exception):
+    """No engine answers and none could be started here (the message says why)."""
+
+
+def _run(args: list[str], timeout: float = 60, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, capture_output=True, text=True, timeout=timeout, check=False,
+                          env={**os.environ, **(env or {})})
+
+
+# --- the host's state that dockerd changes ------------------------------------------------------------
+Table = dict[str, object]     # {"policies": {chain: policy}, "chains": set[str], "rules": list[str]}
+
+
+def parse_save(text: str) -> dict[str, Table]:
+    """iptables-save's text as {table: policies, user chains, rules} (counters and comments dropped)."""
+    tables: dict[str, Table] = {}
+    table: Table | None = None
+    for line in text.splitlines():
+        if line.startswith("*"):
+            table = tables.setdefault(line[1:], {"policies": {}, "chains": set(), "rules": []})
+        elif table is None or not line or line.startswith("#") or line == "COMMIT":
+            continue
+        elif line.startswith(":"):
+            chain, policy = line[1:].split()[:2]
+            if policy == "-":
+                table["chains"].add(chain)
+            else:
+                table["policies"][chain] = policy
+        elif line.startswith("-A ") and not _SCENARIO_RULE.search(line):
+            table["rules"].append(line)
+    return tables
+
+
+@dataclass
+class HostState:
+    tables: dict[str, dict[str, Table]] = field(default_factory=dict)   # "iptables"/"ip6tables" -> parsed save
+    sysctls: dict[str, str] = field(default_factory=dict)
+    links: set[str] = field(default_factory=set)
+
+    @classmethod
+    def read(cls) -> HostState:
+        state = cls()
+        for family, (save, _, _) in TOOLS.items():
+            if shutil.which(save):
+                state.tables[family] = parse_save(_run([save]).stdout)
+        for name in SYSCTLS:
+            path = Path("/proc/sys") / name
+            if path.exists():
+                state.sysctls[name] = path.read_text().strip()
+        state.links = _links()
+        return state
+
+    def differences(self, other: HostState) -> list[str]:
+        """What `other` has that differs from this state, one line each (empty: the same)."""
+        lines = []
+        for family in sorted(set(self.tables) | set(other.tables)):
+            mine, theirs = self.tables.get(family, {}), other.tables.get(family, {})
+            for table in sorted(set(mine) | set(theirs)):
+                if mine.get(table) != theirs.get(table):
+                    lines.append(f"{family} table {table}: {mine.get(table)} became {theirs.get(table)}")
+        for name, value in self.sysctls.items():
+            if other.sysctls.get(name) != value:
+                lines.append(f"sysctl {name}: {value} became {other.sysctls.get(name)}")
+        lines += [f"link {name} appeared" for name in sorted(other.links - self.links) if _DOCKER_LINK.match(name)]
+        return lines
+
+    def restore(self) -> list[str]:
+        """Put back what was recorded; what could not be put back, one line each."""
+        now = HostState.read()
+        for family, (_, tool, nft_family) in TOOLS.items():
+            before = self.tables.get(family, {})
+            for table, current in now.tables.get(family, {}).items():
+                if table not in before:
+                    _run(["nft", "delete", "table", nft_family, table])
+                    continue
+                old = before[table]
+                for rule in current["rules"]:
+                    if rule not in old["rules"]:
+                        _run([tool, "-t", table, "-D", *shlex.split(rule)[1:]])
+                for chain in current["chains"] - old["chains"]:
+                    _run([tool, "-t", table, "-F", chain])
+                for chain in current["chains"] - old["chains"]:
+                    _run([tool, "-t", table, "-X", chain])
+                for chain, policy in old["policies"].items():
+                    if current["policies"].get(chain) != policy:
+                        _run([tool, "-t", table, "-P", chain, policy])
+        for name, value in self.sysctls.items():
+            (Path("/proc/sys") / name).write_text(value + "\n")
+        for name in sorted(_links() - self.links):
+            if _DOCKER_LINK.match(name):
+                _run(["ip", "link", "del", name])
+        return self.differences(HostState.read())
+
+
+def _links() -> set[str]:
+    out = _run(["ip", "-o", "link", "show"]).stdout
+    return {line.split(":")[1].strip().split("@")[0] for line in out.splitlines() if line.count(":") >= 2}
+
+
+# --- the engine -------------------------------------------------------------------------------------
+@dataclass
+class Engine:
+    env: dict[str, str]                    # DOCKER_HOST for every client call
+    process: subprocess.Popen | None       # the dockerd started here (None: the machine's own)
+    host_state: HostState | None
+    log: Path | None
+
+    def docker(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        return _run(["docker", *args], timeout=timeout, env=self.env)
+
+    def stop(self) -> list[str]:
+        """Stop the dockerd started here (by PID) and restore the host; problems as lines."""
+        if self.process is None:
+            return []
+        problems = []
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=30)
+                problems.append(f"dockerd (pid {self.process.pid}) did not stop in {STOP_TIMEOUT_S:.0f} s; killed")
+        mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
+                  if str(EXEC_ROOT) in line.split()[1] or str(DATA_ROOT) in line.split()[1]]
+        for mount in sorted(mounts, reverse=True):
+            _run(["umount", "-l", mount])
+        if self.host_state is not None:
+            problems += self.host_state.restore()
+        self.process = None
+        return problems
+
+
+def machine_engine() -> Engine | None:
+    """The machine's own engine (DOCKER_HOST or the default socket), when one answers."""
+    env = {"DOCKER_HOST": os.environ["DOCKER_HOST"]} if os.environ.get("DOCKER_HOST") else {}
+    if shutil.which("docker") and _run(["docker", "version", "--format", "{{.Server.Version}}"], 20, env).returncode == 0:
+        return Engine(env, None, None, None)
+    return None
+
+
+def start_engine(log: Path) -> Engine:
+    """The machine's engine if one answers, else a dockerd started here; EngineUnavailable says why not."""
+    if (engine := machine_engine()) is not None:
+        return engine
+    if os.geteuid() != 0:
+        raise EngineUnavailable("no container engine answers and starting dockerd needs root")
+    missing = [tool for tool in ("dockerd", "docker", "iptables", "nft", "docker-compose") if shutil.which(tool) is None]
+    if missing:
+        raise EngineUnavailable(f"no container engine answers and {', '.join(missing)} missing "
+                                "(scripts/setup.sh installs docker.io, docker-compose, iptables, nftables)")
+    EXEC_ROOT.mkdir(parents=True, exist_ok=True)
+    DATA_ROOT.mkdir(parents=True, exist_ok=True)
+    SOCKET.unlink(missing_ok=True)
+    state = HostState.read()
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as out:
+        process = subprocess.Popen(
+            ["dockerd", "--data-root", str(DATA_ROOT), "--exec-root", str(EXEC_ROOT / "exec"),
+             "--pidfile", str(EXEC_ROOT / "dockerd.pid"), "--host", f"unix://{SOCKET}",
+             "--bip", BRIDGE_IP, "--default-address-pool", ADDRESS_POOL],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    engine = Engine({"DOCKER_HOST": f"unix://{SOCKET}"}, process, state, log)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            break
+        if SOCKET.exists() and engine.docker("version", timeout=20).returncode == 0:
+            return engine
+        time.sleep(0.5)
+    problems = engine.stop()
+    tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+    raise EngineUnavailable(f"dockerd did not answer within {START_TIMEOUT_S:.0f} s "
+                            f"(exit {process.returncode}); restore: {problems or 'clean'}; log {log}:\n{tail}")
