@@ -135,7 +135,8 @@ def _store_block(store: ChainStore, journal: Journal, parts: BlockParts, request
 
 
 def _reference(folder: Path, parts: BlockParts, request_txs: int, seconds: dict[str, list[float]]) -> None:
-    """The same bytes written bare: the encoding to a file of its own, the requests to another."""
+    """The same bytes written bare: the encoding to a file of its own, the requests to another
+    (both removed after, untimed)."""
     path = folder / "raw-block"
     view = memoryview(parts.encoding)
     started = time.thread_time()
@@ -146,12 +147,14 @@ def _reference(folder: Path, parts: BlockParts, request_txs: int, seconds: dict[
     seconds["raw_block"].append(time.thread_time() - started)
     path.unlink()       # a fresh file per block, as the store's pages are new ones
     requests = list(parts.requests(request_txs))
+    path = folder / "raw-journal"
     started = time.thread_time()
-    with (folder / "raw-journal").open("ab", buffering=0) as raw:
+    with path.open("ab", buffering=0) as raw:
         for frames, _ in requests:
             raw.write(frames)
             os.fsync(raw.fileno())
     seconds["raw_journal"].append(time.thread_time() - started)
+    path.unlink()       # as the journal is compacted once it has doubled: the disk holds one copy
 
 
 def _look_ups(store: ChainStore, maker: ChainMaker, repeat: int = 20) -> dict[str, float]:

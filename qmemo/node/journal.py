@@ -78,7 +78,7 @@ class Journal:
                  stages: StageCPU | None = None) -> None:
         self.path = Path(data) / JOURNAL_FILE
         self._log = log
-        # The writes' CPU (framing, CRC, write, fsync; compaction) is the `store` stage's,
+        # The writes' CPU (checksum, write, fsync; compaction) is the `store` stage's,
         # on this writer's thread; without it, it fell in "other".
         self._stages = stages
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{name}-journal")
@@ -114,7 +114,7 @@ class Journal:
             if batch:
                 try:
                     records.extend(decode_frames(body, len(body), "journaled transaction"))
-                except DecodeError:     # a CRC-correct entry that does not frame: damage, read no further
+                except DecodeError:     # a checksum-correct entry that does not frame: damage, read no further
                     break
             else:
                 records.append(body)

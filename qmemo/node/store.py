@@ -62,7 +62,7 @@ from qmemo.core.fork_lock import ProducerLock
 from qmemo.core.genesis import Genesis, parse_genesis
 from qmemo.core.hashing import DIGEST_BYTES, split_digests
 from qmemo.core.merkle import MerkleProof, merkle_proof
-from qmemo.core.state import AppliedBlock, ChainState, Account
+from qmemo.core.state import Account, AppliedBlock, ChainState
 from qmemo.core.transaction import Transaction
 from qmemo.errors import ConfigError, DecodeError, StoreError
 from qmemo.node import store_index

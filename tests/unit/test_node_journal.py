@@ -189,7 +189,7 @@ async def test_a_full_disk_fails_every_write_but_is_logged_once_per_interval(tmp
 
 
 def test_the_journals_writes_are_the_store_stages_cpu(tmp_path):
-    # Its framing, CRC, write and fsync ran on its own thread outside every stage, in "other".
+    # Its framing, checksum, write and fsync ran on its own thread outside every stage, in "other".
     from qmemo.node.stages import STORE, StageCPU
 
     async def run() -> StageCPU:
