@@ -38,6 +38,7 @@ client's answer). Never imports aiohttp or knows about HTTP.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import struct
@@ -173,7 +174,14 @@ class Journal:
                 done.set_result(None)
 
     def _write(self, batch: list[bytes], count: int) -> None:
-        written = _write_entry(self._file, batch)
+        try:
+            written = _write_entry(self._file, batch)
+        except OSError:
+            # Part of the entry may be in the file (a disk that filled mid-write): cut it off,
+            # or the entries answered after it would follow a torn one, which ends the read.
+            with contextlib.suppress(OSError):     # the write's own error is the one to report
+                self._file.truncate(self.size_bytes)
+            raise
         os.fsync(self._file.fileno())
         self.size_bytes += written
         self.fsyncs += 1

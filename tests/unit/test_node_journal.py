@@ -222,3 +222,32 @@ async def test_a_short_writev_is_followed_by_the_rest_of_the_entry(tmp_path: Pat
     journal.close()
     monkeypatch.undo()
     assert _reopened(tmp_path) == [b"first", b"second", b"third"]
+
+
+async def test_a_write_that_fails_half_way_leaves_no_torn_entry_before_the_next(tmp_path: Path, monkeypatch):
+    # A disk that fills mid-entry: the client gets its 503, and what is appended once there
+    # is room again still reads back (a torn entry in between would end the read before it).
+    import errno
+    import os
+
+    import qmemo.node.journal as journal_module
+
+    real_writev = os.writev
+    calls = []
+
+    def writev_then_full(fd, views):
+        calls.append(1)
+        if len(calls) == 1:
+            return real_writev(fd, [bytes(views[0])[:5]])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    journal = Journal(tmp_path, "test")
+    journal.read_back()
+    await journal.append([b"before"])
+    monkeypatch.setattr(journal_module.os, "writev", writev_then_full)
+    with pytest.raises(StoreError):
+        await journal.append([b"lost-to-a-full-disk"])
+    monkeypatch.undo()
+    await journal.append([b"after"])
+    journal.close()
+    assert _reopened(tmp_path) == [b"before", b"after"]
