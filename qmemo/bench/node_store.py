@@ -1,29 +1,40 @@
-"""The node store's CPU per transaction: `ChainStore.keep_branch` (a block's encoding, before
-it is served) and `ChainStore.append` (when it becomes final), timed in thread CPU; then
-each final block read back whole (`ChainStore.block`, decoded) and as its header and ids
-(`ChainStore.block_ids`).
+"""The node store's CPU per transaction as a chain grows, with the journal, against the raw
+cost of writing the same bytes in the same run.
 
-    .venv/bin/python -m qmemo.bench.node_store [--blocks 4] [--txs 8000] [--sync FULL]
-        [--statements] [--pragma NAME=VALUE ...]
+    .venv/bin/python -m qmemo.bench.node_store [--blocks 150] [--txs 40000] [--sync FULL]
+        [--request-txs 500] [--window-blocks 30] [--out FILE] [--statements] [--pragma NAME=VALUE ...]
 
-Blocks of `--txs` transactions of Falcon-512 sizes (897-byte key, 256-byte payload,
-666-byte signature: ~1.9 KB each) go through both calls in turn, as a node's store
-thread runs them (docs/methodology.md section 12). The figures are given over all the
-blocks and over the last quarter of them: a cost that grows with the chain (the
-transaction index of qmemo-store/2) shows as a last quarter above the mean; `--blocks 40`
-stores 320,000 transactions, what a node holds after about a minute at 5,000 TPS. The
-transactions are well formed but not signed: the store never verifies (`apply_block`
-did, before), so signing would only cost the benchmark time. Prints one line (and with
-`--statements` one per statement); a benchmark, never a test.
+Each block of `--txs` transactions of Falcon-512 sizes (897-byte key, 256-byte payload,
+666-byte signature: ~1.8 KB each) goes through what a node's store does with it
+(docs/methodology.md, "The store at append speed"), each step timed in thread CPU:
 
-Two looks inside (qmemo.bench.sqlite_probe), for a store change's before and after
-(docs/methodology.md section 12, "third session"):
+- `journal`: its transactions journaled as they were accepted, `--request-txs` to a write
+  (a client's request; the node's `Journal` writer: checksum, write, fsync), the journal
+  compacted when it has doubled, as the node's flusher does;
+- `keep_branch`: its encoding stored before it is served;
+- `append`: stored as final (`ChainStore.append_final`: header, ids, spans, index rows,
+  the `--accounts` accounts it changed).
 
-- `--statements`: also a line per store call and SQL statement (its first three words) with
-  its thread CPU over all blocks and over the last quarter, and how often it ran. `COMMIT`
-  is where SQLite writes the dirty pages to the WAL and, now and then, checkpoints them;
-- `--pragma NAME=VALUE` (repeatable): a SQLite setting of the store's connection
-  (`cache_size=-262144`, `wal_autocheckpoint=8000`), printed with what it reads back.
+The reference, measured in the same loop on the same bytes: the block's encoding written
+to a plain file (1 MiB writes, one fsync) and the journal's requests written and fsync'd
+bare (no checksum). It is what any store on this disk pays at least; `store_over_reference`
+says how far above it the store is.
+
+The figures are given over the first and the last `--window-blocks` blocks (30: a minute
+of 2-second blocks), and over all: a cost that grows with the chain shows as a last window
+above the first. The defaults store 6 million transactions, five minutes at 20,000 TPS.
+Then the look-up: `ChainStore.place` of a transaction of the newest block, of the oldest,
+and of an id in none (one probe per block, qmemo.node.store_index), and a block read back
+as bytes and as its ids. The transactions are well formed but not signed (the store never
+verifies: `apply_block` did, before), their encodings cycle through a pool and their ids
+are random (the store never hashes either), so making the chain costs the benchmark little.
+
+Saves a JSON document (`qmemo-store-bench/1`: parameters, machine and versions, load
+average before and after, every block's figures) under results/, prints a summary, and
+says when the load average suggests other work disturbed it. A benchmark, never a test.
+
+`--statements` and `--pragma` look inside SQLite (qmemo.bench.sqlite_probe): each store
+call's statements in thread CPU, or a setting of the store's connection.
 """
 
 from __future__ import annotations
@@ -31,122 +42,229 @@ from __future__ import annotations
 import argparse
 import os
 import sqlite3
+import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import orjson
 
 from qmemo.bench.node_setup import make_devnet
 from qmemo.bench.sqlite_probe import StatementTimes, connection_class, pragma
-from qmemo.core.block import make_block
-from qmemo.core.state import AppliedBlock
-from qmemo.core.transaction import Transaction
+from qmemo.bench.store_chain import BlockParts, ChainMaker
 from qmemo.crypto.verifier import load_genesis
 from qmemo.devnet.files import GENESIS_FILE
 from qmemo.errors import QmemoError
+from qmemo.node.journal import Journal
 from qmemo.node.store import PAGE_BYTES, STORE_FORMAT, ChainStore
+from qmemo.paths import RESULTS_DIR
+from qmemo.sysinfo import machine_info
 
-KEY_BYTES, PAYLOAD_BYTES, SIGNATURE_BYTES = 897, 256, 666      # Falcon-512's key, MEMO's body, a long signature
+SCHEMA = "qmemo-store-bench/1"
+STEPS = ("journal", "keep_branch", "append")            # the store's, per block
+REFERENCES = ("raw_block", "raw_journal")              # the same bytes, written bare
+RAW_CHUNK_BYTES = 1 << 20
+DISTURBED_LOAD = 1.5    # load average per core past which another process likely took a share of a core
 
 
-def last_quarter(blocks: int) -> int:
-    """How many blocks the `..._last` figures cover: the end of the chain, where a cost that
-    grows with it shows (at least one block, so a short run still has them)."""
-    return max(1, blocks // 4)
+@dataclass(slots=True)
+class BlockTimes:
+    """Thread CPU (s) of each step and reference, block by block."""
+
+    seconds: dict[str, list[float]] = field(default_factory=lambda: {name: [] for name in (*STEPS, *REFERENCES)})
 
 
-def store_costs(blocks: int, txs: int, synchronous: str, pragmas: Sequence[str] = (),
-                times: StatementTimes | None = None, took: dict[str, object] | None = None) -> dict[str, float]:
-    """µs of thread CPU per transaction in `keep_branch` and in `append`, over `blocks` blocks
-    and over their last quarter (`..._last`); with `pragmas` set on the store's connection
-    (what each reads back into `took`) and each statement's CPU into `times`. With neither,
-    the store has SQLite's own connection class, as the node does."""
-    last = last_quarter(blocks)
+def window_blocks(blocks: int, minute_blocks: int) -> int:
+    """Blocks in the first and last windows: a minute's, or a quarter of a shorter run (at least 1)."""
+    return max(1, min(minute_blocks, blocks // 4))
+
+
+def run(blocks: int, txs: int, synchronous: str, *, request_txs: int = 500, accounts: int = 2000,
+        window: int = 30, pragmas: tuple[str, ...] = (), times: StatementTimes | None = None,
+        took: dict[str, object] | None = None, workdir: Path | None = None) -> tuple[BlockTimes, dict[str, float]]:
+    """Store `blocks` blocks of `txs` transactions; each block's step times, and the look-ups'
+    and reads' µs. With `pragmas` set on the store's connection (what each reads back into
+    `took`) and each statement's CPU into `times` (the last `window` blocks also apart); with neither, the store has SQLite's own
+    connection class, as the node does."""
     connection = connection_class(pragmas, times, {} if took is None else took) if pragmas or times \
         else sqlite3.Connection
-    with tempfile.TemporaryDirectory(prefix="qmemo-store-bench-") as tmp:
-        genesis = load_genesis(make_devnet(Path(tmp), "Falcon-512", 1).dir / GENESIS_FILE)
-        cpu_keep: list[float] = []
-        cpu_append: list[float] = []
-        with ChainStore(Path(tmp) / "chain.sqlite", genesis, synchronous=synchronous,
-                        connection=connection) as store:
-            previous = genesis.hash
-            for height in range(1, blocks + 1):
-                transactions = [Transaction(genesis.chain_id, 1, os.urandom(KEY_BYTES), nonce, os.urandom(32), 1, 1,
-                                            os.urandom(PAYLOAD_BYTES), os.urandom(SIGNATURE_BYTES))
-                                for nonce in range(txs)]
-                block = make_block(chain_id=genesis.chain_id, height=height, previous_hash=previous,
-                                   timestamp_ms=genesis.genesis_time_ms + height, producer_index=0,
-                                   transactions=transactions, sign=lambda digest: bytes(SIGNATURE_BYTES))
-                previous = block.hash
-                encoded = block.encode()
-                if times is not None:
-                    times.phase, times.in_last = "keep_branch", height > blocks - last
-                started = time.thread_time()
-                store.keep_branch(height - 1, [(height, block.hash, encoded)])
-                cpu_keep.append(time.thread_time() - started)
-                if times is not None:
-                    times.phase = "append"
-                started = time.thread_time()
-                store.append(AppliedBlock(block, {}, 0))
-                cpu_append.append(time.thread_time() - started)
-                if times is not None:
-                    times.phase = None
-            reads = {name: _read_ms(store, blocks, read) for name, read in (
-                ("read_block_ms", lambda height: store.block(height)),
-                ("read_ids_ms", lambda height: store.block_ids(height)),
-                ("read_summary_ms", lambda height: store.block_ids(height, with_ids=False)))}
-    return {**reads, "keep_branch_us_per_tx": sum(cpu_keep) / blocks / txs * 1e6,
-            "append_us_per_tx": sum(cpu_append) / blocks / txs * 1e6,
-            "keep_branch_us_per_tx_last": sum(cpu_keep[-last:]) / last / txs * 1e6,
-            "append_us_per_tx_last": sum(cpu_append[-last:]) / last / txs * 1e6}
+    measured = BlockTimes()
+    with tempfile.TemporaryDirectory(prefix="qmemo-store-bench-", dir=workdir) as tmp:
+        folder = Path(tmp)
+        genesis = load_genesis(make_devnet(folder, "Falcon-512", 1).dir / GENESIS_FILE)
+        maker = ChainMaker(genesis, txs, accounts)
+        journal = Journal(folder, "bench")
+        journal.read_back()
+        try:
+            with ChainStore(folder / "chain.sqlite", genesis, synchronous=synchronous,
+                            connection=connection) as store:
+                for height in range(1, blocks + 1):
+                    parts = maker.next_block()
+                    if times is not None:
+                        times.in_last = height > blocks - window
+                    _store_block(store, journal, parts, request_txs, measured.seconds, times)
+                    _reference(folder, parts, request_txs, measured.seconds)
+                looks = _look_ups(store, maker)
+        finally:
+            journal.close()
+    return measured, looks
 
 
-def _read_ms(store: ChainStore, blocks: int, read: Callable[[int], object]) -> float:
-    """ms of thread CPU per final block read back by `read(height)`: the whole block decoded
-    (`GET /blocks` with full transactions) against its header and ids (`txs=ids`, `txs=none`)."""
+def _already_kept() -> bytes:
+    raise AssertionError("keep_branch stored the block's encoding: append_final must not ask for it")
+
+
+def _store_block(store: ChainStore, journal: Journal, parts: BlockParts, request_txs: int,
+                 seconds: dict[str, list[float]], times: StatementTimes | None) -> None:
+    """One block through the journal and the store, as a node does, each step timed."""
+    requests = list(parts.requests(request_txs))       # as admission hands them over: made before
     started = time.thread_time()
-    for height in range(1, blocks + 1):
-        read(height)
-    return (time.thread_time() - started) / blocks * 1e3
+    for frames, count in requests:
+        journal._write([frames], count)
+    if journal.wants_compaction():
+        journal._rewrite(b"", 0)        # every journaled transaction is in a block now
+    seconds["journal"].append(time.thread_time() - started)
+    for name, call in (("keep_branch", lambda: store.keep_branch(parts.height - 1, [
+                            (parts.height, parts.block_hash, parts.encoding)])),
+                       ("append", lambda: store.append_final(parts.height, parts.block_hash, parts.header, parts.ids,
+                                                             parts.spans, _already_kept, parts.accounts))):
+        if times is not None:
+            times.phase = name
+        started = time.thread_time()
+        call()
+        seconds[name].append(time.thread_time() - started)
+        if times is not None:
+            times.phase = None
 
 
-def main() -> None:
+def _reference(folder: Path, parts: BlockParts, request_txs: int, seconds: dict[str, list[float]]) -> None:
+    """The same bytes written bare: the encoding to a file of its own, the requests to another
+    (both removed after, untimed)."""
+    path = folder / "raw-block"
+    view = memoryview(parts.encoding)
+    started = time.thread_time()
+    with path.open("wb", buffering=0) as raw:
+        for start in range(0, len(view), RAW_CHUNK_BYTES):
+            raw.write(view[start:start + RAW_CHUNK_BYTES])
+        os.fsync(raw.fileno())
+    seconds["raw_block"].append(time.thread_time() - started)
+    path.unlink()       # a fresh file per block, as the store's pages are new ones
+    requests = list(parts.requests(request_txs))
+    path = folder / "raw-journal"
+    started = time.thread_time()
+    with path.open("ab", buffering=0) as raw:
+        for frames, _ in requests:
+            raw.write(frames)
+            os.fsync(raw.fileno())
+    seconds["raw_journal"].append(time.thread_time() - started)
+    path.unlink()       # as the journal is compacted once it has doubled: the disk holds one copy
+
+
+def _look_ups(store: ChainStore, maker: ChainMaker, repeat: int = 20) -> dict[str, float]:
+    """µs of thread CPU per look-up (newest block, oldest, an id in none) and per block read."""
+    cases = {"place_newest_us": maker.id_in(store.height), "place_oldest_us": maker.id_in(1),
+             "place_unknown_us": bytes(64)}
+    out: dict[str, float] = {}
+    for name, tx_id in cases.items():
+        started = time.thread_time()
+        for _ in range(repeat):
+            store.place(tx_id)
+        out[name] = (time.thread_time() - started) / repeat * 1e6
+    for name, read in (("read_bytes_ms", store.block_bytes), ("read_ids_ms", store.block_ids)):
+        started = time.thread_time()
+        for height in range(1, store.height + 1):
+            read(height)
+        out[name] = (time.thread_time() - started) / store.height * 1e3
+    return out
+
+
+def summarize(measured: BlockTimes, txs: int, window: int) -> dict[str, Any]:
+    """µs per transaction of each step, the store's total and the references, over the first
+    window, the last and all blocks; the last over the first, and the store over the reference."""
+    seconds = measured.seconds
+    seconds["store_total"] = [sum(parts) for parts in zip(*(seconds[name] for name in STEPS))]
+    seconds["raw_total"] = [sum(parts) for parts in zip(*(seconds[name] for name in REFERENCES))]
+    out: dict[str, Any] = {}
+    for name, values in seconds.items():
+        first, last = values[:window], values[-window:]
+        out[name] = {"first_us_per_tx": sum(first) / len(first) / txs * 1e6,
+                     "last_us_per_tx": sum(last) / len(last) / txs * 1e6,
+                     "all_us_per_tx": sum(values) / len(values) / txs * 1e6}
+    total = out["store_total"]
+    out["last_over_first"] = total["last_us_per_tx"] / total["first_us_per_tx"]
+    out["store_over_reference"] = total["all_us_per_tx"] / out["raw_total"]["all_us_per_tx"]
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--blocks", type=int, default=4)
-    parser.add_argument("--txs", type=int, default=8000, help="transactions per block")
+    parser.add_argument("--blocks", type=int, default=150)
+    parser.add_argument("--txs", type=int, default=40_000, help="transactions per block")
     parser.add_argument("--sync", choices=("NORMAL", "FULL"), default="FULL", help="the store's synchronous mode "
                         "(the node's: FULL)")
+    parser.add_argument("--request-txs", type=int, default=500, help="transactions per journal write (a request)")
+    parser.add_argument("--accounts", type=int, default=2000, help="accounts each block changes")
+    parser.add_argument("--window-blocks", type=int, default=30, help="blocks in the first and last windows")
+    parser.add_argument("--out", type=Path, help="JSON file (default: results/store-bench-<UTC time>.json)")
     parser.add_argument("--statements", action="store_true", help="also each SQL statement's thread CPU")
     parser.add_argument("--pragma", type=pragma, action="append", default=[], metavar="NAME=VALUE",
                         help="a SQLite setting of the store's connection (repeatable)")
-    args = parser.parse_args()
-    if args.blocks < 1 or args.txs < 1:
-        parser.error("--blocks and --txs must be at least 1")
+    args = parser.parse_args(argv)
+    if min(args.blocks, args.txs, args.request_txs, args.window_blocks) < 1 or args.accounts < 0:
+        parser.error("--blocks, --txs, --request-txs and --window-blocks must be at least 1, --accounts at least 0")
     if len({item.partition("=")[0] for item in args.pragma}) < len(args.pragma):
         parser.error("--pragma: one value per setting")
     times = StatementTimes() if args.statements else None
     took: dict[str, object] = {}
+    load_before = os.getloadavg()[0]
+    window = window_blocks(args.blocks, args.window_blocks)
     try:
-        costs = store_costs(args.blocks, args.txs, args.sync, args.pragma, times, took)
+        measured, looks = run(args.blocks, args.txs, args.sync, request_txs=args.request_txs, accounts=args.accounts,
+                              window=window, pragmas=tuple(args.pragma), times=times, took=took)
     except (sqlite3.Error, QmemoError, OSError) as exc:
         parser.exit(2, f"node_store: {exc}\n")
-    last = last_quarter(args.blocks)
-    pragmas = "".join(f", {item} (reads {took.get(item.partition('=')[0])})" for item in args.pragma)
-    print(f"{STORE_FORMAT}, {PAGE_BYTES // 1024} KB pages on new stores, synchronous={args.sync}{pragmas}, "
-          f"{args.txs} transactions a block, load average {os.getloadavg()[0]:.1f}: keep_branch {costs['keep_branch_us_per_tx']:.2f} µs/tx, append "
-          f"{costs['append_us_per_tx']:.2f} µs/tx, total "
-          f"{costs['keep_branch_us_per_tx'] + costs['append_us_per_tx']:.2f} µs/tx over {args.blocks} blocks; "
-          f"the last {last}: keep_branch {costs['keep_branch_us_per_tx_last']:.2f}, append "
-          f"{costs['append_us_per_tx_last']:.2f} µs/tx; a final block read back: decoded "
-          f"{costs['read_block_ms']:.1f} ms, header and ids {costs['read_ids_ms']:.2f} ms, header "
-          f"{costs['read_summary_ms']:.3f} ms")
+    summary = summarize(measured, args.txs, window)
+    document = {"schema": SCHEMA, "parameters": {**{key: value for key, value in vars(args).items() if key != "out"},
+                                                 "out": None, "store_format": STORE_FORMAT, "page_bytes": PAGE_BYTES,
+                                                 "window": window, "pragmas_read_back": took},
+                "machine": machine_info(), "load_average_1m": {"before": load_before, "after": os.getloadavg()[0]},
+                "summary": summary, "look_ups": looks, "per_block_s": measured.seconds}
+    out = args.out or RESULTS_DIR / f"store-bench-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
+    print_summary(document, times, out)
+
+
+def print_summary(document: dict[str, Any], times: StatementTimes | None, out: Path) -> None:
+    parameters, summary, looks = document["parameters"], document["summary"], document["look_ups"]
+    load = document["load_average_1m"]
+    window = parameters["window"]
+    print(f"{parameters['store_format']}, synchronous={parameters['sync']}, {parameters['blocks']} blocks of "
+          f"{parameters['txs']:,} transactions, journal writes of {parameters['request_txs']}"
+          + "".join(f", {item} (reads {parameters['pragmas_read_back'].get(item.partition('=')[0])})"
+                    for item in parameters["pragma"]) + "; µs of thread CPU per transaction:")
+    print(f"  {'':14} first {window:>3}  last {window:>3}   all")
+    for name in (*STEPS, "store_total", *REFERENCES, "raw_total"):
+        row = summary[name]
+        print(f"  {name:14} {row['first_us_per_tx']:9.2f} {row['last_us_per_tx']:9.2f} {row['all_us_per_tx']:7.2f}")
+    print(f"  last window over first: {summary['last_over_first']:.3f}; store over the raw writes: "
+          f"{summary['store_over_reference']:.2f}x")
+    print(f"  look-up (place): newest block {looks['place_newest_us']:.0f} µs, oldest {looks['place_oldest_us']:.0f} µs, "
+          f"in no block {looks['place_unknown_us']:.0f} µs; a block read back: bytes {looks['read_bytes_ms']:.1f} ms, "
+          f"ids {looks['read_ids_ms']:.2f} ms")
+    per_core = max(load["before"], load["after"]) / (os.cpu_count() or 1)
+    print(f"  load average {load['before']:.1f} before, {load['after']:.1f} after"
+          + (" - other work shared the cores: compare runs side by side only" if per_core > DISTURBED_LOAD else ""))
+    blocks, txs = parameters["blocks"], parameters["txs"]
     for (call, statement), seconds in sorted((times.seconds if times else {}).items(), key=lambda item: -item[1]):
         assert times is not None
-        print(f"  {call} {statement}: {seconds / args.blocks / args.txs * 1e6:.2f} µs/tx over all blocks, "
-              f"{times.seconds_last[call, statement] / last / args.txs * 1e6:.2f} over the last {last} "
+        print(f"  {call} {statement}: {seconds / blocks / txs * 1e6:.2f} µs/tx over all blocks, "
+              f"{times.seconds_last[call, statement] / window / txs * 1e6:.2f} over the last {window} "
               f"({times.calls[call, statement]} calls)")
+    print(f"saved {out}")
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -20,13 +20,12 @@ from collections.abc import Callable, Sequence
 
 # Settings of one connection, tried without changing the store, each with the values it
 # takes (SQLite reads a word it does not know as 0, or ignores it: both are refused here).
-# Not those the store sets itself (page_size, journal_mode, synchronous: it would set them
-# again after these), nor those that change the file (auto_vacuum, user_version, ...:
-# another store, not a setting), nor cache_spill (its read-back depends on the page size,
-# which the store sets after these).
+# Not those the store sets itself (page_size, journal_mode, synchronous, mmap_size,
+# cache_spill: it would set them again after these), nor those that change the file
+# (auto_vacuum, user_version, ...: another store, not a setting), nor the write-ahead log's
+# (the store keeps a rollback journal).
 _INTEGER = (r"-?[0-9]{1,18}", "an integer")
-PRAGMAS = {"cache_size": _INTEGER, "mmap_size": _INTEGER, "wal_autocheckpoint": _INTEGER,
-           "journal_size_limit": _INTEGER,
+PRAGMAS = {"cache_size": _INTEGER, "journal_size_limit": _INTEGER,
            "temp_store": (r"DEFAULT|FILE|MEMORY|[0-2]", "DEFAULT, FILE, MEMORY, 0, 1 or 2")}
 _PRAGMA = re.compile(r"([A-Za-z_]+)=([A-Za-z0-9_-]+)")
 
@@ -39,8 +38,8 @@ def pragma(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
     name, value = match[1].lower(), match[2]
     if name not in PRAGMAS:
-        raise argparse.ArgumentTypeError(f"{name} is not one of the settings tried here ({', '.join(PRAGMAS)}); "
-                                         "the store sets page_size, journal_mode and synchronous itself (--sync)")
+        raise argparse.ArgumentTypeError(f"{name} is not one of the settings tried here ({', '.join(PRAGMAS)}); the "
+                                         "store sets page_size, journal_mode, synchronous, mmap_size and cache_spill itself")
     values, described = PRAGMAS[name]
     if re.fullmatch(values, value, re.IGNORECASE) is None:
         raise argparse.ArgumentTypeError(f"{name} takes {described}, not {value!r}")

@@ -18,15 +18,18 @@ stale or duplicate and are dropped. The file is compacted - rewritten with only 
 transactions still unsettled, then renamed over - once it has grown to twice its size
 after the last compaction, so it stays about the size of the mempool.
 
-Entry: u32 length, u32 CRC-32 of what follows, then either one transaction encoding,
+Entry: u32 length, u32 checksum of what follows, then either one transaction encoding,
 or - with the length's top bit set - a framed batch (`[u32 length][encoding]` each,
 qmemo.frames) of many (all little-endian). Every write is one batch entry: the
 accepted transactions of the requests it carries, framed once by admission (the
-request body itself when all its transactions were accepted), so a write costs one
-CRC over the whole buffer (zlib releases the GIL for it) and no Python work per
-transaction. Single-transaction entries are what earlier versions wrote; they are
-still read. A torn last entry (a crash mid-write) fails its length or CRC check and
-ends the read: it was never answered "accepted".
+request body itself when all its transactions were accepted), handed to the kernel as
+they are (one `writev`, no copy in Python) with one checksum over them. The checksum of
+a batch whose length has bit 30 set is XXH3-64's low 32 bits; of any other entry, zlib's
+CRC-32, which earlier versions wrote and which is still read. Why XXH3: the CRC-32 was
+0.35 µs of thread CPU per Falcon-512 transaction, XXH3 is 0.04 (`python -m
+qmemo.bench.node_store` times the journal's writes; docs/methodology.md, "The store at
+append speed"). A torn last entry (a crash mid-write) fails its length or checksum
+check and ends the read: it was never answered "accepted".
 
 Runs its writes on its own thread (never the store's: a block write must not delay a
 client's answer). Never imports aiohttp or knows about HTTP.
@@ -35,14 +38,17 @@ client's answer). Never imports aiohttp or knows about HTTP.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import struct
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import BinaryIO, ParamSpec, TypeVar
+
+import xxhash
 
 from qmemo.errors import DecodeError, StoreError
 from qmemo.frames import decode_frames, encode_frames
@@ -55,7 +61,9 @@ R = TypeVar("R")
 JOURNAL_FILE = "accepted.journal"
 _HEADER = struct.Struct("<II")
 _BATCH_FLAG = 0x8000_0000      # an entry's length's top bit: the entry is a framed batch
-MAX_BATCH_BYTES = 1 << 30      # an entry is one write's requests (a body is at most 16 MiB)
+_XXH3_FLAG = 0x4000_0000       # bit 30: its checksum is XXH3-64's low 32 bits (else zlib's CRC-32)
+MAX_BATCH_BYTES = _XXH3_FLAG - 1   # an entry is one write's requests (a body is at most 16 MiB)
+IOV_MAX = 1024                 # buffers per writev (Linux's limit)
 COMPACT_ENTRY_RECORDS = 10_000  # a compaction's entries: ~19 MB of Falcon-512 transactions each
 # Compaction rewrites the unsettled transactions: only worth it once the file holds at
 # least this much (a few hundred transactions) and twice what the last compaction left.
@@ -71,7 +79,7 @@ class Journal:
                  stages: StageCPU | None = None) -> None:
         self.path = Path(data) / JOURNAL_FILE
         self._log = log
-        # The writes' CPU (framing, CRC, write, fsync; compaction) is the `store` stage's,
+        # The writes' CPU (checksum, write, fsync; compaction) is the `store` stage's,
         # on this writer's thread; without it, it fell in "other".
         self._stages = stages
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{name}-journal")
@@ -97,21 +105,22 @@ class Journal:
         records: list[bytes] = []
         offset = 0
         while offset + _HEADER.size <= len(data):
-            length, crc = _HEADER.unpack_from(data, offset)
-            batch, length = length & _BATCH_FLAG, length & ~_BATCH_FLAG
+            length, checksum = _HEADER.unpack_from(data, offset)
+            batch, xxh3 = length & _BATCH_FLAG, length & _XXH3_FLAG
+            length &= ~(_BATCH_FLAG | _XXH3_FLAG)
             body = data[offset + _HEADER.size:offset + _HEADER.size + length]
-            if length > (MAX_BATCH_BYTES if batch else MAX_RECORD_BYTES) or len(body) != length \
-                    or zlib.crc32(body) != crc:
+            if length > (MAX_BATCH_BYTES if batch else MAX_RECORD_BYTES) or len(body) != length or \
+                    (xxh3 and not batch) or (_xxh3((body,)) if xxh3 else zlib.crc32(body)) != checksum:
                 break
             if batch:
                 try:
                     records.extend(decode_frames(body, len(body), "journaled transaction"))
-                except DecodeError:     # a CRC-correct entry that does not frame: damage, read no further
+                except DecodeError:     # a checksum-correct entry that does not frame: damage, read no further
                     break
             else:
                 records.append(body)
             offset += _HEADER.size + length
-        self._file = self.path.open("ab")
+        self._file = self.path.open("ab", buffering=0)
         if offset != len(data):        # drop the torn tail so later appends follow whole records
             self._file.truncate(offset)
         self.size_bytes = self.compacted_bytes = offset
@@ -165,11 +174,16 @@ class Journal:
                 done.set_result(None)
 
     def _write(self, batch: list[bytes], count: int) -> None:
-        data = _entry(batch)
-        self._file.write(data)
-        self._file.flush()
+        try:
+            written = _write_entry(self._file, batch)
+        except OSError:
+            # Part of the entry may be in the file (a disk that filled mid-write): cut it off,
+            # or the entries answered after it would follow a torn one, which ends the read.
+            with contextlib.suppress(OSError):     # the write's own error is the one to report
+                self._file.truncate(self.size_bytes)
+            raise
         os.fsync(self._file.fileno())
-        self.size_bytes += len(data)
+        self.size_bytes += written
         self.fsyncs += 1
         self.records += count
 
@@ -190,16 +204,15 @@ class Journal:
 
     def _rewrite(self, frames: bytes, count: int) -> None:
         tmp = self.path.with_suffix(".tmp")
-        with tmp.open("wb") as out:
+        size = 0
+        with tmp.open("wb", buffering=0) as out:
             for chunk in _chunks(frames, COMPACT_ENTRY_RECORDS):     # entries far below MAX_BATCH_BYTES
-                out.write(_entry([chunk]))
-            out.flush()
+                size += _write_entry(out, [chunk])
             os.fsync(out.fileno())
-            size = out.tell()
         tmp.replace(self.path)
         _fsync_dir(self.path.parent)       # the rename itself survives a crash
         self._file.close()
-        self._file = self.path.open("ab")
+        self._file = self.path.open("ab", buffering=0)
         self.size_bytes = self.compacted_bytes = size
 
     def close(self) -> None:
@@ -224,10 +237,31 @@ def _chunks(frames: bytes, per_chunk: int) -> list[bytes]:
     return chunks
 
 
-def _entry(framed: list[bytes]) -> bytes:
-    """One batch entry holding the framed buffers (concatenated frames are one framing)."""
-    body = b"".join(framed)
-    return _HEADER.pack(len(body) | _BATCH_FLAG, zlib.crc32(body)) + body
+def _write_entry(file: BinaryIO, framed: Sequence[bytes]) -> int:
+    """One batch entry holding the framed buffers (concatenated frames are one framing),
+    written whole - header and buffers in `writev` calls, never joined in Python (a copy
+    of the whole batch) - unless the disk refuses (OSError). Returns the bytes written."""
+    length = sum(len(part) for part in framed)
+    if length > MAX_BATCH_BYTES:
+        raise OSError(f"a journal entry of {length} bytes is past {MAX_BATCH_BYTES}")
+    views = [memoryview(_HEADER.pack(length | _BATCH_FLAG | _XXH3_FLAG, _xxh3(framed)))]
+    views += [memoryview(part) for part in framed if len(part)]
+    fd = file.fileno()
+    while views:
+        written = os.writev(fd, views[:IOV_MAX])
+        while views and written >= len(views[0]):
+            written -= len(views.pop(0))
+        if written:
+            views[0] = views[0][written:]
+    return _HEADER.size + length
+
+
+def _xxh3(parts: Sequence[bytes]) -> int:
+    """The low 32 bits of XXH3-64 over the parts, in order."""
+    digest = xxhash.xxh3_64()
+    for part in parts:
+        digest.update(part)
+    return digest.intdigest() & 0xFFFF_FFFF
 
 
 def _retrieved(done: asyncio.Future) -> None:

@@ -1,4 +1,4 @@
-"""The chain on disk: one SQLite database (WAL) per node.
+"""The chain on disk: one SQLite database per node.
 
 Tables (docs/protocol.md, "Storage"):
 - `metadata(key, value)`: the store format, the chain id and the genesis hash (a
@@ -8,41 +8,33 @@ Tables (docs/protocol.md, "Storage"):
   the very bytes it is served and relayed in. A block above the final tip (still
   undoable by a branch switch) is written here before the node serves or relays it,
   and replaced on a branch switch (`keep_branch`); when it becomes final its row stays:
-  the bytes of a block are written once, not again per transaction;
-- `blocks(height, hash, header, ids)`: each final block's signed header and its
-  transactions' ids in order (64 bytes each: the Merkle proofs of `transaction`);
-- `tx_keys(key, height, position, offset, length)`: where each final transaction's
-  encoding lies in its block's encoding (the transaction index), keyed by the first 8
-  bytes of its id as an integer; `tx_key_clashes(id, ...)` the same for a transaction
-  whose key an earlier one already holds (the full id, looked up when the key's row
-  names another transaction);
+  the bytes of a block are written once;
+- `blocks(height, hash, header, ids, spans)`: each final block's signed header, its
+  transactions' ids in order (64 bytes each: the Merkle proofs of `transaction`) and
+  where each lies in its encoding (qmemo.node.store_index, `SPAN`);
+- `block_tx_keys(height, key, position)`: the transaction index, partitioned by block
+  (qmemo.node.store_index says why and what a look-up costs);
 - `accounts(address, balance, nonce)`: the state as of the final tip.
 
-Why one row per block (qmemo-store/2): format 1 wrote every transaction of a final
-block again as its own row, ~1.9 KB each, after the block's encoding had been written
-whole; writing the bytes once and indexing them by id cut the store's CPU per
-transaction by about half (docs/methodology.md, "The node's hot path").
-
-Why an 8-byte integer key (qmemo-store/3): format 2 keyed the index by the whole 64-byte
-id. Ids are hashes, so each block's rows land all over the index, and a commit rewrites
-every page it touched: once the index outgrew a block's rows, every block rewrote all of
-it (64 KB pages, WAL), and the CPU per stored transaction grew with the chain: `append`
-took 13-14 µs a transaction over 40 blocks of 8,000 and 20-21 over the last 10 of them,
-against 3.3-4.2 for format 3 (`python -m qmemo.bench.node_store --blocks 40`), and the
-`store` stage was 12 of a node's 35 CPU-seconds in a one-minute devnet stage at 5,859 TPS
-(docs/methodology.md section 12 has both commands). An integer key makes a row ~20 bytes
-instead of ~90 and the table SQLite's own rowid tree: 4-5x fewer pages to rewrite. Eight bytes of a hash are
-not unique against someone grinding for a clash (2^32 work), so a clash is never
-trusted: every look-up compares the full id in the block's id list, and a transaction
-whose key is taken goes to `tx_key_clashes` under its full id. A format-2 store is
-converted when it is opened (its index rewritten in the same SQL transaction).
+Why qmemo-store/4: format 3 kept its index in one tree keyed by 8 bytes of each id, and
+went through SQLite's write-ahead log. Ids are hashes, so once the index outgrew a block
+every commit rewrote all of it, and the log wrote every page twice (into the log, then
+into the database at a checkpoint), the blocks' bytes included: the CPU per stored
+transaction grew with the chain (7.5 µs over 2 million transactions, 8.5-8.8 over their
+last quarter; docs/methodology.md, "The store at append speed"). Format 4 appends each
+block's index rows after the last block's, and keeps a rollback journal instead of the
+log: pages appended past the file's end need no journal (a rollback truncates them), so a
+block's bytes and its index rows are written once, straight into the database; only the
+few pages a commit changes in place (the tables' inner pages, the last leaf of each) are
+copied to the journal first. A store of format 2 or 3 is converted when it is opened
+(qmemo.node.store_convert); a store of format 1 is refused.
 
 Atomicity: `keep_branch` replaces the undoable blocks in one SQL transaction (a crash
-leaves the old branch or the new one, never a mix). `append` writes a block, its transaction index and every account it changed in
-one SQL transaction, so after a crash at any moment the database holds the state of
-exactly the last committed block. WAL with synchronous=NORMAL survives a killed
-process with nothing lost; after a power failure the last commits may be gone but the
-chain and state stay consistent. The node opens its store with synchronous="FULL":
+leaves the old branch or the new one, never a mix). `append_final` writes a block, its
+index rows and every account it changed in one SQL transaction, so after a crash at any
+moment the database holds the state of exactly the last committed block (SQLite rolls a
+hot journal back when the store is next opened). A killed process loses nothing
+committed, whatever `synchronous`; the node opens its store with synchronous="FULL":
 every commit is fsync'd before it returns, so a block the node has served survives a
 power failure too (docs/api.md, "Durability").
 
@@ -58,7 +50,7 @@ from __future__ import annotations
 import sqlite3
 import struct
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,52 +62,39 @@ from qmemo.core.hashing import DIGEST_BYTES, split_digests
 from qmemo.core.merkle import MerkleProof, merkle_proof
 from qmemo.core.state import Account, AppliedBlock, ChainState
 from qmemo.core.transaction import Transaction
-from qmemo.errors import ConfigError, StoreError
+from qmemo.errors import ConfigError, DecodeError, StoreError
+from qmemo.node import store_index
+from qmemo.node.store_convert import OLD_FORMATS, convert
 
-STORE_FORMAT = "qmemo-store/3"
-FORMAT_2 = "qmemo-store/2"     # converted on open (`_convert_format_2`)
-CONVERT_ROWS = 100_000          # index rows converted at a time: ~45 MB of Python tuples, not the whole index
+STORE_FORMAT = "qmemo-store/4"
 PAGE_BYTES = 65536      # SQLite's largest page size (see ChainStore.__init__)
-_U32 = struct.Struct("<I")
-_KEY = struct.Struct("<q")
-_SPAN = struct.Struct("<II")    # a transaction's (offset, length) among a block's framed transactions
-_ACCOUNT = struct.Struct("<32sQQ")   # an account the block changed: address, balance, nonce      # an id's first 8 bytes as SQLite's signed 64-bit integer: the index key
+# A block's encoding goes into its row this much at a time (SQLite's incremental blob I/O):
+# large enough that the calls cost nothing, small enough not to copy a whole block at once.
+BLOB_CHUNK_BYTES = 1 << 20
+# The look-up's reads through a memory map rather than read() calls: a probe touches a few
+# bytes of a 64 KB page, which read() would copy whole (~5x the CPU per probe in a trial).
+# SQLite caps the map at 2 GiB (SQLITE_MAX_MMAP_SIZE); pages past it are read as before.
+MMAP_BYTES = 1 << 31
 # A stored producer lock: height, fork height, since (ms), the undone block's hash.
+ACCOUNT = struct.Struct("<32sQQ")    # an account a block changed: address, balance, nonce (after it)
 _LOCK = struct.Struct(f"<QQq{DIGEST_BYTES}s")
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS metadata (key TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS blocks (
+_SCHEMA = ("CREATE TABLE IF NOT EXISTS metadata (key TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID",
+           """CREATE TABLE IF NOT EXISTS blocks (
     height INTEGER PRIMARY KEY,
     hash   BLOB NOT NULL UNIQUE,
     header BLOB NOT NULL,
-    ids    BLOB NOT NULL
-);
-CREATE TABLE IF NOT EXISTS tx_keys (
-    key      INTEGER PRIMARY KEY,
-    height   INTEGER NOT NULL,
-    position INTEGER NOT NULL,
-    offset   INTEGER NOT NULL,
-    length   INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS tx_key_clashes (
-    id       BLOB PRIMARY KEY,
-    height   INTEGER NOT NULL,
-    position INTEGER NOT NULL,
-    offset   INTEGER NOT NULL,
-    length   INTEGER NOT NULL
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS block_encodings (
+    ids    BLOB NOT NULL,
+    spans  BLOB NOT NULL DEFAULT x''
+)""", store_index.TABLE, """CREATE TABLE IF NOT EXISTS block_encodings (
     height  INTEGER PRIMARY KEY,
     hash    BLOB NOT NULL,
     encoded BLOB NOT NULL
-);
-CREATE TABLE IF NOT EXISTS accounts (
+)""", """CREATE TABLE IF NOT EXISTS accounts (
     address BLOB PRIMARY KEY,
     balance INTEGER NOT NULL,
     nonce   INTEGER NOT NULL
-) WITHOUT ROWID;
-"""
+) WITHOUT ROWID""")
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,11 +119,9 @@ class TxPlace:
     merkle_root: bytes
 
 
-# A final transaction's block (its encoding's row must be the final block's), then `more`;
-# by key in `tx_keys` or by id in `tx_key_clashes`.
-_PLACE_SQL = ("SELECT i.height, i.position, b.header{more} FROM {table} i JOIN blocks b ON b.height = i.height "
-              "JOIN block_encodings e ON e.height = b.height AND e.hash = b.hash WHERE i.{column} = ?")
-_INDEX_SQL = "INSERT INTO {table} ({column}, height, position, offset, length) VALUES (?, ?, ?, ?, ?)"
+# A final block's header, then `more`, if its encoding's row is the final block's.
+_FINAL_SQL = ("SELECT b.header{more} FROM blocks b JOIN block_encodings e ON e.height = b.height "
+              "AND e.hash = b.hash WHERE b.height = ?")
 
 
 class ChainStore:
@@ -164,17 +141,30 @@ class ChainStore:
         self._lock = threading.Lock()
         try:
             # Large pages for a new store (an existing one keeps its own: SQLite fixes the size
-            # at creation): a block's encoding is megabytes (~15 MB for 8,000 Falcon-512
-            # transactions), written as a chain of overflow pages, each a WAL frame; 64 KB
-            # pages cut the CPU per stored transaction by about a third against 4 KB
-            # (docs/methodology.md, "The node's hot path").
+            # at creation): a block's encoding is megabytes (~76 MB for 40,000 Falcon-512
+            # transactions), a chain of overflow pages; 64 KB pages cut the CPU per stored
+            # transaction by about a third against 4 KB (docs/methodology.md, "The node's hot path").
             self._db.execute(f"PRAGMA page_size={PAGE_BYTES}")
-            self._db.execute("PRAGMA journal_mode=WAL")
+            # A rollback journal, not the write-ahead log (see the module's docstring). A
+            # store of format 3 was in WAL mode: this converts it, and fails while another
+            # connection has it open.
+            try:
+                mode = self._db.execute("PRAGMA journal_mode=TRUNCATE").fetchone()[0]
+            except sqlite3.OperationalError as exc:     # locked by another connection
+                mode = str(exc)
+            if mode != "truncate":
+                raise StoreError(f"{self.path} cannot leave its journal mode ({mode}): another process has it open",
+                                 code="store_busy")
             self._db.execute(f"PRAGMA synchronous={synchronous}")
+            self._db.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
+            # A block's pages stay in memory until its commit writes each once: with spilling,
+            # the empty pages of `_write_encoding`'s row went to disk and came back to be filled
+            # (1.40 against 1.32 µs per transaction in a trial, docs/methodology.md). The cost:
+            # one block's encoding in memory while it is written.
+            self._db.execute("PRAGMA cache_spill=OFF")
             with self._transaction():
-                for statement in _SCHEMA.split(";"):   # not executescript(): it would COMMIT first
-                    if statement.strip():
-                        self._db.execute(statement)
+                for statement in _SCHEMA:
+                    self._db.execute(statement)
                 self._bind_to_genesis()
             self.height, self.tip_hash = self._read_tip()
         except sqlite3.DatabaseError as exc:
@@ -196,49 +186,49 @@ class ChainStore:
 
     # --- writing ------------------------------------------------------------------------
 
-    def append(self, applied: AppliedBlock) -> None:
-        """Store a validated block (the core's form) and the accounts it changed, atomically."""
-        block = applied.block
-        spans = b"".join(_SPAN.pack(offset, length) for offset, length in _spans(block.transactions))
-        accounts = b"".join(_ACCOUNT.pack(address, account.balance, account.nonce)
-                            for address, account in applied.accounts.items())
-        self.append_block(block.header, b"".join(tx.id for tx in block.transactions), spans, block.encode,
-                          accounts)
-
-    def append_block(self, header: BlockHeader, ids: bytes, spans: bytes, encoding: Callable[[], bytes],
-                     accounts: bytes) -> None:
-        """Store a validated block as plain values and the accounts it changed, atomically.
-
-        `ids`: its transactions' ids laid end to end; `spans`: (u32 offset, u32 length) of each
-        transaction's encoding inside the framed transactions that follow the header;
-        `encoding`: makes the block encoding, called only if the store lacks its row; `accounts`:
-        (address, u64 balance, u64 nonce) per account the block changed."""
-        if header.height != self.height + 1 or header.previous_hash != self.tip_hash:
-            raise StoreError(f"block {header.height} does not extend the stored tip {self.height}",
+    def append_final(self, height: int, block_hash: bytes, header: bytes, ids: bytes, spans: bytes,
+                     encoding: Callable[[], bytes], accounts: bytes) -> None:
+        """Store a validated final block, atomically, from values a block gives cheaply: its
+        signed `header` encoding, `ids` (its transactions' ids, 64 bytes each, in order),
+        `spans` (`store_index.SPAN` per transaction: where it lies in the block's encoding),
+        `encoding` (makes its encoding; called only if `keep_branch` did not store it) and
+        `accounts`: `ACCOUNT` per account it changed, after it. StoreError if it does not extend the stored tip
+        (`not_the_next_block`), if its parts disagree (`bad_block_parts`), or if it holds a
+        transaction twice (`duplicate_transaction`); nothing is written then."""
+        try:
+            parsed = BlockHeader.decode_from(header)[0]
+        except DecodeError as exc:
+            raise StoreError(f"block {height}'s header does not decode: {exc}", code="bad_block_parts") from None
+        if height != self.height + 1 or parsed.previous_hash != self.tip_hash:
+            raise StoreError(f"block {height} does not extend the stored tip {self.height}",
                              code="not_the_next_block")
-        height = header.height
+        count = parsed.tx_count
+        if (parsed.height, parsed.hash) != (height, block_hash) or len(ids) != count * DIGEST_BYTES or \
+                len(spans) != count * store_index.SPAN.size:
+            raise StoreError(f"block {height}'s header, hash, {len(ids)} bytes of ids and {len(spans)} bytes of "
+                             f"spans do not describe one block of {count} transactions", code="bad_block_parts")
+        rows = store_index.index_rows(ids)
         with self._lock, self._transaction():
-            self._db.execute("INSERT INTO blocks (height, hash, header, ids) VALUES (?, ?, ?, ?)",
-                             (height, header.hash, header.encoded, ids))
+            self._db.execute("INSERT INTO blocks (height, hash, header, ids, spans) VALUES (?, ?, ?, ?, ?)",
+                             (height, block_hash, header, ids, spans))
             # Its encoding is normally there already (`keep_branch`, before it was served); a
             # block appended without it (or another block at its height) gets it written here.
-            # Asked first: binding the encoding copies it (~15 MB for a full Falcon block) even
-            # when the row is kept.
             stored = self._db.execute("SELECT hash FROM block_encodings WHERE height = ?", (height,)).fetchone()
-            if stored is None or stored[0] != header.hash:
-                self._db.execute("INSERT OR REPLACE INTO block_encodings (height, hash, encoded) VALUES (?, ?, ?)",
-                                 (height, header.hash, encoding()))
-            self._insert_index(sorted(_index_rows(height, len(header.encoded), ids, spans)))
-            self._db.executemany(
-                "INSERT INTO accounts (address, balance, nonce) VALUES (?, ?, ?) "
-                "ON CONFLICT (address) DO UPDATE SET balance = excluded.balance, nonce = excluded.nonce",
-                _ACCOUNT.iter_unpack(accounts))
-        self.height, self.tip_hash = height, header.hash
+            if stored is None or stored[0] != block_hash:
+                self._write_encoding(height, block_hash, encoding())
+            self._db.execute(store_index.INSERT, (height, rows))
+            self._write_accounts(accounts)
+        self.height, self.tip_hash = height, block_hash
 
-    def accounts(self) -> Iterator[tuple[bytes, int, int]]:
-        """(address, balance, nonce) of every account as of the stored tip (read at start)."""
-        with self._lock:
-            yield from self._db.execute("SELECT address, balance, nonce FROM accounts").fetchall()
+    def append(self, applied: AppliedBlock) -> None:
+        """`append_final` for a validated block and the accounts it changed (today's callers)."""
+        block = applied.block
+        header = block.header
+        transactions = block.transactions
+        self.append_final(header.height, header.hash, header.encoded, b"".join(tx.id for tx in transactions),
+                          store_index.spans_of(len(header.encoded), [len(tx.encoded) for tx in transactions]),
+                          block.encode, b"".join(ACCOUNT.pack(address, account.balance, account.nonce)
+                                                 for address, account in applied.accounts.items()))
 
     def keep_branch(self, fork_height: int, blocks: list[tuple[int, bytes, bytes]],
                     locks: Sequence[ProducerLock] | None = None) -> None:
@@ -249,7 +239,8 @@ class ChainStore:
         with self._lock, self._transaction():
             # Never a final block's row: a branch cannot fork below the final tip.
             self._db.execute("DELETE FROM block_encodings WHERE height > ?", (max(fork_height, self.height),))
-            self._db.executemany("INSERT INTO block_encodings (height, hash, encoded) VALUES (?, ?, ?)", blocks)
+            for height, block_hash, encoding in blocks:
+                self._write_encoding(height, block_hash, encoding)
             if locks is not None:
                 self._db.execute("INSERT INTO metadata (key, value) VALUES ('producer_locks', ?) ON CONFLICT (key) "
                                  "DO UPDATE SET value = excluded.value", (_encode_locks(locks),))
@@ -272,6 +263,10 @@ class ChainStore:
         header = self.header(self.height)
         timestamp_ms = header.timestamp_ms if header else self.genesis.genesis_time_ms
         return ChainState(self.genesis, accounts, self.height, self.tip_hash, timestamp_ms)
+
+    def accounts(self) -> list[tuple[bytes, int, int]]:
+        """(address, balance, nonce) of every account as of the stored tip (read at start)."""
+        return self._all("SELECT address, balance, nonce FROM accounts")
 
     def recent_blocks(self) -> list[bytes]:
         """The encodings of the stored undoable blocks above the final tip, ascending."""
@@ -305,84 +300,62 @@ class ChainStore:
         read from its block's row as a blob slice: `substr` over the row made SQLite read
         the whole encoding (~15 MB for 8,000 Falcon-512 transactions, 4-6 ms) per look-up."""
         with self._lock:
-            row = self._find(tx_id, ", i.offset, i.length, b.ids")
+            place = self._find(tx_id)
+            if place is None:
+                return None
+            height, position = place
+            row = self._db.execute(_FINAL_SQL.format(more=", b.ids, b.spans"), (height,)).fetchone()
             if row is None:
                 return None
-            height, position, header_bytes, offset, length, packed = row
+            header_bytes, packed, spans = row
+            offset, length = store_index.span_at(spans, position)
             with self._db.blobopen("block_encodings", "encoded", height, readonly=True) as blob:
                 blob.seek(offset)
                 encoded = blob.read(length)
-        ids = split_digests(packed)
         header = BlockHeader.decode_from(header_bytes)[0]
         return CommittedTransaction(Transaction.decode(encoded), height, position, header.hash,
-                                    header.merkle_root, merkle_proof(ids, position))
+                                    header.merkle_root, merkle_proof(split_digests(packed), position))
 
     def place(self, tx_id: bytes) -> TxPlace | None:
         """Where a committed transaction is, without its bytes or a proof (POST /txs/status
         asks a thousand at a time: no block's encoding or id list is read for it)."""
         with self._lock:
-            row = self._find(tx_id, "")
+            place = self._find(tx_id)
+            row = self._db.execute(_FINAL_SQL.format(more=""), (place[0],)).fetchone() if place else None
         if row is None:
             return None
-        header = BlockHeader.decode_from(row[2])[0]
-        return TxPlace(row[0], row[1], header.hash, header.merkle_root)
+        header = BlockHeader.decode_from(row[0])[0]
+        return TxPlace(place[0], place[1], header.hash, header.merkle_root)
 
     # --- internals ------------------------------------------------------------------------
 
-    def _insert_index(self, rows: list[tuple]) -> None:
-        """Index rows (key, height, position, offset, length, id), best in key order: rows next
-        to each other in the tree are then written together. A key some earlier transaction
-        holds leaves the row out of `tx_keys` (SQLite counts no change for it); then each
-        row whose key names another place goes to `tx_key_clashes` by its full id - unless
-        its id is the one at that place, or already a clash: a transaction in the chain
-        twice, which the store refuses (StoreError `duplicate_transaction`, nothing written)
-        as format 2's unique ids did."""
-        changes = self._db.total_changes
-        self._db.executemany(_INDEX_SQL.format(table="tx_keys", column="key") + " ON CONFLICT (key) DO NOTHING",
-                             [row[:5] for row in rows])
-        if self._db.total_changes - changes == len(rows):
-            return
-        execute = self._db.execute
-        for key, height, position, offset, length, tx_id in rows:
-            holder = execute("SELECT height, position FROM tx_keys WHERE key = ?", (key,)).fetchone()
-            if holder == (height, position):
-                continue
-            if self._id_at(*holder) == tx_id or \
-                    execute("SELECT 1 FROM tx_key_clashes WHERE id = ?", (tx_id,)).fetchone() is not None:
-                raise StoreError(f"transaction {tx_id.hex()[:16]}.. (block {height}, position {position}) is in the "
-                                 "chain already", code="duplicate_transaction")
-            execute(_INDEX_SQL.format(table="tx_key_clashes", column="id"), (tx_id, height, position, offset, length))
-
-    def _find(self, tx_id: bytes, more: str) -> tuple | None:
-        """A final transaction's `_PLACE_SQL` row (under the lock): its key's row if the id at
-        that row's place is this one, else its row among the clashes."""
+    def _find(self, tx_id: bytes) -> tuple[int, int] | None:
+        """(height, position) of a final transaction (under the lock): the newest index row
+        with its key whose place holds exactly this id."""
         if len(tx_id) != DIGEST_BYTES:
             return None
-        row = self._db.execute(_PLACE_SQL.format(more=more, table="tx_keys", column="key"),
-                               (_KEY.unpack_from(tx_id)[0],)).fetchone()
-        if row is not None and self._id_at(row[0], row[1]) == tx_id:
-            return row
-        return self._db.execute(_PLACE_SQL.format(more=more, table="tx_key_clashes", column="id"),
-                                (tx_id,)).fetchone()
+        for height, position in self._db.execute(store_index.CANDIDATES, (self.height, store_index.key_of(tx_id))):
+            if self._id_at(height, position) == tx_id:
+                return height, position
+        return None
 
     def _id_at(self, height: int, position: int) -> bytes:
         """The id at `position` in the final block's id list: 64 bytes read from the blob,
-        not the list (~0.5 MB for 8,000 transactions)."""
+        not the list (~2.5 MB for 40,000 transactions)."""
         with self._db.blobopen("blocks", "ids", height, readonly=True) as blob:
             blob.seek(position * DIGEST_BYTES)
             return blob.read(DIGEST_BYTES)
 
-    def _convert_format_2(self) -> None:
-        """A `qmemo-store/2` store's index (keyed by whole ids) rewritten as `tx_keys` and
-        `tx_key_clashes`, in the caller's SQL transaction, `CONVERT_ROWS` rows at a time (a
-        soak's store holds millions); every other table is unchanged. The old table's pages
-        go to SQLite's free list: the file does not shrink."""
-        old = self._db.execute("SELECT id, height, position, offset, length FROM tx_index")
-        while chunk := old.fetchmany(CONVERT_ROWS):
-            self._insert_index(sorted((_KEY.unpack_from(tx_id)[0], height, position, offset, length, tx_id)
-                                      for tx_id, height, position, offset, length in chunk))
-        self._db.execute("DROP TABLE tx_index")
-        self._db.execute("UPDATE metadata SET value = ? WHERE key = 'format'", (STORE_FORMAT,))
+    def _write_encoding(self, height: int, block_hash: bytes, encoding: bytes) -> None:
+        """A block's encoding into its row (inside the caller's SQL transaction): the row made
+        with room for it, then filled through SQLite's incremental blob I/O. Binding the bytes
+        instead made SQLite copy them whole first (~2x this CPU in a trial, docs/methodology.md)."""
+        self._db.execute("INSERT OR REPLACE INTO block_encodings (height, hash, encoded) VALUES (?, ?, zeroblob(?))",
+                         (height, block_hash, len(encoding)))
+        view = memoryview(encoding)
+        with self._db.blobopen("block_encodings", "encoded", height) as blob:
+            for start in range(0, len(view), BLOB_CHUNK_BYTES):
+                blob.write(view[start:start + BLOB_CHUNK_BYTES])
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
@@ -402,51 +375,37 @@ class ChainStore:
         with self._lock:
             return self._db.execute(sql, args).fetchall()
 
-    def _write_accounts(self, accounts: Mapping[bytes, Account]) -> None:
+    def _write_accounts(self, accounts: bytes) -> None:
+        """`ACCOUNT` rows, packed, over the stored ones (inside the caller's SQL transaction)."""
         self._db.executemany(
             "INSERT INTO accounts (address, balance, nonce) VALUES (?, ?, ?) "
             "ON CONFLICT (address) DO UPDATE SET balance = excluded.balance, nonce = excluded.nonce",
-            ((address, account.balance, account.nonce) for address, account in accounts.items()))
+            ACCOUNT.iter_unpack(accounts))
 
     def _bind_to_genesis(self) -> None:
-        """A new store takes the genesis state; an existing one must belong to this genesis."""
+        """A new store takes the genesis state; an existing one must belong to this genesis
+        (one of an older format is converted: qmemo.node.store_convert)."""
         stored = dict(self._db.execute("SELECT key, value FROM metadata"))
         if not stored:
             self._db.executemany("INSERT INTO metadata (key, value) VALUES (?, ?)", [
                 ("format", STORE_FORMAT), ("chain_id", self.genesis.chain_id),
                 ("genesis_hash", self.genesis.hash)])
-            self._write_accounts({address: Account(balance, 0) for address, balance in self.genesis.balances})
+            self._write_accounts(b"".join(ACCOUNT.pack(address, balance, 0)
+                                          for address, balance in self.genesis.balances))
             return
-        if stored.get("format") not in (STORE_FORMAT, FORMAT_2):
+        if stored.get("format") not in (STORE_FORMAT, *OLD_FORMATS):
             raise StoreError(f"{self.path} is in format {stored.get('format')!r}, not {STORE_FORMAT!r}: start "
                              "the node on a new data folder (devnet.sh --reset)", code="store_format")
         if stored.get("genesis_hash") != self.genesis.hash:
             raise StoreError(f"{self.path} holds another chain (genesis {bytes(stored['genesis_hash']).hex()[:16]}.., "
                              f"this genesis is {self.genesis.hash.hex()[:16]}..)", code="wrong_chain")
-        if stored["format"] == FORMAT_2:
-            self._convert_format_2()
+        if stored["format"] != STORE_FORMAT:
+            convert(self._db, stored["format"])
+            self._db.execute("UPDATE metadata SET value = ? WHERE key = 'format'", (STORE_FORMAT,))
 
     def _read_tip(self) -> tuple[int, bytes]:
         row = self._db.execute("SELECT height, hash FROM blocks ORDER BY height DESC LIMIT 1").fetchone()
         return (row[0], row[1]) if row else (0, self.genesis.hash)
-
-
-def _spans(transactions: Sequence[Transaction]) -> Iterator[tuple[int, int]]:
-    """(offset, length) of each transaction's encoding among the framed transactions."""
-    offset = 0
-    for tx in transactions:
-        length = len(tx.encoded)
-        yield offset + _U32.size, length
-        offset += _U32.size + length
-
-
-def _index_rows(height: int, header_bytes: int, ids: bytes, spans: bytes) -> Iterator[tuple]:
-    """(key, height, position, offset, length, id) of each transaction in its block's encoding
-    (whose transactions start after the header)."""
-    key = _KEY.unpack_from
-    for position, (offset, length) in enumerate(_SPAN.iter_unpack(spans)):
-        tx_id = ids[position * DIGEST_BYTES:(position + 1) * DIGEST_BYTES]
-        yield key(tx_id)[0], height, position, header_bytes + offset, length, tx_id
 
 
 def _encode_locks(locks: Sequence[ProducerLock]) -> bytes:

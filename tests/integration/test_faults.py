@@ -227,7 +227,7 @@ def test_a_relayed_transaction_survives_the_receivers_sigkill(devnet, tmp_path):
         sender, receiver = net.nodes
         assert sender.post_txs(transactions).json()["accepted"] == len(transactions)
         journal = receiver.data / JOURNAL_FILE
-        # at least one batch entry (u32 length, u32 CRC) of framed encodings (u32 length each)
+        # at least one batch entry (u32 length, u32 checksum) of framed encodings (u32 length each)
         journaled_bytes = 8 + sum(4 + len(tx.encoded) for tx in transactions)
         net.wait_until(lambda: journal.exists() and journal.stat().st_size >= journaled_bytes,
                        "node-1 journaled the relayed transactions")

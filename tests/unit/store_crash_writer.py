@@ -1,8 +1,10 @@
 """A block writer for the store's crash test: extends the chain in DIR until killed.
 
 `python -m tests.unit.store_crash_writer DIR` reads DIR/genesis.json and DIR/keys.json
-(one validator, then the accounts), resumes the store at DIR/chain.sqlite, and appends
-blocks of transfers as fast as it can, printing each height once it is committed.
+(one validator, then the accounts), resumes the store at DIR/chain.sqlite, and stores
+blocks of transfers as fast as it can as the node does - its encoding first (`keep_branch`,
+the block undoable), then the block as final (`append`) - printing each height once it is
+committed.
 """
 
 from __future__ import annotations
@@ -46,7 +48,9 @@ def main(directory: Path) -> None:
             block = make_block(chain_id=genesis.chain_id, height=height, previous_hash=state.tip_hash,
                                timestamp_ms=timestamp_ms, producer_index=0, transactions=transactions,
                                sign=signer(validator.scheme, validator.secret_key))
-            store.append(apply_block(state, block, verifier, timestamp_ms))
+            applied = apply_block(state, block, verifier, timestamp_ms)
+            store.keep_branch(height - 1, [(height, block.hash, block.encode())])
+            store.append(applied)
             print(height, flush=True)
 
 

@@ -65,7 +65,7 @@ async def test_a_torn_tail_is_cut_off_and_later_appends_follow_whole_records(tmp
 async def test_a_flipped_byte_ends_the_read_at_the_damaged_record(tmp_path: Path):
     path = await _written(tmp_path, [b"first", b"second"])
     data = bytearray(path.read_bytes())
-    data[-1] ^= 0xFF                                           # the CRC no longer matches
+    data[-1] ^= 0xFF                                           # the checksum no longer matches
     path.write_bytes(bytes(data))
     assert _reopened(tmp_path) == [b"first"]
 
@@ -119,6 +119,44 @@ def test_a_journal_of_single_transaction_entries_still_reads(tmp_path: Path):
     assert _reopened(tmp_path) == [b"old-1", b"old-2"]
 
 
+async def test_batches_checked_by_crc_32_as_earlier_versions_wrote_them_still_read(tmp_path: Path):
+    import struct
+    import zlib
+
+    from qmemo.frames import encode_frames
+
+    body = encode_frames([b"crc-1", b"crc-2"])
+    (tmp_path / JOURNAL_FILE).write_bytes(struct.pack("<II", len(body) | 0x8000_0000, zlib.crc32(body)) + body)
+    journal = Journal(tmp_path, "test")
+    assert journal.read_back() == [b"crc-1", b"crc-2"]
+    await journal.append([b"xxh3-3"])
+    journal.close()
+    assert _reopened(tmp_path) == [b"crc-1", b"crc-2", b"xxh3-3"]
+
+
+async def test_a_write_is_one_entry_checked_by_xxh3_of_its_buffers(tmp_path: Path):
+    import struct
+
+    import xxhash
+
+    from qmemo.frames import encode_frames
+
+    journal = Journal(tmp_path, "test")
+    journal.read_back()
+    await asyncio.gather(journal.append([b"a", b"bb"]), journal.append([b"ccc"]))
+    journal.close()
+    data = (tmp_path / JOURNAL_FILE).read_bytes()
+    entries = []
+    while data:
+        length, checksum = struct.unpack_from("<II", data)
+        assert length & 0xC000_0000 == 0xC000_0000     # a batch, checked by XXH3
+        body = data[8:8 + (length & 0x3FFF_FFFF)]
+        assert checksum == xxhash.xxh3_64_intdigest(body) & 0xFFFF_FFFF
+        entries.append(body)
+        data = data[8 + len(body):]
+    assert b"".join(entries) == encode_frames([b"a", b"bb", b"ccc"])
+
+
 async def test_a_large_compaction_is_written_as_several_entries(tmp_path: Path, monkeypatch):
     import qmemo.node.journal as journal_module
 
@@ -135,21 +173,11 @@ async def test_a_large_compaction_is_written_as_several_entries(tmp_path: Path, 
     assert _reopened(tmp_path) == records[:4]
 
 
-class _FullDisk:
-    """A journal file on a full disk: every write fails with ENOSPC."""
-
-    def write(self, data: bytes) -> int:
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    def close(self) -> None:
-        pass
-
-
 async def test_a_full_disk_fails_every_write_but_is_logged_once_per_interval(tmp_path: Path, caplog):
     journal = Journal(tmp_path, "test", logging.LoggerAdapter(logging.getLogger("qmemo.test.journal"), {}))
     journal.read_back()
     journal._file.close()
-    journal._file = _FullDisk()
+    journal._file = open("/dev/full", "wb", buffering=0)       # every write: ENOSPC
     with caplog.at_level(logging.ERROR, logger="qmemo.test.journal"):
         for index in range(20):
             with pytest.raises(StoreError) as failed:
@@ -162,7 +190,7 @@ async def test_a_full_disk_fails_every_write_but_is_logged_once_per_interval(tmp
 
 
 def test_the_journals_writes_are_the_store_stages_cpu(tmp_path):
-    # Its framing, CRC, write and fsync ran on its own thread outside every stage, in "other".
+    # Its framing, checksum, write and fsync ran on its own thread outside every stage, in "other".
     from qmemo.node.stages import STORE, StageCPU
 
     async def run() -> StageCPU:
@@ -178,3 +206,49 @@ def test_the_journals_writes_are_the_store_stages_cpu(tmp_path):
     stages = asyncio.run(run())
     assert stages.thread_ns[STORE] > 0 and stages.thread_txs[STORE] == 0
     assert sum(stages.thread_ns) == stages.thread_ns[STORE]
+
+
+async def test_a_short_writev_is_followed_by_the_rest_of_the_entry(tmp_path: Path, monkeypatch):
+    # The kernel may take part of a write (a signal, a nearly full disk): the rest follows.
+    import os
+
+    import qmemo.node.journal as journal_module
+
+    real_writev = os.writev
+    monkeypatch.setattr(journal_module.os, "writev", lambda fd, views: real_writev(fd, [bytes(views[0])[:3]]))
+    journal = Journal(tmp_path, "test")
+    journal.read_back()
+    await journal.append([b"first", b"second"])
+    await journal.append([b"third"])
+    journal.close()
+    monkeypatch.undo()
+    assert _reopened(tmp_path) == [b"first", b"second", b"third"]
+
+
+async def test_a_write_that_fails_half_way_leaves_no_torn_entry_before_the_next(tmp_path: Path, monkeypatch):
+    # A disk that fills mid-entry: the client gets its 503, and what is appended once there
+    # is room again still reads back (a torn entry in between would end the read before it).
+    import errno
+    import os
+
+    import qmemo.node.journal as journal_module
+
+    real_writev = os.writev
+    calls = []
+
+    def writev_then_full(fd, views):
+        calls.append(1)
+        if len(calls) == 1:
+            return real_writev(fd, [bytes(views[0])[:5]])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    journal = Journal(tmp_path, "test")
+    journal.read_back()
+    await journal.append([b"before"])
+    monkeypatch.setattr(journal_module.os, "writev", writev_then_full)
+    with pytest.raises(StoreError):
+        await journal.append([b"lost-to-a-full-disk"])
+    monkeypatch.undo()
+    await journal.append([b"after"])
+    journal.close()
+    assert _reopened(tmp_path) == [b"before", b"after"]

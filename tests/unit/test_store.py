@@ -16,7 +16,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from qmemo.core.block import BlockIds
+from qmemo.core.block import Block, BlockIds
 from qmemo.core.genesis import parse_genesis
 from qmemo.core.merkle import verify_proof
 from qmemo.core.state import Account, AppliedBlock, ChainState, apply_block
@@ -26,6 +26,7 @@ from qmemo.crypto.keys import NamedKey, save_keys
 from qmemo.crypto.schemes import get_scheme
 from qmemo.crypto.verifier import RegistryVerifier, load_genesis
 from qmemo.errors import ConfigError, StoreError
+from qmemo.node import store_index
 from qmemo.node.store import ChainStore
 from tests.conftest import REPO_ROOT
 from tests.unit.chain_kit import Devnet, default_genesis, genesis_document, schemes
@@ -173,21 +174,46 @@ def test_a_failed_append_writes_nothing(tmp_path):
     store.close()
 
 
-@pytest.mark.parametrize("where", ["in an earlier block", "twice in the block"])
-def test_a_block_holding_a_committed_transaction_again_is_refused_and_nothing_written(chain, where):
-    # apply_block refuses it first; the store does not take it either (format 2's unique ids
-    # did; format 3's index would have filed the copy as a key clash).
+def test_a_block_holding_a_transaction_twice_is_refused_and_nothing_written(chain):
+    # apply_block refuses it first (the second copy's nonce is spent); the store does not take
+    # it either. A copy of a transaction of an earlier block is apply_block's alone to refuse:
+    # the index is partitioned by block, and looking every transaction up in every block
+    # would cost more than storing it (qmemo.node.store_index).
     net, store = chain
     before = store.load_state()
     fresh = net.transfer(net.alice, net.bob, 1)
-    again = store.block(1).transactions[0] if where == "in an earlier block" else fresh
-    block = replace(net.next_block([fresh]), transactions=(fresh, again))
+    block = net.next_block([fresh, net.transfer(net.carol, net.bob, 2), fresh])
     with pytest.raises(StoreError) as refused:
         store.append(AppliedBlock(block, {}, 0))
     assert refused.value.code == "duplicate_transaction"
     after = store.load_state()
     assert (after.height, after.tip_hash, after.accounts) == (before.height, before.tip_hash, before.accounts)
     assert store.block(4) is None and store.transaction(fresh.id) is None
+
+
+@pytest.mark.parametrize("mutation", ["a transaction more than its header counts", "an id short",
+                                      "a span short", "another block's hash", "a header that does not decode"])
+def test_a_block_whose_parts_disagree_is_refused_and_nothing_written(chain, mutation):
+    net, store = chain
+    block = net.next_block([net.transfer(net.alice, net.bob, 1), net.transfer(net.carol, net.bob, 2)])
+    header = block.header
+    ids = b"".join(tx.id for tx in block.transactions)
+    spans = store_index.spans_of(len(header.encoded), [len(tx.encoded) for tx in block.transactions])
+    parts = [4, header.hash, header.encoded, ids, spans, block.encode, b""]
+    if mutation == "a transaction more than its header counts":
+        parts[3], parts[4] = ids + ids[:64], spans + spans[:8]
+    elif mutation == "an id short":
+        parts[3] = ids[:-64]
+    elif mutation == "a span short":
+        parts[4] = spans[:-8]
+    elif mutation == "another block's hash":
+        parts[1] = store.header(3).hash
+    else:
+        parts[2] = header.encoded[:100]
+    with pytest.raises(StoreError) as refused:
+        store.append_final(*parts)
+    assert refused.value.code == "bad_block_parts"
+    assert store.height == 3 and store.block(4) is None and store.block_ids(4) is None
 
 
 def test_a_store_of_another_chain_is_refused(chain, tmp_path):
@@ -279,6 +305,14 @@ def test_writer_killed_mid_way_leaves_the_last_committed_block_and_its_state(tmp
             # Every reported commit survived; at most the one in flight is missing.
             assert reported <= store.height <= reported + 1
             assert state.height == store.height and state.tip_hash == store.block(store.height).hash
+            assert store._db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+            # killed between a block's two commits: its encoding is kept, undoable, on the tip
+            assert [Block.decode(encoded).header.previous_hash for encoded in store.recent_blocks()] in \
+                ([], [state.tip_hash])
+            for height in range(1, store.height + 1):       # every final transaction is found
+                block = store.block(height)
+                assert [store.place(tx.id).position for tx in block.transactions] == \
+                    list(range(len(block.transactions)))
             replayed = replayed_state(store)
         assert (replayed.height, replayed.tip_hash) == (state.height, state.tip_hash)
         assert replayed.accounts == state.accounts
@@ -332,26 +366,24 @@ def test_a_transaction_place_is_where_the_look_up_finds_it_without_a_proof(chain
     assert store.place(bytes(64)) is None
 
 
-class _OneKey:
-    """Every id's index key is 0: each transaction after the first clashes."""
-
-    @staticmethod
-    def unpack_from(data: bytes) -> tuple[int]:
-        return (0,)
+def _one_key(monkeypatch) -> None:
+    """Every id's index key is 0 from now on: each transaction after the first clashes."""
+    import numpy as np
+    monkeypatch.setattr(store_index, "key_of", lambda tx_id: 0)
+    monkeypatch.setattr(store_index, "keys_of", lambda ids: np.zeros(len(ids) // 64, dtype=np.int64))
 
 
 def test_transactions_whose_index_keys_clash_are_found_by_their_full_ids(tmp_path, monkeypatch):
     # Eight bytes of a hash can be ground to a clash (2^32 work): a key's row is never
-    # trusted without the full id, and a clashing transaction is indexed under its id.
-    import qmemo.node.store as store_module
-    monkeypatch.setattr(store_module, "_KEY", _OneKey)
+    # trusted without the full id, in the same block or another.
+    _one_key(monkeypatch)
     net = Devnet()
     with ChainStore(tmp_path / "chain.sqlite", net.genesis) as store:
         for _ in range(3):
             store.append(net.apply(net.next_block([net.transfer(net.alice, net.bob, 3),
                                                    net.transfer(net.carol, net.alice, 4)])))
         blocks = [store.block(height) for height in (1, 2, 3)]
-        assert store._db.execute("SELECT count(*) FROM tx_key_clashes").fetchone()[0] == 5
+        assert store._db.execute("SELECT count(DISTINCT key), count(*) FROM block_tx_keys").fetchone() == (1, 6)
         for block in blocks:
             for position, tx in enumerate(block.transactions):
                 found, place = store.transaction(tx.id), store.place(tx.id)
@@ -362,38 +394,178 @@ def test_transactions_whose_index_keys_clash_are_found_by_their_full_ids(tmp_pat
         assert store.place(b"short") is None        # not an id at all
 
 
-@pytest.mark.parametrize("keys", ["ids' own", "all clashing"])
-def test_a_store_of_format_2_is_converted_when_opened(chain, tmp_path, monkeypatch, keys):
-    # qmemo-store/2 indexed transactions by their whole ids; its chain stays, its index is
-    # rewritten as keys (in rows of CONVERT_ROWS), and every transaction is found again.
-    import qmemo.node.store as store_module
+def test_a_look_up_probes_the_blocks_newest_first_and_stops_at_the_first_that_holds_the_id(chain):
     net, store = chain
-    monkeypatch.setattr(store_module, "CONVERT_ROWS", 4)
-    blocks = [store.block(height) for height in (1, 2, 3)]
-    expected = {tx.id: store.transaction(tx.id) for block in blocks for tx in block.transactions}
+    probed: list[str] = []
+    store._db.set_trace_callback(probed.append)
+    newest = store.block(3).transactions[0]
+    assert store.place(newest.id).height == 3
+    reads_for_newest = sum("block_tx_keys" in sql for sql in probed)
+    assert reads_for_newest == 1
+    ids_read = []
+    original = store._id_at
+    store._id_at = lambda height, position: ids_read.append(height) or original(height, position)
+    assert store.place(store.block(1).transactions[1].id).height == 1
+    assert store.place(bytes(64)) is None
+    assert ids_read == [1]          # only the candidate whose key matched was checked
+
+
+def test_the_index_appends_each_block_after_the_last(chain):
+    # What keeps a commit's cost flat: a block's rows sort after every earlier block's.
+    net, store = chain
+    rows = store._db.execute("SELECT height, key, position FROM block_tx_keys").fetchall()
+    assert rows == sorted(rows) and [height for height, *_ in rows] == [1, 1, 2, 2, 3, 3]
+    for height in (1, 2, 3):
+        block = store.block(height)
+        keys = {store_index.key_of(tx.id): position for position, tx in enumerate(block.transactions)}
+        assert {key: position for h, key, position in rows if h == height} == keys
+
+
+def test_a_store_in_the_write_ahead_log_is_moved_to_a_rollback_journal(tmp_path):
+    # format 3 used WAL; format 4 writes a block's pages once, into the database
+    net = Devnet()
+    path = tmp_path / "chain.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA journal_mode=WAL")
+    with ChainStore(path, net.genesis) as store:
+        assert store._db.execute("PRAGMA journal_mode").fetchone()[0] == "truncate"
+        store.append(net.apply(net.next_block([net.transfer(net.alice, net.bob, 3)])))
+    assert not (tmp_path / "chain.sqlite-wal").exists()
+
+
+def test_a_store_another_process_holds_in_the_write_ahead_log_is_refused(tmp_path):
+    path = tmp_path / "chain.sqlite"
+    holder = sqlite3.connect(path)
+    try:
+        holder.execute("PRAGMA journal_mode=WAL")
+        holder.execute("CREATE TABLE t (x)")
+        holder.execute("BEGIN")
+        holder.execute("SELECT * FROM t").fetchall()
+        with pytest.raises(StoreError) as refused:
+            ChainStore(path, default_genesis())
+        assert refused.value.code == "store_busy"
+    finally:
+        holder.close()
+
+
+def _old_index_rows(store: ChainStore) -> list[tuple]:
+    """(id, height, position, offset, length) of every final transaction, from format 4."""
     rows = []
-    for block in blocks:
-        for position, tx in enumerate(block.transactions):
-            row = store._db.execute("SELECT offset, length FROM tx_keys WHERE height = ? AND position = ?",
-                                    (block.header.height, position)).fetchone()
-            rows.append((tx.id, block.header.height, position, *row))
+    for height in range(1, store.height + 1):
+        ids, spans = store._db.execute("SELECT ids, spans FROM blocks WHERE height = ?", (height,)).fetchone()
+        for position in range(len(ids) // 64):
+            rows.append((ids[position * 64:(position + 1) * 64], height, position,
+                         *store_index.span_at(spans, position)))
+    return rows
+
+
+def _make_old_format(store: ChainStore, old_format: str, clashing: bool) -> None:
+    """Rewrite a format-4 store's index as `old_format` had it (format 3: keys, the clashes by id)."""
+    rows = _old_index_rows(store)
     db = store._db
     db.execute("BEGIN")
-    db.execute("CREATE TABLE tx_index (id BLOB PRIMARY KEY, height INTEGER NOT NULL, position INTEGER NOT NULL, "
-               "offset INTEGER NOT NULL, length INTEGER NOT NULL) WITHOUT ROWID")
-    db.executemany("INSERT INTO tx_index VALUES (?, ?, ?, ?, ?)", rows)
-    db.execute("DROP TABLE tx_keys")
-    db.execute("DROP TABLE tx_key_clashes")
-    db.execute("UPDATE metadata SET value = 'qmemo-store/2' WHERE key = 'format'")
+    if old_format == "qmemo-store/2":
+        db.execute("CREATE TABLE tx_index (id BLOB PRIMARY KEY, height INTEGER NOT NULL, position INTEGER NOT NULL, "
+                   "offset INTEGER NOT NULL, length INTEGER NOT NULL) WITHOUT ROWID")
+        db.executemany("INSERT INTO tx_index VALUES (?, ?, ?, ?, ?)", rows)
+    else:
+        db.execute("CREATE TABLE tx_keys (key INTEGER PRIMARY KEY, height INTEGER NOT NULL, position INTEGER NOT NULL, "
+                   "offset INTEGER NOT NULL, length INTEGER NOT NULL)")
+        db.execute("CREATE TABLE tx_key_clashes (id BLOB PRIMARY KEY, height INTEGER NOT NULL, position INTEGER NOT "
+                   "NULL, offset INTEGER NOT NULL, length INTEGER NOT NULL) WITHOUT ROWID")
+        # `clashing`: as if every later id's key were the first's (filed by full id)
+        keyed, clashes = (rows[:1], rows[1:]) if clashing else (rows, [])
+        db.executemany("INSERT INTO tx_keys VALUES (?, ?, ?, ?, ?)",
+                       [(store_index.key_of(tx_id), *place) for tx_id, *place in keyed])
+        db.executemany("INSERT INTO tx_key_clashes VALUES (?, ?, ?, ?, ?)", clashes)
+    db.execute("DROP TABLE block_tx_keys")
+    db.execute("ALTER TABLE blocks DROP COLUMN spans")
+    db.execute("UPDATE metadata SET value = ? WHERE key = 'format'", (old_format,))
     db.execute("COMMIT")
+    db.execute("PRAGMA journal_mode=WAL")
+
+
+@pytest.mark.parametrize(("old_format", "clashing"), [("qmemo-store/2", False), ("qmemo-store/3", False),
+                                                      ("qmemo-store/3", True)])
+def test_a_store_of_format_2_or_3_is_converted_when_opened(chain, tmp_path, monkeypatch, old_format, clashing):
+    # Their chain stays; their index becomes spans and per-block keys (read CONVERT_ROWS
+    # rows at a time), and every transaction is found again, with its proof.
+    import qmemo.node.store_convert as store_convert
+    net, store = chain
+    monkeypatch.setattr(store_convert, "CONVERT_ROWS", 4)
+    blocks = [store.block(height) for height in (1, 2, 3)]
+    expected = {tx.id: store.transaction(tx.id) for block in blocks for tx in block.transactions}
+    spans = store._db.execute("SELECT spans FROM blocks ORDER BY height").fetchall()
+    _make_old_format(store, old_format, clashing)
     store.close()
-    if keys == "all clashing":
-        monkeypatch.setattr(store_module, "_KEY", _OneKey)
     with ChainStore(tmp_path / "chain.sqlite", net.genesis) as reopened:
         assert {tx_id: reopened.transaction(tx_id) for tx_id in expected} == expected
-        clashes = reopened._db.execute("SELECT count(*) FROM tx_key_clashes").fetchone()[0]
-        assert clashes == (len(expected) - 1 if keys == "all clashing" else 0)
+        assert reopened._db.execute("SELECT spans FROM blocks ORDER BY height").fetchall() == spans
         tables = {name for (name,) in reopened._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        assert "tx_index" not in tables
+        assert not tables & {"tx_index", "tx_keys", "tx_key_clashes"}
         assert reopened._db.execute("SELECT value FROM metadata WHERE key = 'format'").fetchone()[0] == \
-            "qmemo-store/3"
+            "qmemo-store/4"
+        assert reopened._db.execute("PRAGMA journal_mode").fetchone()[0] == "truncate"
+        reopened.append(net.apply(net.next_block([net.transfer(net.bob, net.alice, 1)])))
+        assert reopened.height == 4
+
+
+def test_a_converted_store_whose_old_index_misses_a_transaction_is_refused_unchanged(chain, tmp_path):
+    net, store = chain
+    _make_old_format(store, "qmemo-store/3", False)
+    store._db.execute("DELETE FROM tx_keys WHERE height = 2 AND position = 1")
+    store.close()
+    with pytest.raises(StoreError) as refused:
+        ChainStore(tmp_path / "chain.sqlite", net.genesis)
+    assert refused.value.code == "store_damaged"
+    with sqlite3.connect(tmp_path / "chain.sqlite") as db:      # the conversion rolled back whole
+        assert db.execute("SELECT value FROM metadata WHERE key = 'format'").fetchone()[0] == "qmemo-store/3"
+        assert db.execute("SELECT count(*) FROM tx_keys").fetchone()[0] == 5
+
+
+_KEEP_LOOP = """
+import sys
+from pathlib import Path
+from qmemo.crypto.verifier import load_genesis
+from qmemo.node.store import ChainStore
+directory = Path(sys.argv[1])
+with ChainStore(directory / "chain.sqlite", load_genesis(directory / "genesis.json"), synchronous="FULL") as store:
+    for height in range(1, 7):      # each a new undoable block: the file grows by its encoding
+        store.keep_branch(height - 1, [(height, bytes([height]) * 64, bytes([height]) * (24 << 20))])
+        print(height, flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_writer_killed_inside_a_large_commit_leaves_the_branch_before_or_after_it(tmp_path):
+    # A block's encoding is written past the file's end with no journal copy; a kill inside
+    # that commit must leave the store as before it (the hot journal truncates the file
+    # back when the store is next opened), or as after it, never a torn row.
+    write_crash_devnet(tmp_path)
+    genesis = load_genesis(tmp_path / "genesis.json")
+    ChainStore(tmp_path / "chain.sqlite", genesis).close()
+    writer = subprocess.Popen([sys.executable, "-c", _KEEP_LOOP, str(tmp_path)], cwd=REPO_ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    journal = tmp_path / "chain.sqlite-journal"
+    try:
+        assert writer.stdout.readline().strip() == "1"
+        deadline = time.monotonic() + 60
+        while not (journal.exists() and journal.stat().st_size > 0):     # inside the next commit
+            assert writer.poll() is None and time.monotonic() < deadline, "no commit seen under way"
+            time.sleep(0.0005)
+        os.kill(writer.pid, signal.SIGKILL)
+        writer.wait(timeout=10)
+        reported = [1, *(int(line) for line in writer.stdout.read().split())]
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+            writer.wait(timeout=10)
+        writer.stdout.close()
+        writer.stderr.close()
+    assert writer.returncode == -signal.SIGKILL and reported[-1] < 6
+    with ChainStore(tmp_path / "chain.sqlite", genesis) as store:
+        assert store._db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        kept = store.recent_blocks()
+        assert store.height == 0 and len(kept) in (reported[-1], reported[-1] + 1)
+        assert kept == [bytes([height]) * (24 << 20) for height in range(1, len(kept) + 1)]
+        assert store.path.stat().st_size < (len(kept) + 1) * (24 << 20)    # a torn commit's pages: cut off

@@ -217,15 +217,23 @@ static PyObject *BlockBody_id(BlockBodyObject *self, PyObject *arg) {
 	return PyBytes_FromStringAndSize((const char *) self->recs[i].id, ID_BYTES);
 }
 
-static PyObject *BlockBody_spans(BlockBodyObject *self, PyObject *unused) {
-	(void) unused;
+static PyObject *BlockBody_spans(BlockBodyObject *self, PyObject *arg) {
+	Py_ssize_t base = PyLong_AsSsize_t(arg);
+	if (base == -1 && PyErr_Occurred()) {
+		return NULL;
+	}
+	if (base < 0 || (self->n && (uint64_t) base + self->recs[self->n - 1].record_offset +
+	                                    self->recs[self->n - 1].record_length > UINT32_MAX)) {
+		PyErr_SetString(PyExc_ValueError, "spans past 4 GiB: a u32 offset cannot address them");
+		return NULL;
+	}
 	PyObject *out = PyBytes_FromStringAndSize(NULL, self->n * 8);
 	if (!out) {
 		return NULL;
 	}
 	uint8_t *p = (uint8_t *) PyBytes_AS_STRING(out);
 	for (Py_ssize_t i = 0; i < self->n; i++) {
-		uint32_t values[2] = {self->recs[i].record_offset, self->recs[i].record_length};
+		uint32_t values[2] = {(uint32_t) (base + self->recs[i].record_offset), self->recs[i].record_length};
 		for (int k = 0; k < 2; k++) {
 			for (int b = 0; b < 4; b++) {
 				p[i * 8 + k * 4 + b] = (uint8_t) (values[k] >> (8 * b));
@@ -323,8 +331,9 @@ static PyMethodDef BlockBody_methods[] = {
 	{"find", (PyCFunction) BlockBody_find, METH_O, "The position of an id, or -1."},
 	{"encoding", (PyCFunction) BlockBody_encoding, METH_O, "Transaction i's canonical encoding."},
 	{"id", (PyCFunction) BlockBody_id, METH_O, "Transaction i's id."},
-	{"spans", (PyCFunction) BlockBody_spans, METH_NOARGS,
-	 "(u32 offset, u32 length) per transaction, into the body: where each encoding lies."},
+	{"spans", (PyCFunction) BlockBody_spans, METH_O,
+	 "spans(base): (u32 offset, u32 length) per transaction, where each encoding lies, offsets\n"
+	 "counted from `base` bytes before the body (a block's header length: into its encoding)."},
 	{"records", (PyCFunction) BlockBody_records, METH_NOARGS, "The kernel's records (a bytearray)."},
 	{"verify", (PyCFunction) BlockBody_verify, METH_VARARGS,
 	 "verify(ledger, table, part, parts) -> (checked, valid, 0, ns, []): signatures not known verified."},
