@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from qmemo.core.block import BLOCK_VERSION, Block, BlockHeader
+from qmemo.core.block import BLOCK_VERSION, SHARDED_BLOCK_VERSION, Block, BlockHeader
 from qmemo.core.codec import U64_MAX
 from qmemo.core.genesis import Genesis, Validator, scheduled_producer
 from qmemo.core.transaction import FIXED_BYTES as TX_FIXED_BYTES
@@ -126,8 +126,9 @@ def charge(balance: int, next_nonce: int, tx: Transaction) -> int:
 
 def check_header_form(genesis: Genesis, header: BlockHeader) -> None:
     """The header rules that need nothing but the genesis; InvalidBlock otherwise."""
-    _require(header.version == BLOCK_VERSION, "unsupported_version",  # a format this node knows
-             f"block version {header.version}")
+    expected = SHARDED_BLOCK_VERSION if genesis.sharding is not None else BLOCK_VERSION
+    _require(header.version == expected, "unsupported_version",  # this chain's format: 2 for a shard's
+             f"block version {header.version}, this chain's blocks are version {expected}")
     _require(header.chain_id == genesis.chain_id, "wrong_chain_id",  # a block of this chain
              f"chain id {header.chain_id}, this chain is {genesis.chain_id}")
 
