@@ -51,6 +51,7 @@ BLOCK_VERSIONS = (BLOCK_VERSION, SHARDED_BLOCK_VERSION)
 _HEADER = struct.Struct("<BIQ64sQHI64s")
 UNSIGNED_HEADER_BYTES = _HEADER.size          # 155
 _RECEIPTS_FIELDS = struct.Struct("<II64s")    # version 2: receipt_count, receipts_bytes, receipts_root
+SHARDED_UNSIGNED_HEADER_BYTES = UNSIGNED_HEADER_BYTES + _RECEIPTS_FIELDS.size     # 227
 # A version 2 block with no receipts still has a section: its u16 bundle count, 0.
 EMPTY_RECEIPTS_SECTION = b"\x00\x00"
 _U16 = struct.Struct("<H")

@@ -21,7 +21,7 @@ Pure: time comes in as `now_ms`, signatures are checked by the verifier passed i
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from qmemo.core.block import BLOCK_VERSION, SHARDED_BLOCK_VERSION, Block, BlockHeader
@@ -29,6 +29,7 @@ from qmemo.core.codec import U64_MAX
 from qmemo.core.genesis import Genesis, Validator, scheduled_producer
 from qmemo.core.transaction import FIXED_BYTES as TX_FIXED_BYTES
 from qmemo.core.transaction import MAX_PAYLOAD_BYTES, Transaction
+from qmemo.core.receipts import block_receipts
 from qmemo.core.refusals import block_refusal, refusal
 from qmemo.errors import InvalidBlock, InvalidTransaction
 
@@ -51,6 +52,8 @@ class ChainState:
     height: int
     tip_hash: bytes
     tip_timestamp_ms: int
+    # A shard's chain: the ids of every cross-shard receipt it credited (qmemo.core.receipts).
+    credited: set[bytes] = field(default_factory=set)
 
     @classmethod
     def from_genesis(cls, genesis: Genesis) -> ChainState:
@@ -71,6 +74,7 @@ class AppliedBlock:
     block: Block
     accounts: Mapping[bytes, Account]
     fees: int
+    credited: tuple[bytes, ...] = ()    # the ids of the cross-shard receipts it credited, in order
 
 
 class HeaderVerifier(Protocol):
@@ -196,6 +200,12 @@ def apply_block(state: ChainState, block: Block, verifier: BlockVerifier, now_ms
     # The header.
     producer = check_header(genesis, header, state.height, state.tip_hash, state.tip_timestamp_ms, verifier, now_ms)
 
+    # A shard's block: the cross-shard receipts it credits - the section its header commits
+    # to, then every receipt rule (qmemo.core.receipts, `block_receipts`).
+    sharding = genesis.sharding
+    credits = block_receipts(genesis, header, block.receipts_section, state.credited, verifier) \
+        if sharding is not None else []
+
     # The body's commitment.
     if header.tx_count != len(transactions):  # the count the header commits to
         raise block_refusal("wrong_tx_count", -1, header.tx_count, len(transactions))
@@ -220,7 +230,10 @@ def apply_block(state: ChainState, block: Block, verifier: BlockVerifier, now_ms
             raise InvalidBlock(f"transaction {position} ({tx.id.hex()[:16]}..): {exc.detail}", code=exc.code) from None
         sender[0] -= cost
         sender[1] += 1
-        _touch(touched, state, tx.recipient)[0] += tx.amount
+        # A recipient of another shard is paid there, once its receipt is credited: the
+        # amount leaves this shard.
+        if sharding is None or sharding.shard_of(tx.recipient) == sharding.index:
+            _touch(touched, state, tx.recipient)[0] += tx.amount
         fees += tx.fee
 
     # Every signature valid (the cache answers for those verified at admission).
@@ -228,7 +241,12 @@ def apply_block(state: ChainState, block: Block, verifier: BlockVerifier, now_ms
         if not valid:  # signed by the key that names the sender, over this transaction
             raise block_refusal("bad_signature", position)
 
-    # The producer is paid the fees. (Balances cannot overflow: the genesis caps the supply.)
+    # The receipts' recipients are credited.
+    for credit in credits:
+        _touch(touched, state, credit.recipient)[0] += credit.amount
+
+    # The producer is paid the fees. (Balances cannot overflow: the genesis caps the supply
+    # of every shard together.)
     if fees:
         _touch(touched, state, producer.address)[0] += fees
 
@@ -236,7 +254,9 @@ def apply_block(state: ChainState, block: Block, verifier: BlockVerifier, now_ms
     changed = {address: Account(balance, nonce) for address, (balance, nonce) in touched.items()}
     state.accounts.update(changed)
     state.height, state.tip_hash, state.tip_timestamp_ms = header.height, header.hash, header.timestamp_ms
-    return AppliedBlock(block, changed, fees)
+    credited = tuple(credit.receipt_id for credit in credits)
+    state.credited.update(credited)
+    return AppliedBlock(block, changed, fees, credited)
 
 
 def _require(condition: bool, code: str, detail: str) -> None:

@@ -99,7 +99,8 @@ class Persistence:
         """A final block into the store's tables (on the writer thread): its header, ids,
         where each transaction lies in its stored encoding, the accounts it changed."""
         block = entry.block
-        self.store.append_block(block.header, block.ids(), block.body.spans(), block.encode, entry.changed)
+        self.store.append_block(block.header, block.ids(), block.body.spans(), block.encode, entry.changed,
+                                entry.credited)
 
     async def keep(self) -> None:
         """The journal becomes every unsettled transaction, relayed ones too (the undoable

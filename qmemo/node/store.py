@@ -16,7 +16,9 @@ Tables (docs/protocol.md, "Storage"):
   bytes of its id as an integer; `tx_key_clashes(id, ...)` the same for a transaction
   whose key an earlier one already holds (the full id, looked up when the key's row
   names another transaction);
-- `accounts(address, balance, nonce)`: the state as of the final tip.
+- `accounts(address, balance, nonce)`: the state as of the final tip;
+- `receipts(id, height)`: a shard's credited cross-shard receipts (qmemo.core.receipts),
+  each with the final block that credited it: a receipt is credited once, restarts included.
 
 Why one row per block (qmemo-store/2): format 1 wrote every transaction of a final
 block again as its own row, ~1.9 KB each, after the block's encoding had been written
@@ -115,6 +117,7 @@ CREATE TABLE IF NOT EXISTS accounts (
     balance INTEGER NOT NULL,
     nonce   INTEGER NOT NULL
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS receipts (id BLOB PRIMARY KEY, height INTEGER NOT NULL) WITHOUT ROWID;
 """
 
 
@@ -206,13 +209,14 @@ class ChainStore:
                           accounts)
 
     def append_block(self, header: BlockHeader, ids: bytes, spans: bytes, encoding: Callable[[], bytes],
-                     accounts: bytes) -> None:
+                     accounts: bytes, receipt_ids: Sequence[bytes] = ()) -> None:
         """Store a validated block as plain values and the accounts it changed, atomically.
 
         `ids`: its transactions' ids laid end to end; `spans`: (u32 offset, u32 length) of each
         transaction's encoding inside the framed transactions that follow the header;
         `encoding`: makes the block encoding, called only if the store lacks its row; `accounts`:
-        (address, u64 balance, u64 nonce) per account the block changed."""
+        (address, u64 balance, u64 nonce) per account the block changed; `receipt_ids`: the
+        cross-shard receipts it credited."""
         if header.height != self.height + 1 or header.previous_hash != self.tip_hash:
             raise StoreError(f"block {header.height} does not extend the stored tip {self.height}",
                              code="not_the_next_block")
@@ -233,12 +237,17 @@ class ChainStore:
                 "INSERT INTO accounts (address, balance, nonce) VALUES (?, ?, ?) "
                 "ON CONFLICT (address) DO UPDATE SET balance = excluded.balance, nonce = excluded.nonce",
                 _ACCOUNT.iter_unpack(accounts))
+            self._db.executemany("INSERT INTO receipts (id, height) VALUES (?, ?)", ((r, height) for r in receipt_ids))
         self.height, self.tip_hash = height, header.hash
 
     def accounts(self) -> Iterator[tuple[bytes, int, int]]:
         """(address, balance, nonce) of every account as of the stored tip (read at start)."""
         with self._lock:
             yield from self._db.execute("SELECT address, balance, nonce FROM accounts").fetchall()
+
+    def credited_receipts(self) -> set[bytes]:
+        """Every receipt id the final blocks credited (read at start)."""
+        return {receipt for (receipt,) in self._all("SELECT id FROM receipts")}
 
     def keep_branch(self, fork_height: int, blocks: list[tuple[int, bytes, bytes]],
                     locks: Sequence[ProducerLock] | None = None) -> None:
