@@ -29,7 +29,7 @@ from qmemo.core.codec import U64_MAX
 from qmemo.core.genesis import Genesis, Validator, scheduled_producer
 from qmemo.core.transaction import FIXED_BYTES as TX_FIXED_BYTES
 from qmemo.core.transaction import MAX_PAYLOAD_BYTES, Transaction
-from qmemo.core.receipts import block_receipts
+from qmemo.core.receipts import block_receipts, max_section_bytes
 from qmemo.core.refusals import block_refusal, refusal
 from qmemo.errors import InvalidBlock, InvalidTransaction
 
@@ -161,7 +161,14 @@ def check_declared_size(genesis: Genesis, header: BlockHeader, header_bytes: int
     within the limit: what can be known of a body before decoding it."""
     _require(header.tx_count <= genesis.max_block_transactions, "too_many_transactions",  # within the limit
              f"{header.tx_count} transactions, at most {genesis.max_block_transactions}")
-    most = header_bytes + header.tx_count * max_transaction_frame_bytes(genesis)
+    if header.version == SHARDED_BLOCK_VERSION:     # a shard's block: its receipts section too
+        _require(header.receipt_count <= genesis.max_block_transactions, "too_many_receipts",
+                 f"{header.receipt_count} receipts, at most {genesis.max_block_transactions}")
+        section_most = max_section_bytes(genesis, header.receipt_count)
+        _require(header.receipts_bytes <= section_most, "block_too_large",
+                 f"a {header.receipts_bytes}-byte receipts section, at most {section_most} for "
+                 f"{header.receipt_count} receipts")
+    most = header_bytes + header.tx_count * max_transaction_frame_bytes(genesis) + header.receipts_bytes
     _require(block_bytes <= most, "block_too_large",  # no bytes beyond what its transactions can fill
              f"{block_bytes} bytes, at most {most} for {header.tx_count} transactions")
 

@@ -130,6 +130,20 @@ class Handlers:
         statuses = await self.node.transaction_statuses(parsed)
         return self.json({"statuses": [wire.tx_status_json(status) for status in statuses]})
 
+    async def post_receipts_status(self, request: web.Request) -> web.Response:
+        """POST /receipts/status {"ids": [...]}: where each cross-shard receipt is on this shard."""
+        parsed = await self._hex_list(request, "ids", MAX_STATUS_IDS, DIGEST_BYTES)
+        return self.json(wire.receipt_statuses_json(parsed, self.node.receipt_statuses(parsed)))
+
+    async def peer_receipts(self, request: web.Request) -> web.Response:
+        """GET /peer/receipts?shard=K&from=H&limit=N: our final blocks' receipt bundles for
+        shard K, as a binary batch (another shard's node pulls them)."""
+        shard = query_int(request, "shard", None, 0, 0xFFFF)
+        from_height = query_int(request, "from", None, 1, U64_MAX)
+        limit = query_int(request, "limit", 20, 0, wire.MAX_SYNC_BLOCKS)
+        chain_id, covered, bundles = await self.node.receipt_bundles(shard, from_height, limit)
+        return web.Response(body=wire.encode_receipt_batch(chain_id, covered, bundles), content_type=BINARY_TYPE)
+
     # --- blocks ---------------------------------------------------------------------------------
 
     async def get_blocks(self, request: web.Request) -> web.Response:
