@@ -173,12 +173,17 @@ class ReceiptPuller:
                     by_chain.setdefault(chain_id, []).append(source)
                     if chain_id not in tasks:
                         tasks[chain_id] = asyncio.create_task(self._pull(chain_id, by_chain[chain_id]))
+                        tasks[chain_id].add_done_callback(self._died)
                 self.room.prune()
                 await asyncio.sleep(self.interval_s if not unknown else 1.0)
         finally:
             for task in tasks.values():
                 task.cancel()
             await asyncio.gather(*tasks.values(), return_exceptions=True)
+
+    def _died(self, task: asyncio.Task) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            self.log.error("pulling receipts stopped: %r", task.exception(), exc_info=task.exception())
 
     async def _pull(self, chain_id: int, sources: list[ReceiptSource]) -> None:
         """Pull one source shard's bundles, from the first node that answers, for ever."""

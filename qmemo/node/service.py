@@ -89,11 +89,14 @@ class Node:
         self.genesis = genesis
         self.clock = config.clock
         self.validator_index = next((v.index for v in genesis.validators if v.public_key == key.public_key), None)
-        self.name = config.name or (f"node-{self.validator_index}" if self.validator_index is not None
-                                    else f"node-{config.port}")
+        shard = f"shard-{genesis.sharding.index}-" if genesis.sharding is not None else ""
+        self.name = config.name or (f"{shard}node-{self.validator_index}" if self.validator_index is not None
+                                    else f"{shard}node-{config.port}")
         self.log = node_logger(self.name, config.log_level)
         self._sign = signer(key.scheme, key.secret_key)
         self.metrics = NodeMetrics(VerifyMetrics(threads=config.verify_threads))
+        if genesis.sharding is not None:
+            self.metrics.verify.add_path("receipt")    # cross-shard transfers verified again
         self.kernel = admission_kernel(genesis, config.verifier)
         self.limits = PoolLimits(config.mempool_max_txs, config.mempool_max_bytes, config.mempool_max_per_sender,
                                  config.mempool_held_window, config.mempool_held_max_txs,
