@@ -31,6 +31,9 @@ def register(parser: argparse.ArgumentParser) -> None:
     rate.add_argument("--sweep", metavar="START:FACTOR:MAX",
                       help="step constant rates START, START*FACTOR, ... up to MAX until the chain saturates")
     rate.add_argument("--stage", type=float, default=20.0, help="seconds per sweep stage (default 20)")
+    rate.add_argument("--cross-shard", type=float, metavar="PCT",
+                      help="a sharded devnet: percent of transfers to accounts of other shards (default 20); "
+                           "--tps is the total over all shards")
     send = parser.add_argument_group("sending")
     send.add_argument("--batch", type=int, default=MAX_BATCH,
                       help=f"transactions per request at most (default {MAX_BATCH}); fewer, so that a batch spans "
@@ -99,6 +102,15 @@ def run(args: argparse.Namespace) -> int:
     console = Console()
     if not console.is_terminal:
         console = Console(width=120)  # a log file: wide enough for the latency table
+    from qmemo.crypto.verifier import load_any_genesis
+    from qmemo.core.shards import ShardedGenesis
+
+    sharded = load_any_genesis(config.genesis)
+    if isinstance(sharded, ShardedGenesis):
+        from qmemo.commands.gen_shards import run_sharded_command
+        return run_sharded_command(args, config, sharded, console, thresholds)
+    if args.cross_shard is not None:
+        raise ConfigError("--cross-shard needs a sharded devnet (qmemo genesis --shards)")
     json_log = args.log_format == "json"
     quiet = args.quiet or json_log  # a progress bar is not a JSON line
     if json_log:

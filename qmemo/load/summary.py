@@ -22,6 +22,7 @@ from pathlib import Path
 
 from qmemo.load.latency import LatencySummary, RunCounts, RunSummary
 from qmemo.load.node_stages import Survival
+from qmemo.load.shard_summary import CrossShard, Invariants, ShardCounts
 from qmemo.records import OMIT_NONE, read_record, write_record
 
 # /2 had one "saturated" for all three reasons; /3 keeps the verdicts apart.
@@ -111,6 +112,10 @@ class LoadSummary:
     # Issue 11's P5 from the nodes' stage costs (qmemo.load.node_stages.survival); None (and
     # absent) when the nodes gave no stage costs, and in summaries written before it.
     survival: Survival | None = field(default=None, metadata=OMIT_NONE)
+    # A sharded devnet's run (qmemo.load.shards, qmemo.load.shard_summary); absent otherwise.
+    cross_shard: CrossShard | None = field(default=None, metadata=OMIT_NONE)
+    shards: tuple[ShardCounts, ...] | None = field(default=None, metadata=OMIT_NONE)
+    invariants: Invariants | None = field(default=None, metadata=OMIT_NONE)
 
     @property
     def limited(self) -> bool:
@@ -133,6 +138,11 @@ class SweepRow:
     why: str
     run: str                                    # the stage's run folder
     survival_ratio: float | None = field(default=None, metadata=OMIT_NONE)   # its summary's `survival.ratio`
+    # A sharded stage: p99 intended -> committed within shards, intended -> credited across
+    # them, and whether the invariants held (qmemo.load.shard_summary).
+    intra_p99_ms: float | None = field(default=None, metadata=OMIT_NONE)
+    cross_p99_ms: float | None = field(default=None, metadata=OMIT_NONE)
+    invariants_hold: bool | None = field(default=None, metadata=OMIT_NONE)
 
     @property
     def limited(self) -> bool:

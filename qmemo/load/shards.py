@@ -1,0 +1,490 @@
+"""One load run on a sharded devnet: every shard driven at once, PCT% of transfers cross-shard.
+
+    prepare  - which shard each node runs (its /status); each shard's accounts (the shard
+               its address names) and their nonces; each shard's signed workload at TPS/S
+               (qmemo.load.shard_workload); every account's balance before the run
+    run      - per shard: the sender (failing over among that shard's nodes only) and the
+               block follower (qmemo.load.sender, qmemo.load.follower); one credit tracker
+               asking each destination shard where the receipts of the transfers final on
+               their source are (`POST /receipts/status`), every CREDIT_POLL_S
+    drain    - until every accepted transfer is final on its shard and every final
+               cross-shard one credited on its destination, or the timeouts
+    check    - every shard's balances after the run: the invariants (qmemo.load.shard_summary)
+    report   - summary.json (with `cross_shard`, `shards`, `invariants`), transactions.csv,
+               manifest.json, latency histograms: as qmemo.load.run's
+
+Credit times are taken when the tracker sees a receipt credited by a final block, so they
+carry up to CREDIT_POLL_S of observation delay (stated in the manifest).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import math
+import signal
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import orjson
+import uvloop
+
+from qmemo.core.shards import ShardedGenesis
+from qmemo.errors import ConfigError, NodeApiError
+from qmemo.load import live_status
+from qmemo.load import schedule as sched
+from qmemo.load.follower import FollowState, current_height, follow_blocks, lost_reasons
+from qmemo.load.hdr_files import write_latency_histograms
+from qmemo.load.latency import ACCEPTED, DUPLICATE, STATUS_NAMES, Timings, summarize, summarize_latencies
+from qmemo.load.live_status import OnStatus
+from qmemo.load.run import GenConfig, fetch_nonces, offsets_for, read_metrics
+from qmemo.load.sender import SendProgress, send_batches
+from qmemo.load.shard_summary import CrossShard, Invariants, ShardCounts, Transfer, invariants
+from qmemo.load.shard_workload import ShardWorkload, build_shard
+from qmemo.load.summary import LoadSummary, load_summary, write
+from qmemo.load.workload import PlanShape, funded_accounts
+from qmemo.net.client import open_clients
+from qmemo.records import to_json
+
+FOLLOW_POLL_S = 0.1
+CREDIT_POLL_S = 0.25
+STATUS_EVERY_S = 1.0
+STATUS_IDS = 1_000              # receipt ids per POST /receipts/status
+ACCOUNTS_PER_REQUEST = 1_000
+CREDIT_TIMEOUT_INTERVALS = 10   # after the last commit, block intervals to wait for the last credits
+INTRA_P99_INTERVALS = 3         # a sharded run's latency verdict: p99 within a shard ...
+CROSS_P99_INTERVALS = 6         # ... and across shards, in block intervals
+
+
+@dataclass(frozen=True, slots=True)
+class ShardedResult:
+    file_summary: LoadSummary
+    out: Path
+    interrupted: bool
+    all_accounted: bool
+
+
+@dataclass
+class _Shard:
+    """One shard's part of the run, as it goes."""
+
+    index: int
+    nodes: list[str]
+    work: ShardWorkload
+    timings: Timings
+    state: FollowState | None = None
+    progress: SendProgress | None = None
+    credited: Any = None            # array of credit times (NaN: not yet), for its cross-shard transfers
+
+
+async def shard_nodes(urls: list[str], sharded: ShardedGenesis) -> list[list[str]]:
+    """The node URLs of each shard, in order, as each node's /status says."""
+    by_shard: list[list[str]] = [[] for _ in range(sharded.count)]
+    async with open_clients(urls, timeout_s=10) as clients:
+        for client in clients:
+            try:
+                status = await client.status()
+            except NodeApiError as exc:
+                raise ConfigError(f"cannot tell which shard {client.url} runs: {exc}") from None
+            view = next((v for v in sharded.views if v.chain_id == status.chain_id), None)
+            if view is None:
+                raise ConfigError(f"{client.url} runs chain {status.chain_id}, no shard of this genesis")
+            by_shard[view.sharding.index].append(client.url)
+    empty = [k for k, nodes in enumerate(by_shard) if not nodes]
+    if empty:
+        raise ConfigError(f"no node given for shard(s) {', '.join(map(str, empty))}: a sharded run drives every shard")
+    return by_shard
+
+
+async def read_balances(nodes_by_shard: list[list[str]], addresses_by_shard: list[list[bytes]]) -> dict[bytes, int]:
+    """Every address's balance on its own shard (from the first of its nodes that answers)."""
+    out: dict[bytes, int] = {}
+    for nodes, addresses in zip(nodes_by_shard, addresses_by_shard):
+        async with open_clients(nodes, timeout_s=30) as clients:
+            for client in clients:
+                try:
+                    for start in range(0, len(addresses), ACCOUNTS_PER_REQUEST):
+                        for account in await client.accounts(addresses[start:start + ACCOUNTS_PER_REQUEST]):
+                            out[account.address] = account.balance
+                    break
+                except NodeApiError:
+                    continue
+            else:
+                raise ConfigError(f"no node of shard {nodes_by_shard.index(nodes)} answered its balances")
+    return out
+
+
+def run_sharded(config: GenConfig, sharded: ShardedGenesis, pct: float, *, quiet: bool = False,
+                on_status: OnStatus | None = None) -> ShardedResult:
+    """A whole sharded run: prepare, execute, check, write the run folder."""
+    from qmemo.sysinfo import machine_info
+
+    if config.schedule or config.ramp:
+        raise ConfigError("a sharded run takes a constant --tps (or --poisson), not --schedule")
+    if not 0 <= pct <= 100:
+        raise ConfigError("--cross-shard must be a percentage from 0 to 100")
+    count = sharded.count
+    offsets, target_tps = offsets_for(replace(config, tps=config.tps / count))
+    interval_s = sharded.views[0].block_interval_ms / 1e3
+    started_utc = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+    async def whole() -> tuple[list[_Shard], dict, dict, float | None, dict]:
+        nodes = await shard_nodes(config.nodes, sharded)
+        shards = await _prepare(config, sharded, nodes, offsets, pct, quiet)
+        funded = [[address for address, _ in view.balances] for view in sharded.views]
+        validators = [[v.address for v in view.validators] for view in sharded.views]
+        every = [funded[k] + validators[k] for k in range(count)]
+        before = await read_balances(nodes, every)
+        metrics_before = await _metrics(nodes)
+        interrupted_at = await _execute(config, shards, interval_s)
+        after = await read_balances(nodes, every)
+        metrics_after = await _metrics(nodes)
+        lost = {}
+        for shard in shards:
+            ids = [shard.work.ids[i] for i in range(len(shard.timings))
+                   if shard.timings.status[i] in (ACCEPTED, DUPLICATE) and math.isnan(shard.timings.committed[i])]
+            for reason, n in (await lost_reasons(shard.nodes, ids)).items():
+                lost[reason] = lost.get(reason, 0) + n
+        checks = invariants(before, after, _transfers(shards, funded, sharded), [a for f in funded for a in f])
+        return shards, {"before": metrics_before, "after": metrics_after}, {"checks": checks}, interrupted_at, lost
+
+    shards, metrics, checked, interrupted_at, lost = uvloop.run(whole())
+    checks: Invariants = checked["checks"]
+    interrupted = interrupted_at is not None
+    merged = _merge([shard.timings for shard in shards])
+    warmup_s = min(config.warmup_s, config.duration_s / 2)
+    window_end_s = min(config.duration_s, interrupted_at or math.inf)
+    summary = summarize(merged, warmup_s=warmup_s, window_end_s=window_end_s)
+    total_target = target_tps * count
+    file_summary = load_summary(summary, target_tps=total_target, interrupted=interrupted,
+                                block_interval_s=interval_s)
+    cross = _cross(shards, warmup_s, window_end_s)
+    per_shard = tuple(_shard_counts(shard, shards, metrics, warmup_s, window_end_s) for shard in shards)
+    intra_p99 = _intra_p99(shards, warmup_s, window_end_s)
+    latency_saturated = not (intra_p99 is not None and intra_p99 <= INTRA_P99_INTERVALS * interval_s * 1e3) or \
+        (cross.planned > 0 and not (cross.p99_ms_intended_to_credited is not None and
+                                    cross.p99_ms_intended_to_credited <= CROSS_P99_INTERVALS * interval_s * 1e3))
+    why = [reason for reason, holds in (
+        ("committed < 90% of target", file_summary.throughput_saturated),
+        (f"p99 > {INTRA_P99_INTERVALS} block intervals within a shard or > {CROSS_P99_INTERVALS} across",
+         latency_saturated),
+        ("generator fell behind", file_summary.generator_fell_behind),
+        ("invariants failed", not checks.hold)) if holds]
+    file_summary = replace(file_summary, counts=replace(file_summary.counts, lost_reasons=lost),
+                           latency_saturated=latency_saturated, why="; ".join(why), cross_shard=cross,
+                           shards=per_shard, invariants=checks)
+    out = config.out
+    out.mkdir(parents=True, exist_ok=True)
+    write(out / "summary.json", file_summary)
+    _write_csv(out / "transactions.csv", shards)
+    write_latency_histograms(out, summary)
+    (out / "manifest.json").write_bytes(orjson.dumps({
+        "config": {key: str(value) if isinstance(value, Path) else value for key, value in
+                   to_json_config(config).items()},
+        "cross_shard_pct": pct, "shards": [{"shard": s.index, "chain_id": s.work.chain_id, "nodes": s.nodes,
+                                            "workload_from_cache": s.work.from_cache} for s in shards],
+        "block_interval_s": interval_s, "started_utc": started_utc, "follower_poll_s": FOLLOW_POLL_S,
+        "credit_poll_s": CREDIT_POLL_S,
+        "commit_time_note": "committed = first seen final by the block follower (up to one poll late); credited "
+                            "= first seen credited by a final block (up to one credit poll late)",
+        "machine": machine_info(),
+    }, option=orjson.OPT_INDENT_2))
+    accounted = file_summary.counts.accounted == file_summary.counts.planned
+    return ShardedResult(file_summary, out, interrupted, accounted)
+
+
+def to_json_config(config: GenConfig) -> dict[str, Any]:
+    from dataclasses import asdict
+    return asdict(config)
+
+
+async def _prepare(config: GenConfig, sharded: ShardedGenesis, nodes: list[list[str]], offsets: list[float],
+                   pct: float, quiet: bool) -> list[_Shard]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from qmemo.crypto.keys import load_keys
+
+    keys = load_keys(config.accounts)
+    if not keys:
+        raise ConfigError(f"{config.accounts} holds no account keys")
+    scheme = keys[0].scheme
+    genesis = sharded.views[0]
+    scheme_id = genesis.schemes.by_name(scheme).scheme_id
+    provisional = funded_accounts(keys, scheme_id, {})
+    by_shard_keys: list[list] = [[] for _ in range(sharded.count)]
+    for key, account in zip(keys, provisional):
+        by_shard_keys[sharded.sharding.shard_of(account.address)].append(key)
+    accounts = []
+    for k, shard_keys in enumerate(by_shard_keys):
+        if not shard_keys:
+            raise ConfigError(f"no funded account lies in shard {k}: make the devnet with more --accounts")
+        addresses = [a.address for a in funded_accounts(shard_keys, scheme_id, {})]
+        accounts.append(funded_accounts(shard_keys, scheme_id, await fetch_nonces(nodes[k], addresses)))
+    batch = sched.batch_size(config.batch, len(offsets) / config.duration_s)
+    shards = []
+    with Progress(TextColumn("signing the workload"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  disable=quiet, transient=True) as bar:
+        task = bar.add_task("sign", total=len(offsets) * sharded.count)
+        for k, view in enumerate(sharded.views):
+            shape = PlanShape(len(offsets), batch, tuple(nodes[k]), config.targeting, config.seed)
+            work = build_shard(k, view.chain_id, shape, accounts, pct, scheme=scheme, fee=view.min_fee,
+                               genesis_hash=view.hash, cache_dir=config.cache_dir,
+                               progress=lambda n: bar.advance(task, n))
+            shards.append(_Shard(k, nodes[k], work, Timings(offsets)))
+    return shards
+
+
+async def _metrics(nodes: list[list[str]]) -> dict[str, Any]:
+    out = {}
+    for shard_nodes_ in nodes:
+        async with open_clients(shard_nodes_, timeout_s=10) as clients:
+            out.update(zip(shard_nodes_, await read_metrics(clients)))
+    return out
+
+
+async def _execute(config: GenConfig, shards: list[_Shard], interval_s: float) -> float | None:
+    """Send, follow and track credits on every shard; drain. When an interrupt came (offset), or None."""
+    from array import array
+
+    stop_sending, stop_draining, stop_following = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    loop = asyncio.get_running_loop()
+    interrupted_at: list[float] = []
+    start = time.perf_counter()
+
+    def interrupt() -> None:
+        if interrupted_at:
+            stop_draining.set()
+        else:
+            interrupted_at.append(time.perf_counter() - start)
+        stop_sending.set()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, interrupt)
+    pendings = []
+    for shard in shards:
+        async with open_clients(shard.nodes, timeout_s=10) as clients:
+            shard.state = FollowState(next_height=await current_height(clients) + 1)
+        shard.progress = SendProgress()
+        shard.credited = array("d", [math.nan]) * len(shard.timings)
+        pendings.append({tx_id: i for i, tx_id in enumerate(shard.work.ids)})
+    start = time.perf_counter() + 0.2
+    tasks = [asyncio.create_task(follow_blocks(shard.nodes, shard.state, pending, shard.timings, start=start,
+                                               stop=stop_following, poll_s=FOLLOW_POLL_S))
+             for shard, pending in zip(shards, pendings)]
+    tasks.append(asyncio.create_task(_track_credits(shards, start, stop_following)))
+    tasks.append(asyncio.create_task(_write_status(config, shards, start, stop_following)))
+    try:
+        await asyncio.gather(*(send_batches(shard.work.batches, shard.timings, config.send, start=start,
+                                            progress=shard.progress, stop=stop_sending, previous=shard.work.previous,
+                                            nodes=shard.nodes) for shard in shards))
+        commit_s = config.commit_timeout_s if config.commit_timeout_s is not None else 5 * interval_s
+        now = time.perf_counter()
+        deadline = now + (min(commit_s, 2.0) if interrupted_at else commit_s)
+        final_deadline = deadline + (0 if interrupted_at else commit_s)
+        credit_deadline = final_deadline + (0 if interrupted_at else CREDIT_TIMEOUT_INTERVALS * interval_s)
+        while not stop_draining.is_set():
+            waiting = [(shard, i) for shard in shards for i in range(len(shard.timings))
+                       if shard.timings.status[i] in (ACCEPTED, DUPLICATE) and math.isnan(shard.timings.committed[i])]
+            uncredited = [(shard, i) for shard in shards for i in shard.work.receipt_ids
+                          if not math.isnan(shard.timings.committed[i]) and math.isnan(shard.credited[i])]
+            if not waiting and not uncredited:
+                break
+            now = time.perf_counter()
+            if waiting and (now >= final_deadline or (now >= deadline and all(
+                    math.isnan(shard.timings.included[i]) for shard, i in waiting))):
+                waiting = []
+            if not waiting and (not uncredited or now >= credit_deadline):
+                break
+            await asyncio.sleep(FOLLOW_POLL_S)
+    finally:
+        stop_following.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+    return interrupted_at[0] if interrupted_at else None
+
+
+async def _track_credits(shards: list[_Shard], start: float, stop: asyncio.Event) -> None:
+    """Every CREDIT_POLL_S: ask each destination shard about the receipts of the cross-shard
+    transfers final on their source and not yet seen credited by a final block."""
+    clients_by_shard = {}
+    async with open_clients([url for shard in shards for url in shard.nodes], timeout_s=10) as clients:
+        by_url = {client.url: client for client in clients}
+        for shard in shards:
+            clients_by_shard[shard.index] = [by_url[url] for url in shard.nodes]
+        turn = 0
+        while not stop.is_set():
+            asking: dict[int, list[tuple[_Shard, int, bytes]]] = {}
+            for shard in shards:
+                for i, rid in shard.work.receipt_ids.items():
+                    if not math.isnan(shard.timings.committed[i]) and math.isnan(shard.credited[i]):
+                        asking.setdefault(shard.work.destinations[i], []).append((shard, i, rid))
+            for destination, items in asking.items():
+                nodes = clients_by_shard[destination]
+                client = nodes[turn % len(nodes)]
+                for first in range(0, len(items), STATUS_IDS):
+                    chunk = items[first:first + STATUS_IDS]
+                    try:
+                        statuses = await client.receipt_statuses([rid for _, _, rid in chunk])
+                    except NodeApiError:
+                        turn += 1
+                        break
+                    seen_at = time.perf_counter() - start
+                    for (shard, i, _), status in zip(chunk, statuses):
+                        if status.status == "credited" and status.final:
+                            shard.credited[i] = seen_at
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=CREDIT_POLL_S)
+            except asyncio.TimeoutError:
+                pass
+
+
+async def _write_status(config: GenConfig, shards: list[_Shard], start: float, stop: asyncio.Event) -> None:
+    """The live status every second (live.json for the dashboard), all shards together."""
+    if config.live is None:
+        return
+    config.live.parent.mkdir(parents=True, exist_ok=True)
+    while not stop.is_set():
+        now = time.perf_counter() - start
+        merged = _merge([shard.timings for shard in shards])
+        recent = sorted(lat for shard in shards for seen, lat in shard.state.recent if now - seen <= 10.0)
+        document = live_status.status(
+            elapsed_s=now, duration_s=config.duration_s, timings=merged,
+            sent=sum(s.progress.sent for s in shards), answered=sum(s.progress.answered for s in shards),
+            in_flight=sum(s.progress.in_flight for s in shards), included=sum(s.state.included_seen for s in shards),
+            committed=sum(s.state.committed_seen for s in shards), blocks_seen=sum(s.state.blocks_seen for s in shards),
+            failovers=sum(s.progress.failovers for s in shards),
+            node_failures={url: n for s in shards for url, n in s.progress.node_failures.items()},
+            recent_latencies_s=recent, resend_txs=sum(s.progress.resend_txs for s in shards))
+        document["cross_shard"] = {
+            "planned": sum(len(s.work.receipt_ids) for s in shards),
+            "credited": sum(1 for s in shards for i in s.work.receipt_ids if not math.isnan(s.credited[i]))}
+        tmp = config.live.with_suffix(".tmp")
+        tmp.write_bytes(orjson.dumps(document))
+        tmp.replace(config.live)
+        try:
+            await asyncio.wait_for(stop.wait(), timeout=STATUS_EVERY_S)
+        except asyncio.TimeoutError:
+            pass
+    config.live.write_bytes(orjson.dumps({"running": False}))
+
+
+# --- figures ---------------------------------------------------------------------------------
+
+def _merge(parts: list[Timings]) -> Timings:
+    """One Timings of every shard's transactions (shard by shard; each is in its own order)."""
+    merged = Timings([t for part in parts for t in part.intended])
+    offset = 0
+    for part in parts:
+        n = len(part)
+        for name in ("due", "sent", "accepted", "included", "committed"):
+            getattr(merged, name)[offset:offset + n] = getattr(part, name)
+        merged.status[offset:offset + n] = part.status
+        merged.reasons.update({offset + i: reason for i, reason in part.reasons.items()})
+        offset += n
+    return merged
+
+
+def _window(shard: _Shard, i: int, warmup_s: float, end_s: float) -> bool:
+    return warmup_s <= shard.timings.intended[i] < end_s
+
+
+def _finite(value_ms: float) -> float | None:
+    return None if math.isnan(value_ms) else value_ms
+
+
+def _cross(shards: list[_Shard], warmup_s: float, end_s: float) -> CrossShard:
+    planned = committed = credited = 0
+    to_credit, debit_to_credit = [], []
+    for shard in shards:
+        t = shard.timings
+        for i in shard.work.receipt_ids:
+            planned += 1
+            if math.isnan(t.committed[i]):
+                continue
+            committed += 1
+            if math.isnan(shard.credited[i]):
+                continue
+            credited += 1
+            if _window(shard, i, warmup_s, end_s):
+                to_credit.append(shard.credited[i] - t.intended[i])
+                debit_to_credit.append(shard.credited[i] - t.committed[i])
+    i2c, c2c = summarize_latencies(to_credit), summarize_latencies(debit_to_credit)
+    return CrossShard(planned, committed, credited, committed - credited, _finite(i2c.percentiles_ms["p50"]),
+                      _finite(i2c.percentiles_ms["p99"]), _finite(i2c.max_ms), _finite(c2c.percentiles_ms["p99"]))
+
+
+def _intra_p99(shards: list[_Shard], warmup_s: float, end_s: float, only: _Shard | None = None) -> float | None:
+    values = [shard.timings.committed[i] - shard.timings.intended[i]
+              for shard in shards if only is None or shard is only
+              for i in range(len(shard.timings))
+              if shard.work.destinations[i] == shard.index and not math.isnan(shard.timings.committed[i])
+              and _window(shard, i, warmup_s, end_s)]
+    return _finite(summarize_latencies(values).percentiles_ms["p99"])
+
+
+def _shard_counts(shard: _Shard, shards: list[_Shard], metrics: dict[str, Any], warmup_s: float,
+                  end_s: float) -> ShardCounts:
+    t = shard.timings
+    committed = sum(1 for i in range(len(t)) if not math.isnan(t.committed[i]))
+    in_window = sum(1 for i in range(len(t)) if not math.isnan(t.committed[i]) and _window(shard, i, warmup_s, end_s))
+    credited_in = sum(1 for other in shards for i in other.work.receipt_ids
+                      if other.work.destinations[i] == shard.index and not math.isnan(other.credited[i]))
+    ratios = []
+    for url in shard.nodes:
+        before, after = metrics["before"].get(url), metrics["after"].get(url)
+        if before is None or after is None:
+            continue
+        verified = after.stages.by_stage["verify"].txs - before.stages.by_stage["verify"].txs
+        chain_committed = after.tx.committed - before.tx.committed
+        if chain_committed > 0:
+            ratios.append(verified / chain_committed)
+    return ShardCounts(
+        shard=shard.index, chain_id=shard.work.chain_id, nodes=tuple(shard.nodes), planned=len(t),
+        committed=committed, cross_planned=len(shard.work.receipt_ids), credited_in=credited_in,
+        committed_tps=in_window / max(end_s - warmup_s, 1e-9), p99_ms_intra=_intra_p99(shards, warmup_s, end_s, shard),
+        verifies_per_committed_tx=sum(ratios) / len(ratios) if ratios else None,
+        modelled_verifies_per_tx=1 + (credited_in / committed if committed else 0.0))
+
+
+def _transfers(shards: list[_Shard], funded: list[list[bytes]], sharded: ShardedGenesis) -> list[Transfer]:
+    """The run's transfers final on their source shard, with what the plan says of them."""
+    from qmemo.core.transaction import Transaction
+    from qmemo.frames import decode_frames
+
+    out = []
+    for shard in shards:
+        t = shard.timings
+        for batch in shard.work.batches:
+            encodings = None
+            for i in range(batch.first, batch.last):
+                if math.isnan(t.committed[i]):
+                    continue
+                if encodings is None:
+                    encodings = decode_frames(batch.body, batch.last - batch.first + 1)
+                tx = Transaction.decode(encodings[i - batch.first])
+                cross = shard.work.destinations[i] != shard.index
+                out.append(Transfer(tx.sender, tx.recipient, tx.amount, tx.fee, cross,
+                                    not cross or not math.isnan(shard.credited[i])))
+    return out
+
+
+def _write_csv(path: Path, shards: list[_Shard]) -> None:
+    with path.open("w", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(["shard", "index", "id", "destination", "intended_s", "sent_s", "accepted_s", "committed_s",
+                         "credited_s", "status", "reason"])
+        for shard in shards:
+            t = shard.timings
+            for i in range(len(t)):
+                writer.writerow([shard.index, i, shard.work.ids[i].hex(), shard.work.destinations[i],
+                                 *(_cell(v[i]) for v in (t.intended, t.sent, t.accepted, t.committed, shard.credited)),
+                                 STATUS_NAMES[t.status[i]], t.reasons.get(i, "")])
+
+
+def _cell(value: float) -> str:
+    return "" if math.isnan(value) else f"{value:.6f}"
+
+
