@@ -206,7 +206,7 @@ class ChainStore:
         accounts = b"".join(_ACCOUNT.pack(address, account.balance, account.nonce)
                             for address, account in applied.accounts.items())
         self.append_block(block.header, b"".join(tx.id for tx in block.transactions), spans, block.encode,
-                          accounts)
+                          accounts, applied.credited)
 
     def append_block(self, header: BlockHeader, ids: bytes, spans: bytes, encoding: Callable[[], bytes],
                      accounts: bytes, receipt_ids: Sequence[bytes] = ()) -> None:
