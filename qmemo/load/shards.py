@@ -358,9 +358,13 @@ async def _write_status(config: GenConfig, shards: list[_Shard], start: float, s
             failovers=sum(s.progress.failovers for s in shards),
             node_failures={url: n for s in shards for url, n in s.progress.node_failures.items()},
             recent_latencies_s=recent, resend_txs=sum(s.progress.resend_txs for s in shards))
+        credits = sorted(s.credited[i] - s.timings.intended[i] for s in shards for i in s.work.receipt_ids
+                         if not math.isnan(s.credited[i]) and now - s.credited[i] <= 10.0)
         document["cross_shard"] = {
             "planned": sum(len(s.work.receipt_ids) for s in shards),
-            "credited": sum(1 for s in shards for i in s.work.receipt_ids if not math.isnan(s.credited[i]))}
+            "credited": sum(1 for s in shards for i in s.work.receipt_ids if not math.isnan(s.credited[i])),
+            "p50_ms": live_status.percentile(credits, 50) * 1e3 if credits else None,
+            "p99_ms": live_status.percentile(credits, 99) * 1e3 if credits else None}
         tmp = config.live.with_suffix(".tmp")
         tmp.write_bytes(orjson.dumps(document))
         tmp.replace(config.live)

@@ -160,9 +160,12 @@ def _fmt(value: float | None, spec: str = ",.0f", suffix: str = "") -> str:
 
 def render(snapshot: Snapshot) -> Group:
     """The whole dashboard for one snapshot."""
+    from qmemo.monitor.shards_view import shards_table    # it reads this module's values
+
     rows = node_rows(snapshot)
-    return Group(_nodes_table(rows), _chain_table(snapshot, rows), _baseline_table(snapshot, rows),
-                 stages_table(snapshot, rows))
+    shards = shards_table(snapshot)     # a sharded devnet: its nodes grouped by shard
+    return Group(_nodes_table(rows), *([shards] if shards is not None else []), _chain_table(snapshot, rows),
+                 _baseline_table(snapshot, rows), stages_table(snapshot, rows))
 
 
 def _nodes_table(rows: list[NodeRow]) -> Table:
