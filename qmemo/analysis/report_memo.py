@@ -71,10 +71,22 @@ def scenario_label(s: Scenario) -> str:
 
 def devnet_capacities(runs: Sequence[DevnetRun]) -> list[Capacity]:
     """A devnet run's highest committed TPS as a node's end-to-end rate: every node verifies
-    every committed transaction, along with everything else a node does."""
-    return [Capacity(f"devnet {run.run_id}, node end to end" + ("" if run.saturated else " (lower bound)"),
-                     run.max_committed_tps, display_path(run.source))
-            for run in runs if run.max_committed_tps > 0]
+    every committed transaction, along with everything else a node does. In a sharded run a
+    node verifies its own shard's transactions and the receipts credited to it: its rate is
+    the busiest shard's committed TPS times the verifies per transaction measured there."""
+    out = []
+    for run in runs:
+        lower = "" if run.saturated else " (lower bound)"
+        if run.shards:
+            loads = [s.committed_tps * s.verifies_per_committed_tx for s in run.shards
+                     if s.verifies_per_committed_tx is not None]
+            if loads and max(loads) > 0:
+                out.append(Capacity(f"devnet {run.run_id}, shard node end to end{lower}", max(loads),
+                                    display_path(run.source)))
+        elif run.max_committed_tps > 0:
+            out.append(Capacity(f"devnet {run.run_id}, node end to end{lower}", run.max_committed_tps,
+                                display_path(run.source)))
+    return out
 
 
 # --- headroom ------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import math
+import os
 import signal
 import time
 from dataclasses import dataclass, replace
@@ -39,6 +40,7 @@ from qmemo.load.follower import FollowState, current_height, follow_blocks, lost
 from qmemo.load.hdr_files import write_latency_histograms
 from qmemo.load.latency import ACCEPTED, DUPLICATE, STATUS_NAMES, Timings, summarize, summarize_latencies
 from qmemo.load.live_status import OnStatus
+from qmemo.load.node_stages import NODE_STAGES_FILE, costs_file, write_node_stages
 from qmemo.load.run import GenConfig, fetch_nonces, offsets_for, read_metrics
 from qmemo.load.sender import SendProgress, send_batches
 from qmemo.load.shard_summary import CrossShard, Invariants, ShardCounts, Transfer, invariants
@@ -180,6 +182,8 @@ def run_sharded(config: GenConfig, sharded: ShardedGenesis, pct: float, *, quiet
     write(out / "summary.json", file_summary)
     _write_csv(out / "transactions.csv", shards)
     write_latency_histograms(out, summary)
+    urls = [url for shard in shards for url in shard.nodes]
+    write_node_stages(out / NODE_STAGES_FILE, costs_file(urls, metrics["before"], metrics["after"], os.cpu_count()))
     (out / "manifest.json").write_bytes(orjson.dumps({
         "config": {key: str(value) if isinstance(value, Path) else value for key, value in
                    to_json_config(config).items()},
