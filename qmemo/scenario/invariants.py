@@ -54,6 +54,28 @@ def same_tip(tips: Mapping[str, tuple[int, str] | None]) -> InvariantResult:
     return InvariantResult("same_tip", passed, detail, figures)
 
 
+def same_tip_per_shard(tips: Mapping[str, tuple[int, str] | None], groups: list[list[str]]) -> InvariantResult:
+    """A sharded devnet: within each shard, all nodes answer on the same (height, tip hash)."""
+    parts = [same_tip({node: tips.get(node) for node in group}) for group in groups]
+    detail = "; ".join(f"shard {k}: {part.detail}" for k, part in enumerate(parts))
+    return InvariantResult("same_tip", all(part.passed for part in parts), detail,
+                           {f"shard-{k}": part.figures for k, part in enumerate(parts)})
+
+
+def sharded_transfers(summary: Mapping[str, Any]) -> InvariantResult:
+    """A sharded devnet: the generator's invariants from every shard's final state - supply
+    conserved, every debited cross-shard transfer credited exactly once (qmemo.load.shard_summary)."""
+    checks = summary.get("invariants") or {}
+    cross = summary.get("cross_shard") or {}
+    passed = bool(checks.get("supply_conserved")) and bool(checks.get("credited_exactly_once")) and \
+        cross.get("lost", 1) == 0
+    detail = (f"{cross.get('credited', 0):,} of {cross.get('committed', 0):,} debited cross-shard transfers credited, "
+              f"{cross.get('lost', '?')} lost; supply conserved: {checks.get('supply_conserved')}, credited exactly "
+              f"once: {checks.get('credited_exactly_once')} ({checks.get('accounts_off', '?')} accounts off); "
+              f"intended -> credited p99 {cross.get('p99_ms_intended_to_credited')} ms")
+    return InvariantResult("cross_shard", passed, detail, {"invariants": checks, "cross_shard": cross})
+
+
 def accepted_once(transactions: Iterable[TxRecord], chain_ids: Counter[str],
                   evictions: Mapping[str, str | None],
                   missing_status: Mapping[str, int] | None = None) -> InvariantResult:
@@ -180,7 +202,12 @@ def evaluate(run_dir: Path, manifest: Manifest) -> list[InvariantResult]:
     run_dir = Path(run_dir)
     end = orjson.loads((run_dir / "chain" / "end.json").read_bytes())
     tips = {node: (tuple(tip) if tip else None) for node, tip in end["tips"].items()}
-    results = [same_tip(tips)]
+    network = manifest.network
+    if network.shards > 1:
+        results = [same_tip_per_shard(tips, [[f"node-{i}" for i in network.shard_nodes(k)]
+                                             for k in range(network.shards)])]
+    else:
+        results = [same_tip(tips)]
     transactions = read_transactions(run_dir / "gen" / "transactions.csv")
     chain_ids = Counter((run_dir / "chain" / "tx-ids.txt").read_text().split())
     results.append(accepted_once(transactions, chain_ids, end["evictions"], end["missing_status"]))
@@ -191,6 +218,8 @@ def evaluate(run_dir: Path, manifest: Manifest) -> list[InvariantResult]:
     summary = orjson.loads((run_dir / "gen" / "summary.json").read_bytes())
     bounds = manifest.invariants
     results.append(throughput_within(summary, bounds.min_committed_tps, bounds.max_p99_ms))
+    if network.shards > 1:
+        results.append(sharded_transfers(summary))
     if manifest.floods:
         windows = [(f.at_s, f.end_s) for f in manifest.floods]
         # The parser requires both bounds for a flood scenario; 0 here would only make the check fail.
