@@ -229,3 +229,13 @@ def test_cross_shard_transfers_pass_only_credited_once_with_supply_conserved():
     lost = {**good, "cross_shard": {**good["cross_shard"], "credited": 39, "lost": 1}}
     assert not sharded_transfers(lost).passed
     assert not sharded_transfers({}).passed      # an unsharded summary proves nothing here
+
+
+def test_two_shards_final_blocks_at_one_height_are_no_conflict():
+    from qmemo.scenario.invariants import final_blocks_kept_per_shard
+    observed = [("node-0", 1, "a"), ("node-1", 1, "a"), ("node-2", 1, "b"), ("node-3", 1, "b")]
+    chains = {"node-0": {1: "a"}, "node-1": {1: "a"}, "node-2": {1: "b"}, "node-3": {1: "b"}}
+    groups = [["node-0", "node-1"], ["node-2", "node-3"]]
+    assert final_blocks_kept_per_shard(observed, chains, groups).passed
+    forked = final_blocks_kept_per_shard([*observed, ("node-3", 1, "c")], chains, groups)
+    assert not forked.passed and "shard 1:" in forked.detail
