@@ -61,6 +61,9 @@ class Invariants:
     in_flight: int                    # amounts debited by a source shard and not (yet) credited
     not_credited: int                 # debited cross-shard transfers without a final credit
     accounts_off: int                 # accounts whose balance is not what the run's transfers make it
+    # Every shard was quiet when its state was read (no transaction pending or held, no
+    # receipt pooled, the last ones final): else the balances may be read mid-change.
+    settled: bool = True
 
     @property
     def hold(self) -> bool:
@@ -80,7 +83,7 @@ class Transfer:
 
 
 def invariants(before: Mapping[bytes, int], after: Mapping[bytes, int], transfers: Iterable[Transfer],
-               funded: Iterable[bytes]) -> Invariants:
+               funded: Iterable[bytes], settled: bool = True) -> Invariants:
     """The invariants from every shard's accounts before and after (address -> balance, each
     address in its own shard; validators included), the run's final transfers, and the
     funded accounts whose balances only the run's transfers move (validators earn fees)."""
@@ -98,4 +101,4 @@ def invariants(before: Mapping[bytes, int], after: Mapping[bytes, int], transfer
     return Invariants(supply_conserved=supply_after + in_flight == supply_before,
                       credited_exactly_once=not_credited == 0 and off == 0,
                       supply_before=supply_before, supply_after=supply_after, in_flight=in_flight,
-                      not_credited=not_credited, accounts_off=off)
+                      not_credited=not_credited, accounts_off=off, settled=settled)

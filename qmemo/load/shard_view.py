@@ -60,6 +60,7 @@ def render_sharded(summary: LoadSummary) -> Group:
         table.add_row("supply before / after / in flight",
                       f"{checks.supply_before:,} / {checks.supply_after:,} / {checks.in_flight:,}")
         table.add_row("debited, not credited / accounts off", f"{checks.not_credited:,} / {checks.accounts_off:,}")
+        table.add_row("every shard quiet when its state was read", _ok(checks.settled))
         parts.append(table)
     return Group(*parts)
 

@@ -20,14 +20,12 @@ carry up to CREDIT_POLL_S of observation delay (stated in the manifest).
 from __future__ import annotations
 
 import asyncio
-import csv
 import math
 import os
 import signal
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import orjson
 import uvloop
@@ -38,24 +36,24 @@ from qmemo.load import live_status
 from qmemo.load import schedule as sched
 from qmemo.load.follower import FollowState, current_height, follow_blocks, lost_reasons
 from qmemo.load.hdr_files import write_latency_histograms
-from qmemo.load.latency import ACCEPTED, DUPLICATE, STATUS_NAMES, Timings, summarize, summarize_latencies
+from qmemo.load.latency import ACCEPTED, DUPLICATE, Timings, summarize
 from qmemo.load.live_status import OnStatus
 from qmemo.load.node_stages import NODE_STAGES_FILE, costs_file, write_node_stages
-from qmemo.load.run import GenConfig, fetch_nonces, offsets_for, read_metrics
+from qmemo.load.run import GenConfig, fetch_nonces, offsets_for
 from qmemo.load.sender import SendProgress, send_batches
-from qmemo.load.shard_summary import CrossShard, Invariants, ShardCounts, Transfer, invariants
-from qmemo.load.shard_workload import ShardWorkload, build_shard
+from qmemo.load.shard_parts import ShardPart, cross_figures, intra_p99, merge, shard_counts, transfers, write_csv
+from qmemo.load.shard_state import STATUS_IDS, fates_now, read_all_metrics, read_balances, settle, shard_nodes
+from qmemo.load.shard_summary import Invariants, invariants
+from qmemo.load.shard_workload import build_shard
 from qmemo.load.summary import LoadSummary, load_summary, write
 from qmemo.load.workload import PlanShape, funded_accounts
 from qmemo.net.client import open_clients
-from qmemo.records import to_json
 
 FOLLOW_POLL_S = 0.1
 CREDIT_POLL_S = 0.25
 STATUS_EVERY_S = 1.0
-STATUS_IDS = 1_000              # receipt ids per POST /receipts/status
-ACCOUNTS_PER_REQUEST = 1_000
 CREDIT_TIMEOUT_INTERVALS = 10   # after the last commit, block intervals to wait for the last credits
+SETTLE_INTERVALS = 10           # then, block intervals to wait for every shard to be quiet
 INTRA_P99_INTERVALS = 3         # a sharded run's latency verdict: p99 within a shard ...
 CROSS_P99_INTERVALS = 6         # ... and across shards, in block intervals
 
@@ -66,56 +64,6 @@ class ShardedResult:
     out: Path
     interrupted: bool
     all_accounted: bool
-
-
-@dataclass
-class _Shard:
-    """One shard's part of the run, as it goes."""
-
-    index: int
-    nodes: list[str]
-    work: ShardWorkload
-    timings: Timings
-    state: FollowState | None = None
-    progress: SendProgress | None = None
-    credited: Any = None            # array of credit times (NaN: not yet), for its cross-shard transfers
-
-
-async def shard_nodes(urls: list[str], sharded: ShardedGenesis) -> list[list[str]]:
-    """The node URLs of each shard, in order, as each node's /status says."""
-    by_shard: list[list[str]] = [[] for _ in range(sharded.count)]
-    async with open_clients(urls, timeout_s=10) as clients:
-        for client in clients:
-            try:
-                status = await client.status()
-            except NodeApiError as exc:
-                raise ConfigError(f"cannot tell which shard {client.url} runs: {exc}") from None
-            view = next((v for v in sharded.views if v.chain_id == status.chain_id), None)
-            if view is None:
-                raise ConfigError(f"{client.url} runs chain {status.chain_id}, no shard of this genesis")
-            by_shard[view.sharding.index].append(client.url)
-    empty = [k for k, nodes in enumerate(by_shard) if not nodes]
-    if empty:
-        raise ConfigError(f"no node given for shard(s) {', '.join(map(str, empty))}: a sharded run drives every shard")
-    return by_shard
-
-
-async def read_balances(nodes_by_shard: list[list[str]], addresses_by_shard: list[list[bytes]]) -> dict[bytes, int]:
-    """Every address's balance on its own shard (from the first of its nodes that answers)."""
-    out: dict[bytes, int] = {}
-    for nodes, addresses in zip(nodes_by_shard, addresses_by_shard):
-        async with open_clients(nodes, timeout_s=30) as clients:
-            for client in clients:
-                try:
-                    for start in range(0, len(addresses), ACCOUNTS_PER_REQUEST):
-                        for account in await client.accounts(addresses[start:start + ACCOUNTS_PER_REQUEST]):
-                            out[account.address] = account.balance
-                    break
-                except NodeApiError:
-                    continue
-            else:
-                raise ConfigError(f"no node of shard {nodes_by_shard.index(nodes)} answered its balances")
-    return out
 
 
 def run_sharded(config: GenConfig, sharded: ShardedGenesis, pct: float, *, quiet: bool = False,
@@ -132,40 +80,46 @@ def run_sharded(config: GenConfig, sharded: ShardedGenesis, pct: float, *, quiet
     interval_s = sharded.views[0].block_interval_ms / 1e3
     started_utc = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
-    async def whole() -> tuple[list[_Shard], dict, dict, float | None, dict]:
+    async def whole() -> tuple[list[ShardPart], dict, dict, float | None, dict]:
         nodes = await shard_nodes(config.nodes, sharded)
         shards = await _prepare(config, sharded, nodes, offsets, pct, quiet)
         funded = [[address for address, _ in view.balances] for view in sharded.views]
         validators = [[v.address for v in view.validators] for view in sharded.views]
         every = [funded[k] + validators[k] for k in range(count)]
         before = await read_balances(nodes, every)
-        metrics_before = await _metrics(nodes)
+        metrics_before = await read_all_metrics(nodes)
         interrupted_at = await _execute(config, shards, interval_s)
+        # The state is read once every shard is quiet, and each transfer's fate asked of the
+        # chain again: one final (or credited) after the follower or tracker stopped looking
+        # is still in the balances.
+        settled = await settle(nodes, SETTLE_INTERVALS * interval_s)
+        late_final, late_credited = await fates_now(shards)
         after = await read_balances(nodes, every)
-        metrics_after = await _metrics(nodes)
+        metrics_after = await read_all_metrics(nodes)
         lost = {}
         for shard in shards:
             ids = [shard.work.ids[i] for i in range(len(shard.timings))
                    if shard.timings.status[i] in (ACCEPTED, DUPLICATE) and math.isnan(shard.timings.committed[i])]
             for reason, n in (await lost_reasons(shard.nodes, ids)).items():
                 lost[reason] = lost.get(reason, 0) + n
-        checks = invariants(before, after, _transfers(shards, funded, sharded), [a for f in funded for a in f])
+        checks = invariants(before, after, transfers(shards, late_final, late_credited),
+                            [a for f in funded for a in f], settled)
         return shards, {"before": metrics_before, "after": metrics_after}, {"checks": checks}, interrupted_at, lost
 
     shards, metrics, checked, interrupted_at, lost = uvloop.run(whole())
     checks: Invariants = checked["checks"]
     interrupted = interrupted_at is not None
-    merged = _merge([shard.timings for shard in shards])
+    merged = merge([shard.timings for shard in shards])
     warmup_s = min(config.warmup_s, config.duration_s / 2)
     window_end_s = min(config.duration_s, interrupted_at or math.inf)
     summary = summarize(merged, warmup_s=warmup_s, window_end_s=window_end_s)
     total_target = target_tps * count
     file_summary = load_summary(summary, target_tps=total_target, interrupted=interrupted,
                                 block_interval_s=interval_s)
-    cross = _cross(shards, warmup_s, window_end_s)
-    per_shard = tuple(_shard_counts(shard, shards, metrics, warmup_s, window_end_s) for shard in shards)
-    intra_p99 = _intra_p99(shards, warmup_s, window_end_s)
-    latency_saturated = not (intra_p99 is not None and intra_p99 <= INTRA_P99_INTERVALS * interval_s * 1e3) or \
+    cross = cross_figures(shards, warmup_s, window_end_s)
+    per_shard = tuple(shard_counts(shard, shards, metrics, warmup_s, window_end_s) for shard in shards)
+    intra_p99_ms = intra_p99(shards, warmup_s, window_end_s)
+    latency_saturated = not (intra_p99_ms is not None and intra_p99_ms <= INTRA_P99_INTERVALS * interval_s * 1e3) or \
         (cross.planned > 0 and not (cross.p99_ms_intended_to_credited is not None and
                                     cross.p99_ms_intended_to_credited <= CROSS_P99_INTERVALS * interval_s * 1e3))
     why = [reason for reason, holds in (
@@ -180,13 +134,12 @@ def run_sharded(config: GenConfig, sharded: ShardedGenesis, pct: float, *, quiet
     out = config.out
     out.mkdir(parents=True, exist_ok=True)
     write(out / "summary.json", file_summary)
-    _write_csv(out / "transactions.csv", shards)
+    write_csv(out / "transactions.csv", shards)
     write_latency_histograms(out, summary)
     urls = [url for shard in shards for url in shard.nodes]
     write_node_stages(out / NODE_STAGES_FILE, costs_file(urls, metrics["before"], metrics["after"], os.cpu_count()))
     (out / "manifest.json").write_bytes(orjson.dumps({
-        "config": {key: str(value) if isinstance(value, Path) else value for key, value in
-                   to_json_config(config).items()},
+        "config": {key: str(value) if isinstance(value, Path) else value for key, value in asdict(config).items()},
         "cross_shard_pct": pct, "shards": [{"shard": s.index, "chain_id": s.work.chain_id, "nodes": s.nodes,
                                             "workload_from_cache": s.work.from_cache} for s in shards],
         "block_interval_s": interval_s, "started_utc": started_utc, "follower_poll_s": FOLLOW_POLL_S,
@@ -199,13 +152,8 @@ def run_sharded(config: GenConfig, sharded: ShardedGenesis, pct: float, *, quiet
     return ShardedResult(file_summary, out, interrupted, accounted)
 
 
-def to_json_config(config: GenConfig) -> dict[str, Any]:
-    from dataclasses import asdict
-    return asdict(config)
-
-
 async def _prepare(config: GenConfig, sharded: ShardedGenesis, nodes: list[list[str]], offsets: list[float],
-                   pct: float, quiet: bool) -> list[_Shard]:
+                   pct: float, quiet: bool) -> list[ShardPart]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from qmemo.crypto.keys import load_keys
@@ -236,19 +184,11 @@ async def _prepare(config: GenConfig, sharded: ShardedGenesis, nodes: list[list[
             work = build_shard(k, view.chain_id, shape, accounts, pct, scheme=scheme, fee=view.min_fee,
                                genesis_hash=view.hash, cache_dir=config.cache_dir,
                                progress=lambda n: bar.advance(task, n))
-            shards.append(_Shard(k, nodes[k], work, Timings(offsets)))
+            shards.append(ShardPart(k, nodes[k], work, Timings(offsets)))
     return shards
 
 
-async def _metrics(nodes: list[list[str]]) -> dict[str, Any]:
-    out = {}
-    for shard_nodes_ in nodes:
-        async with open_clients(shard_nodes_, timeout_s=10) as clients:
-            out.update(zip(shard_nodes_, await read_metrics(clients)))
-    return out
-
-
-async def _execute(config: GenConfig, shards: list[_Shard], interval_s: float) -> float | None:
+async def _execute(config: GenConfig, shards: list[ShardPart], interval_s: float) -> float | None:
     """Send, follow and track credits on every shard; drain. When an interrupt came (offset), or None."""
     from array import array
 
@@ -310,7 +250,7 @@ async def _execute(config: GenConfig, shards: list[_Shard], interval_s: float) -
     return interrupted_at[0] if interrupted_at else None
 
 
-async def _track_credits(shards: list[_Shard], start: float, stop: asyncio.Event) -> None:
+async def _track_credits(shards: list[ShardPart], start: float, stop: asyncio.Event) -> None:
     """Every CREDIT_POLL_S: ask each destination shard about the receipts of the cross-shard
     transfers final on their source and not yet seen credited by a final block."""
     clients_by_shard = {}
@@ -320,7 +260,7 @@ async def _track_credits(shards: list[_Shard], start: float, stop: asyncio.Event
             clients_by_shard[shard.index] = [by_url[url] for url in shard.nodes]
         turn = 0
         while not stop.is_set():
-            asking: dict[int, list[tuple[_Shard, int, bytes]]] = {}
+            asking: dict[int, list[tuple[ShardPart, int, bytes]]] = {}
             for shard in shards:
                 for i, rid in shard.work.receipt_ids.items():
                     if not math.isnan(shard.timings.committed[i]) and math.isnan(shard.credited[i]):
@@ -345,14 +285,14 @@ async def _track_credits(shards: list[_Shard], start: float, stop: asyncio.Event
                 pass
 
 
-async def _write_status(config: GenConfig, shards: list[_Shard], start: float, stop: asyncio.Event) -> None:
+async def _write_status(config: GenConfig, shards: list[ShardPart], start: float, stop: asyncio.Event) -> None:
     """The live status every second (live.json for the dashboard), all shards together."""
     if config.live is None:
         return
     config.live.parent.mkdir(parents=True, exist_ok=True)
     while not stop.is_set():
         now = time.perf_counter() - start
-        merged = _merge([shard.timings for shard in shards])
+        merged = merge([shard.timings for shard in shards])
         recent = sorted(lat for shard in shards for seen, lat in shard.state.recent if now - seen <= 10.0)
         document = live_status.status(
             elapsed_s=now, duration_s=config.duration_s, timings=merged,
@@ -377,122 +317,5 @@ async def _write_status(config: GenConfig, shards: list[_Shard], start: float, s
         except asyncio.TimeoutError:
             pass
     config.live.write_bytes(orjson.dumps({"running": False}))
-
-
-# --- figures ---------------------------------------------------------------------------------
-
-def _merge(parts: list[Timings]) -> Timings:
-    """One Timings of every shard's transactions (shard by shard; each is in its own order)."""
-    merged = Timings([t for part in parts for t in part.intended])
-    offset = 0
-    for part in parts:
-        n = len(part)
-        for name in ("due", "sent", "accepted", "included", "committed"):
-            getattr(merged, name)[offset:offset + n] = getattr(part, name)
-        merged.status[offset:offset + n] = part.status
-        merged.reasons.update({offset + i: reason for i, reason in part.reasons.items()})
-        offset += n
-    return merged
-
-
-def _window(shard: _Shard, i: int, warmup_s: float, end_s: float) -> bool:
-    return warmup_s <= shard.timings.intended[i] < end_s
-
-
-def _finite(value_ms: float) -> float | None:
-    return None if math.isnan(value_ms) else value_ms
-
-
-def _cross(shards: list[_Shard], warmup_s: float, end_s: float) -> CrossShard:
-    planned = committed = credited = 0
-    to_credit, debit_to_credit = [], []
-    for shard in shards:
-        t = shard.timings
-        for i in shard.work.receipt_ids:
-            planned += 1
-            if math.isnan(t.committed[i]):
-                continue
-            committed += 1
-            if math.isnan(shard.credited[i]):
-                continue
-            credited += 1
-            if _window(shard, i, warmup_s, end_s):
-                to_credit.append(shard.credited[i] - t.intended[i])
-                debit_to_credit.append(shard.credited[i] - t.committed[i])
-    i2c, c2c = summarize_latencies(to_credit), summarize_latencies(debit_to_credit)
-    return CrossShard(planned, committed, credited, committed - credited, _finite(i2c.percentiles_ms["p50"]),
-                      _finite(i2c.percentiles_ms["p99"]), _finite(i2c.max_ms), _finite(c2c.percentiles_ms["p99"]))
-
-
-def _intra_p99(shards: list[_Shard], warmup_s: float, end_s: float, only: _Shard | None = None) -> float | None:
-    values = [shard.timings.committed[i] - shard.timings.intended[i]
-              for shard in shards if only is None or shard is only
-              for i in range(len(shard.timings))
-              if shard.work.destinations[i] == shard.index and not math.isnan(shard.timings.committed[i])
-              and _window(shard, i, warmup_s, end_s)]
-    return _finite(summarize_latencies(values).percentiles_ms["p99"])
-
-
-def _shard_counts(shard: _Shard, shards: list[_Shard], metrics: dict[str, Any], warmup_s: float,
-                  end_s: float) -> ShardCounts:
-    t = shard.timings
-    committed = sum(1 for i in range(len(t)) if not math.isnan(t.committed[i]))
-    in_window = sum(1 for i in range(len(t)) if not math.isnan(t.committed[i]) and _window(shard, i, warmup_s, end_s))
-    credited_in = sum(1 for other in shards for i in other.work.receipt_ids
-                      if other.work.destinations[i] == shard.index and not math.isnan(other.credited[i]))
-    ratios = []
-    for url in shard.nodes:
-        before, after = metrics["before"].get(url), metrics["after"].get(url)
-        if before is None or after is None:
-            continue
-        verified = after.stages.by_stage["verify"].txs - before.stages.by_stage["verify"].txs
-        chain_committed = after.tx.committed - before.tx.committed
-        if chain_committed > 0:
-            ratios.append(verified / chain_committed)
-    return ShardCounts(
-        shard=shard.index, chain_id=shard.work.chain_id, nodes=tuple(shard.nodes), planned=len(t),
-        committed=committed, cross_planned=len(shard.work.receipt_ids), credited_in=credited_in,
-        committed_tps=in_window / max(end_s - warmup_s, 1e-9), p99_ms_intra=_intra_p99(shards, warmup_s, end_s, shard),
-        verifies_per_committed_tx=sum(ratios) / len(ratios) if ratios else None,
-        modelled_verifies_per_tx=1 + (credited_in / committed if committed else 0.0))
-
-
-def _transfers(shards: list[_Shard], funded: list[list[bytes]], sharded: ShardedGenesis) -> list[Transfer]:
-    """The run's transfers final on their source shard, with what the plan says of them."""
-    from qmemo.core.transaction import Transaction
-    from qmemo.frames import decode_frames
-
-    out = []
-    for shard in shards:
-        t = shard.timings
-        for batch in shard.work.batches:
-            encodings = None
-            for i in range(batch.first, batch.last):
-                if math.isnan(t.committed[i]):
-                    continue
-                if encodings is None:
-                    encodings = decode_frames(batch.body, batch.last - batch.first + 1)
-                tx = Transaction.decode(encodings[i - batch.first])
-                cross = shard.work.destinations[i] != shard.index
-                out.append(Transfer(tx.sender, tx.recipient, tx.amount, tx.fee, cross,
-                                    not cross or not math.isnan(shard.credited[i])))
-    return out
-
-
-def _write_csv(path: Path, shards: list[_Shard]) -> None:
-    with path.open("w", newline="") as out:
-        writer = csv.writer(out)
-        writer.writerow(["shard", "index", "id", "destination", "intended_s", "sent_s", "accepted_s", "committed_s",
-                         "credited_s", "status", "reason"])
-        for shard in shards:
-            t = shard.timings
-            for i in range(len(t)):
-                writer.writerow([shard.index, i, shard.work.ids[i].hex(), shard.work.destinations[i],
-                                 *(_cell(v[i]) for v in (t.intended, t.sent, t.accepted, t.committed, shard.credited)),
-                                 STATUS_NAMES[t.status[i]], t.reasons.get(i, "")])
-
-
-def _cell(value: float) -> str:
-    return "" if math.isnan(value) else f"{value:.6f}"
 
 
