@@ -53,7 +53,7 @@ FOLLOW_POLL_S = 0.1
 CREDIT_POLL_S = 0.25
 STATUS_EVERY_S = 1.0
 CREDIT_TIMEOUT_INTERVALS = 10   # after the last commit, block intervals to wait for the last credits
-SETTLE_INTERVALS = 10           # then, block intervals to wait for every shard to be quiet
+SETTLE_INTERVALS = 30           # then, block intervals to wait for every shard to be quiet (past saturation: long)
 INTRA_P99_INTERVALS = 3         # a sharded run's latency verdict: p99 within a shard ...
 CROSS_P99_INTERVALS = 6         # ... and across shards, in block intervals
 
