@@ -38,7 +38,9 @@ from qmemo.node.chain import Chain
 from qmemo.node.ledger import native
 from qmemo.node.verify_pool import VerifyPool
 
-MAX_POOLED_BUNDLES = 4096         # a source shard's final blocks for hours at 2 s; past it the oldest go
+# Bundles pooled at most before the puller stops asking (back-pressure: a pooled bundle is
+# never dropped, or its receipts would be lost - the puller's cursor has moved past them).
+MAX_POOLED_BUNDLES = 1024
 HEADER_MEMORY = 4096              # header signatures remembered as verified
 
 
@@ -145,15 +147,15 @@ class ReceiptRoom:
                 continue
             self.counters.receipts_pulled += len(bundle.entries)
             ids = tuple(bundle.receipt_ids())
-            final = FinalCredits(self.chain)
-            if bundle.key in self._pool or all(rid in final for rid in ids):
+            if bundle.key in self._pool or all(rid in FinalCredits(self.chain) for rid in ids):
                 self.counters.bundles_known += 1
                 continue
             await self.preverify(bundle)
             try:
-                # Against the final credits only: a receipt a block of ours credited that a
-                # branch switch may still undo must stay here, ready to be credited again.
-                check_receipts(self.sharding, [bundle], final, self.verifier)
+                # Against the final credits only, taken after the wait: a receipt a block of ours
+                # credited that a branch switch may still undo must stay here, ready to be
+                # credited again.
+                check_receipts(self.sharding, [bundle], FinalCredits(self.chain), self.verifier)
             except InvalidReceipt as exc:
                 if exc.code == "receipt_replayed":      # partly credited meanwhile: nothing to add
                     self.counters.bundles_known += 1
@@ -161,8 +163,6 @@ class ReceiptRoom:
                     self._reject(exc.code, f"chain {bundle.source_chain_id} block {bundle.header.height}: {exc}")
                 continue
             self._pool[bundle.key] = PooledBundle(bundle, bytes(encoded), ids)
-            if len(self._pool) > MAX_POOLED_BUNDLES:
-                self._pool.popitem(last=False)
             self.counters.bundles_admitted += 1
             admitted += 1
         return admitted
@@ -217,6 +217,11 @@ class ReceiptRoom:
             del self._pool[key]
 
     # --- reading -------------------------------------------------------------------------------
+
+    @property
+    def full(self) -> bool:
+        """Enough bundles wait for our blocks: the puller asks for no more until some are credited."""
+        return len(self._pool) >= MAX_POOLED_BUNDLES
 
     @property
     def pooled_receipts(self) -> int:
