@@ -105,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
     from qmemo.crypto.verifier import load_any_genesis
     from qmemo.core.shards import ShardedGenesis
 
-    sharded = load_any_genesis(config.genesis)
+    # A genesis naming several shards takes the sharded run (a missing file is the run's to report).
+    sharded = load_any_genesis(config.genesis) if Path(config.genesis).is_file() else None
     if isinstance(sharded, ShardedGenesis):
         from qmemo.commands.gen_shards import run_sharded_command
         return run_sharded_command(args, config, sharded, console, thresholds)
