@@ -29,6 +29,7 @@ class ShardPart:
     state: FollowState | None = None
     progress: SendProgress | None = None
     credited: Any = None            # array of credit times (NaN: not yet), for its cross-shard transfers
+    uncredited: dict[int, bytes] | None = None   # its cross-shard transfers not seen credited yet -> receipt id
 
 
 def merge(parts: list[Timings]) -> Timings:

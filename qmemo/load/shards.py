@@ -212,6 +212,7 @@ async def _execute(config: GenConfig, shards: list[ShardPart], interval_s: float
             shard.state = FollowState(next_height=await current_height(clients) + 1)
         shard.progress = SendProgress()
         shard.credited = array("d", [math.nan]) * len(shard.timings)
+        shard.uncredited = dict(shard.work.receipt_ids)
         pendings.append({tx_id: i for i, tx_id in enumerate(shard.work.ids)})
     start = time.perf_counter() + 0.2
     tasks = [asyncio.create_task(follow_blocks(shard.nodes, shard.state, pending, shard.timings, start=start,
@@ -229,10 +230,12 @@ async def _execute(config: GenConfig, shards: list[ShardPart], interval_s: float
         final_deadline = deadline + (0 if interrupted_at else commit_s)
         credit_deadline = final_deadline + (0 if interrupted_at else CREDIT_TIMEOUT_INTERVALS * interval_s)
         while not stop_draining.is_set():
-            waiting = [(shard, i) for shard in shards for i in range(len(shard.timings))
-                       if shard.timings.status[i] in (ACCEPTED, DUPLICATE) and math.isnan(shard.timings.committed[i])]
-            uncredited = [(shard, i) for shard in shards for i in shard.work.receipt_ids
-                          if not math.isnan(shard.timings.committed[i]) and math.isnan(shard.credited[i])]
+            # The followers keep only the not yet final in `pendings`, the tracker only the not
+            # yet credited in `shard.uncredited`: each pass reads what is left, not the whole plan.
+            waiting = [(shard, i) for shard, pending in zip(shards, pendings) for i in pending.values()
+                       if shard.timings.status[i] in (ACCEPTED, DUPLICATE)]
+            uncredited = [(shard, i) for shard in shards for i in shard.uncredited
+                          if not math.isnan(shard.timings.committed[i])]
             if not waiting and not uncredited:
                 break
             now = time.perf_counter()
@@ -262,8 +265,8 @@ async def _track_credits(shards: list[ShardPart], start: float, stop: asyncio.Ev
         while not stop.is_set():
             asking: dict[int, list[tuple[ShardPart, int, bytes]]] = {}
             for shard in shards:
-                for i, rid in shard.work.receipt_ids.items():
-                    if not math.isnan(shard.timings.committed[i]) and math.isnan(shard.credited[i]):
+                for i, rid in shard.uncredited.items():
+                    if not math.isnan(shard.timings.committed[i]):
                         asking.setdefault(shard.work.destinations[i], []).append((shard, i, rid))
             for destination, items in asking.items():
                 nodes = clients_by_shard[destination]
@@ -279,6 +282,7 @@ async def _track_credits(shards: list[ShardPart], start: float, stop: asyncio.Ev
                     for (shard, i, _), status in zip(chunk, statuses):
                         if status.status == "credited" and status.final:
                             shard.credited[i] = seen_at
+                            del shard.uncredited[i]
             try:
                 await asyncio.wait_for(stop.wait(), timeout=CREDIT_POLL_S)
             except asyncio.TimeoutError:
