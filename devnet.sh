@@ -65,8 +65,8 @@ target rate, and shows the live dashboard. Ctrl-C stops everything it started.
   --reset            throw away the existing devnet (chain data, keys) and make a new one
   --no-baseline      do not measure a C baseline when this machine has none (the first run
                      otherwise measures a quick, verify-only one, 20-25 s, for the dashboard)
-  --verifier V       the nodes' Falcon verifier: fast (default; variable-time hash-to-point,
-                     cached keys, liboqs's verdicts) or liboqs
+  --verifier V       the nodes' Falcon and ML-DSA verifier: fast (default; qMEMO's, cached
+                     keys, variable-time; Falcon: liboqs's verdicts, ML-DSA: FIPS 204's) or liboqs
   --event-loop L     the nodes' event loop: uvloop (default; libuv's, in C) or asyncio
                      (the standard library's)
   --log-format F     text (default) or json: the nodes' and the generator's logs (in the
@@ -81,6 +81,9 @@ EOF
 need_value() { [ $# -ge 2 ] && [ -n "$2" ] || { echo "devnet.sh: $1 needs a value" >&2; exit 2; }; }
 # Whole numbers without leading zeros (bash would read 010 as octal).
 need_int() { [[ "$2" =~ ^(0|[1-9][0-9]*)$ ]] && [ "$2" -ge "${3:-0}" ] || { echo "devnet.sh: $1 must be a whole number >= ${3:-0}, got '$2'" >&2; exit 2; }; }
+# The command as typed, kept in the run folder: the README's results block names it
+# beside each figure (qmemo.analysis.readme_results).
+COMMAND_LINE="./devnet.sh${*:+ $*}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --nodes) need_value "$@"; need_int "$1" "$2" 1; NODES=$2; shift 2 ;;
@@ -162,6 +165,7 @@ fi
 
 RUN="$RUNS_DIR/$(date +%Y%m%d-%H%M%S)-$$"
 mkdir -p "$RUN/logs"
+echo "$COMMAND_LINE" >"$RUN/command"
 URLS=()        # shard by shard: shard k's node i is URLS[k*NODES + i]
 NAMES=()       # node-<i>, or shard-<k>-node-<i>
 for ((n = 0; n < TOTAL; n++)); do
@@ -208,7 +212,8 @@ cleanup() {
   fi
   echo "devnet.sh: stopped everything; run folder: $RUN"
   if [ -f "$RUN/gen/summary.json" ] || [ -f "$RUN/gen/sweep.json" ]; then
-    echo "devnet.sh: its report: $QMEMO report --devnet $RUN"
+    # The report goes to a folder named after this run, so it never replaces another run's.
+    echo "devnet.sh: its report (into docs/results/$(basename "$RUN")/): $QMEMO report --devnet $RUN"
   fi
   exit "$status"
 }

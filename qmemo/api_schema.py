@@ -124,8 +124,9 @@ class VerifyFigures:
     latency_us: dict[str, float | None]
     ops_per_s: float
     cache: CacheFigures
-    verifier: str                       # Falcon's verifier: "fast" or "liboqs"
-    key_cache: KeyCacheFigures | None   # None: no fast Falcon verifier has run in this process
+    verifier: str                       # Falcon's and ML-DSA's verifier: "fast" or "liboqs"
+    key_cache: KeyCacheFigures | None   # the caches in use; None: no fast verifier has run in this process
+    key_caches: dict[str, KeyCacheFigures]  # each fast verifier's cache looked up, by scheme ({} with liboqs)
 
 
 @dataclass(frozen=True, slots=True)

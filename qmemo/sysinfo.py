@@ -30,7 +30,7 @@ def cpu_model() -> str:
 
 
 def machine_info() -> dict[str, Any]:
-    """CPU, cores, OS, Python and package versions, liboqs build (if loadable), time."""
+    """CPU, cores, OS, Python and package versions, liboqs build (if loadable), time, load average."""
     info: dict[str, Any] = {
         "hostname": socket.gethostname(),
         "cpu_model": cpu_model(),
@@ -40,6 +40,8 @@ def machine_info() -> dict[str, Any]:
         "python": sys.version.split()[0],
         "packages": {},
         "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        # Other work on the machine moves every figure: a result says how busy it was.
+        "loadavg": list(os.getloadavg()),
     }
     for package in _PACKAGES:
         try:

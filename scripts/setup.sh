@@ -25,6 +25,10 @@
 #               liboqs 0.13's own PQClean Falcon and SHA3 sources (from the oqs-sys crate,
 #               never copied into the repo) into .deps/native/libqmemo_falcon.so, plus
 #               its differential harness and instruction counter (falcon_vt.mk).
+#   3d. mldsa   the ML-DSA verifier with cached expanded keys (qmemo/crypto/native/mldsa_vt*.c)
+#               compiled with liboqs 0.13's own pq-crystals ML-DSA and SHA3 sources (the same
+#               oqs-sys crate, never copied into the repo) into .deps/native/libqmemo_mldsa.so,
+#               plus its differential harness and instruction counter (mldsa_vt.mk).
 #   4. venv     .venv with qmemo installed (editable) plus its dev extra.
 #   5. rows     the admission kernel's records-to-transactions extension
 #               (qmemo/crypto/native/qmemo_rows.c), a CPython extension built for
@@ -349,8 +353,9 @@ step_falcon() {
   libdir=$(dirname "$(readlink -f "$lib")")
   # The AVX2 copies need an x86-64 compiler target; which one runs is decided at run time.
   [ "$(uname -m)" = x86_64 ] && avx2=yes
-  want=$( { cat "$ROOT"/qmemo/crypto/native/falcon_vt* "$ROOT"/tests/native/falcon_diff.c \
-                "$ROOT"/tests/native/falcon_pool.h "$ROOT"/bench_c/falcon_vt/falcon_count.c
+  want=$( { cat "$ROOT"/qmemo/crypto/native/falcon_vt* "$ROOT"/qmemo/crypto/native/oqs_sha3* \
+                "$ROOT"/tests/native/falcon_diff.c "$ROOT"/tests/native/falcon_pool.h "$ROOT"/tests/native/native_cases.h \
+                "$ROOT"/bench_c/falcon_vt/falcon_count.c "$ROOT"/bench_c/verify_count.h
             echo "$libdir $avx2"; cat "$LIBOQS_PREFIX/.qmemo-stamp" 2>/dev/null; } | stamp_of)
   if [ -f "$NATIVE_DIR/libqmemo_falcon.so" ] && [ "$(cat "$NATIVE_DIR/falcon/.qmemo-stamp" 2>/dev/null)" = "$want" ]; then
     return 0
@@ -369,6 +374,34 @@ step_falcon() {
   [ "$(cat "$NATIVE_DIR/falcon/config.mk" 2>/dev/null)" = "$config" ] || echo "$config" >"$NATIVE_DIR/falcon/config.mk"
   run_progress falcon make -f "$FALCON_MK" -j "$(nproc)" lib tools
   echo "$want" >"$NATIVE_DIR/falcon/.qmemo-stamp"
+}
+
+# --- 3d. mldsa: the ML-DSA verifier with cached expanded keys -------------------------------
+# Self-contained like step 3c: the same liboqs source (falcon_source), its own makefile
+# and build folder, its own stamp.
+step_mldsa() {
+  local lib libdir want avx2=no config src mk="$ROOT/qmemo/crypto/native/mldsa_vt.mk" dir="$NATIVE_DIR/mldsa"
+  lib=$(ls "$LIBOQS_PREFIX"/lib*/liboqs.so 2>/dev/null | head -n1) || true
+  [ -n "$lib" ] || die "step 'mldsa': no liboqs.so under $LIBOQS_PREFIX (the liboqs step did not finish)"
+  libdir=$(dirname "$(readlink -f "$lib")")
+  [ "$(uname -m)" = x86_64 ] && avx2=yes
+  want=$( { cat "$ROOT"/qmemo/crypto/native/mldsa_vt* "$ROOT"/qmemo/crypto/native/oqs_sha3* \
+                "$ROOT"/tests/native/mldsa_diff.c "$ROOT"/tests/native/mldsa_pool.h "$ROOT"/tests/native/mldsa_arith.h \
+                "$ROOT"/tests/native/native_cases.h "$ROOT"/bench_c/mldsa_vt/mldsa_count.c "$ROOT"/bench_c/verify_count.h
+            echo "$libdir $avx2"; cat "$LIBOQS_PREFIX/.qmemo-stamp" 2>/dev/null; } | stamp_of)
+  if [ -f "$NATIVE_DIR/libqmemo_mldsa.so" ] && [ "$(cat "$dir/.qmemo-stamp" 2>/dev/null)" = "$want" ]; then
+    return 0
+  fi
+  say "building the ML-DSA verifier (log: $LOGS/mldsa.log)"
+  : >"$LOGS/mldsa.log"
+  src=$(falcon_source) || exit 1
+  [ -d "$src/src/sig/ml_dsa/pqcrystals-dilithium-standard_ml-dsa-44_ref" ] ||
+    die "step 'mldsa': no liboqs source with ML-DSA found (got '$src')"
+  mkdir -p "$dir"
+  config=$(printf 'OQS_SRC := %s\nOQS_PREFIX := %s\nOQS_LIBDIR := %s\nAVX2 := %s' "$src" "$LIBOQS_PREFIX" "$libdir" "$avx2")
+  [ "$(cat "$dir/config.mk" 2>/dev/null)" = "$config" ] || echo "$config" >"$dir/config.mk"
+  run_progress mldsa make -f "$mk" -j "$(nproc)" lib tools
+  echo "$want" >"$dir/.qmemo-stamp"
 }
 
 # --- 4. venv --------------------------------------------------------------------
@@ -439,6 +472,7 @@ step_liboqs
 step_native
 step_admit
 step_falcon
+step_mldsa
 step_venv
 step_rows
 step_ledger

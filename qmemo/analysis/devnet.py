@@ -16,7 +16,7 @@ Pure parsing apart from `load_devnet_run`, which reads the files.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -31,12 +31,20 @@ _PERCENTILES = {"p50": "p50", "p90": "p90", "p95": "p95", "p99": "p99", "p99_9":
 
 @dataclass(frozen=True, slots=True)
 class SweepPoint:
+    """One stage of a sweep: its row of sweep.json (`index` is the row's position there,
+    so a figure read from it can be cited as `rows[<index>].<field>`)."""
+
     target_tps: float
     committed_tps: float
     p50_ms: float | None
     p99_ms: float | None
     throughput_saturated: bool
-    survival_ratio: float | None = None           # issue 11's P5 for the stage (older sweeps: None)
+    # The verify stage's share of the machine's CPU (the row's `survival_ratio`; older sweeps: None).
+    verify_share: float | None = None
+    latency_saturated: bool = False
+    generator_fell_behind: bool = False
+    why: str = ""
+    index: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +60,7 @@ class DevnetRun:
     schedule_lag_ms: Mapping[str, float]
     throughput_saturated: bool                    # the writer's verdicts on this run
     latency_saturated: bool
+    why: str = ""                                 # those that hold, in words ("" if none)
     sweep: tuple[SweepPoint, ...] = ()
     sweep_source: Path | None = None              # sweep.json, for a sweep folder
     # A sharded devnet's run (qmemo.load.shard_summary, as the writer's summary holds them).
@@ -100,14 +109,15 @@ def devnet_run(summary: LoadSummary, source: Path, run_id: str) -> DevnetRun:
         generator_fell_behind=summary.generator_fell_behind,
         schedule_lag_ms=_percentiles(summary.schedule_lag_ms),
         throughput_saturated=summary.throughput_saturated, latency_saturated=summary.latency_saturated,
+        why=summary.why,
         cross_shard=summary.cross_shard, shards=summary.shards or (), invariants=summary.invariants,
     )
 
 
 def sweep_points(sweep: Sweep) -> tuple[SweepPoint, ...]:
     return tuple(sorted((SweepPoint(r.target_tps, r.committed_tps, r.p50_ms, r.p99_ms, r.throughput_saturated,
-                                      r.survival_ratio)
-                         for r in sweep.rows), key=lambda p: p.target_tps))
+                                      r.survival_ratio, r.latency_saturated, r.generator_fell_behind, r.why, i)
+                         for i, r in enumerate(sweep.rows)), key=lambda p: p.target_tps))
 
 
 def load_devnet_run(run_dir: str | Path) -> DevnetRun:
@@ -136,18 +146,35 @@ def _is_generator_folder(folder: Path) -> bool:
     return (folder / "summary.json").is_file() or (folder / "sweep.json").is_file()
 
 
-def _load_sweep_run(run_dir: Path, sweep_file: Path) -> DevnetRun:
-    """A `qmemo gen --sweep` folder: its sweep, with the highest unlimited stage as the run.
+def limited(point: SweepPoint | DevnetRun) -> bool:
+    """Whether any verdict limited a stage or run (a sweep stops at such a stage)."""
+    return point.throughput_saturated or point.latency_saturated or point.generator_fell_behind
 
-    Each row of sweep.json names its stage's folder ("run"); the stage that committed the
-    most with no verdict against it stands for the run's summary (or the highest if every
-    stage was limited).
+
+def held_and_limit(points: Sequence[SweepPoint]) -> tuple[SweepPoint | None, SweepPoint | None]:
+    """(the highest stage by offered rate that no verdict limited, the first limited stage
+    above it); either may be None. A sweep stops at its first limited stage, so that one
+    is its last. The headline (qmemo.analysis.headline) is read from these two."""
+    ordered = sorted(points, key=lambda p: p.target_tps)
+    held = [p for p in ordered if not limited(p)]
+    top = held[-1] if held else None
+    above = [p for p in ordered if limited(p) and (top is None or p.target_tps > top.target_tps)]
+    return top, (above[0] if above else None)
+
+
+def _load_sweep_run(run_dir: Path, sweep_file: Path) -> DevnetRun:
+    """A `qmemo gen --sweep` folder: its sweep, with its headline stage as the run.
+
+    Each row of sweep.json names its stage's folder ("run"); the highest stage no verdict
+    limited stands for the run's summary (or, if the first stage was already limited, that
+    one), so the run's summary and node-stages.json are the headline stage's.
     """
     sweep = read_sweep(sweep_file)
     if not sweep.rows:
         raise ConfigError(f"{sweep_file} names no stage folders")
-    calm = [r for r in sweep.rows if not r.limited] or list(sweep.rows)
-    best = max(calm, key=lambda r: r.committed_tps)
+    top, above = held_and_limit(sweep_points(sweep))
+    stage = top or above
+    best = sweep.rows[stage.index] if stage is not None else sweep.rows[-1]
     # The stage beside sweep.json comes first: the folder may have moved since the sweep
     # ran (a fixture, a copy, devnet.sh's gen/), and the path it was written under may
     # now hold another run's stage.

@@ -30,6 +30,7 @@ from qmemo.errors import ConfigError
 # scenario "meets" when verification needs at most half the capacity; between half and all
 # of it, "tight"; above, "short". The threshold is a judgment, stated in docs/methodology.md.
 COMFORT_HEADROOM = 2.0
+NO_VERDICT = "no verdict: lower bound"
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +58,10 @@ class Capacity:
     verify_rate: float         # verifications per second
     source: str                # the result file the number was read from
     cores: int = 1
+    key: str = ""              # where in that file ("rows[3].committed_tps"), when it is one figure of many
+    # A rate the capacity is at least (a devnet run that did not saturate): no verdict is
+    # drawn from it, since the real capacity may be any amount higher.
+    lower_bound: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +128,8 @@ def verdict(headroom_x: float) -> str:
 def assess(scenario: Scenario, capacity: Capacity) -> HeadroomRow:
     required = scenario.required_verify_rate
     x = headroom(capacity.verify_rate, required)
-    return HeadroomRow(scenario, capacity, required, x, required / capacity.verify_rate, verdict(x))
+    return HeadroomRow(scenario, capacity, required, x, required / capacity.verify_rate,
+                       NO_VERDICT if capacity.lower_bound else verdict(x))
 
 
 def headroom_table(scenarios: Iterable[Scenario], capacities: Sequence[Capacity]) -> list[HeadroomRow]:

@@ -20,19 +20,24 @@ from markdown_it.token import Token
 from qmemo.analysis.markdown import anchor
 from qmemo.errors import ConfigError
 
-# Readable on a laptop and in print: a narrow text column, tables that scroll sideways
-# rather than squeeze, numbers right-aligned by the Markdown's own alignment marks.
+# Readable on a laptop and in print: a text column as wide as a laptop screen, tables in a
+# smaller type whose figures never wrap, so a 16-column table fits the column; a wider one
+# scrolls sideways inside its own box rather than squeeze. Numbers right-aligned by the
+# Markdown's own alignment marks.
 _CSS = """
 body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1d2125;
-       max-width: 1100px; margin: 2em auto; padding: 0 1.5em; }
+       max-width: 1280px; margin: 2em auto; padding: 0 1.5em; }
 h1 { border-bottom: 2px solid #d0d7de; padding-bottom: .3em; }
 h2 { border-bottom: 1px solid #d0d7de; padding-bottom: .2em; margin-top: 2em; }
-table { border-collapse: collapse; margin: 1em 0; display: block; overflow-x: auto; }
-th, td { border: 1px solid #d0d7de; padding: .3em .7em; }
-th { background: #f3f5f7; }
+table { border-collapse: collapse; margin: 1em 0; display: block; max-width: 100%; overflow-x: auto;
+        font-size: 13px; line-height: 1.35; }
+th, td { border: 1px solid #d0d7de; padding: .25em .4em; }
+th { background: #f3f5f7; vertical-align: bottom; }
+td { white-space: nowrap; }
+td:first-child { white-space: normal; min-width: 10em; }
 tr:nth-child(even) td { background: #fafbfc; }
 td, th { font-variant-numeric: tabular-nums; }
-code { font: 13px ui-monospace, "SFMono-Regular", Menlo, monospace; background: #f3f5f7;
+code { font: 12px ui-monospace, "SFMono-Regular", Menlo, monospace; background: #f3f5f7;
        padding: .1em .3em; border-radius: 3px; }
 img { max-width: 100%; border: 1px solid #e1e4e8; }
 em { color: #57606a; }

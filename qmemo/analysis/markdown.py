@@ -12,6 +12,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from qmemo.errors import ConfigError
+
 MISSING = "-"
 
 
@@ -79,6 +81,24 @@ def source_note(*sources: str | Path) -> str:
     """The line under a table naming the result files it came from."""
     names = ", ".join(f"`{s}`" for s in dict.fromkeys(str(s) for s in sources if s))
     return f"_Source: {names}_" if names else "_Source: computed from the model only_"
+
+
+def cited(shown: str, source: str | Path, pointer: str) -> str:
+    """A figure with the file and JSON key it was read from: "5,859 (`sweep.json` `rows[3].committed_tps`)".
+
+    One form everywhere, so a reader can follow it and a test can check that the file at
+    that key holds the figure shown (tests/integration/test_report_headline.py)."""
+    return f"{shown} (`{source}` `{pointer}`)"
+
+
+def splice(doc: str, block: str, begin: str, end: str, source: str = "the doc") -> str:
+    """`doc` with the text between the markers `begin` and `end` replaced by `block` (a
+    generated block in a hand-written page: README's results, docs/schemes.md's table);
+    ConfigError naming `source` when a marker is missing."""
+    start, stop = doc.find(begin), doc.find(end)
+    if start < 0 or stop < start:
+        raise ConfigError(f"{source} lacks the markers {begin!r} ... {end!r}")
+    return doc[:start + len(begin)] + "\n" + block.strip("\n") + "\n" + doc[stop:]
 
 
 def anchor(title: str) -> str:

@@ -143,8 +143,9 @@ def signature_sizes(path: Path, histograms: Mapping[str, Mapping[int, int]],
 
 def headroom_bars(path: Path, labels: Sequence[str], series: Mapping[str, Sequence[float]],
                   comfort: float, caption: str) -> Path:
-    """Headroom per scenario (log scale) for each capacity, with the 1x and comfort lines."""
-    fig, ax = _figure("Headroom against MEMO's per-shard verification requirement", size=(10.0, 5.6))
+    """Headroom per scenario (log scale) for each capacity, with the 1x and comfort lines.
+    Only capacities go in: a lower bound draws no verdict, so it has no bar here."""
+    fig, ax = _figure("Headroom against MEMO's per-shard verification requirement", size=(12.0, 5.6))
     for i, (capacity, values) in enumerate(series.items()):
         ys, width = _group_positions(len(labels), len(series), i)
         bars = ax.barh(ys, values, width, label=capacity, color=COLOURS[i % len(COLOURS)])
@@ -152,11 +153,13 @@ def headroom_bars(path: Path, labels: Sequence[str], series: Mapping[str, Sequen
     ax.axvline(1.0, color="black", linewidth=1.2, label="1x: verification alone fills the capacity")
     ax.axvline(comfort, color=COLOURS[3], linestyle="--", label=f"{comfort:g}x: verification takes half")
     ax.set_xscale("log")
+    # Ticks as the table prints headrooms (0.1x, 1x, 10x), not as powers of ten.
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}x"))
     ax.set_yticks(range(len(labels)), labels, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlim(right=max(v for values in series.values() for v in values) * 3)  # room for the labels
     ax.set_xlabel("headroom = verify rate / required verifications per second per shard (log)")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))     # beside the bars, never over them
     return _save(fig, path, caption)
 
 
@@ -198,14 +201,28 @@ def block_composition(path: Path, schemes: Sequence[str], parts: Mapping[str, Se
     return _save(fig, path, caption)
 
 
+def _offered_range(ax: plt.Axes, offered: Sequence[float]) -> None:
+    """The x axis over the offered rates measured (with a margin), not from 0: a sweep from
+    3,000 to 9,000 TPS would otherwise sit in the right half of its plot."""
+    if not offered:
+        return
+    low, high = min(offered), max(offered)
+    margin = max((high - low) * 0.08, high * 0.05)
+    ax.set_xlim(max(0.0, low - margin), high + margin)
+
+
 def throughput_latency(path: Path, runs: Mapping[str, Sequence[tuple[float, float, float | None, float | None]]],
-                       caption: str) -> Path:
+                       caption: str, saturation: Mapping[str, float] | None = None) -> Path:
     """Devnet sweep, two panels sharing the offered load: committed TPS (top) and the
-    intended->committed latency percentiles (bottom). Points: (target, committed, p50_ms, p99_ms)."""
+    intended->committed latency percentiles (bottom). Points: (target, committed, p50_ms, p99_ms).
+    `saturation`: per run, the offered rate of its headline stage (qmemo.analysis.headline),
+    marked on both panels."""
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8.0, 6.4), dpi=DPI, sharex=True)
     fig.suptitle("Devnet: committed throughput and latency against offered load", fontsize=12, fontweight="bold")
-    highest = max((p[0] for points in runs.values() for p in points), default=1)
-    top.plot([0, highest], [0, highest], color="grey", linewidth=0.8, label="committed = offered")
+    offered_all = [p[0] for points in runs.values() for p in points]
+    highest = max(offered_all, default=1)
+    lowest = min(offered_all, default=0)
+    top.plot([lowest, highest], [lowest, highest], color="grey", linewidth=0.8, label="committed = offered")
     for i, (label, points) in enumerate(runs.items()):
         colour = COLOURS[i % len(COLOURS)]
         offered = [p[0] for p in points]
@@ -213,9 +230,16 @@ def throughput_latency(path: Path, runs: Mapping[str, Sequence[tuple[float, floa
         for j, (name, style) in enumerate((("p50", ":"), ("p99", "--")), start=2):
             latency = [p[j] if p[j] is not None else float("nan") for p in points]
             bottom.plot(offered, latency, style, marker="x", color=colour, label=f"{label}: {name}")
+        if saturation and label in saturation:
+            for ax in (top, bottom):
+                ax.axvline(saturation[label], color=colour, linestyle="-.", linewidth=1.0, alpha=0.8)
+            top.annotate(f"saturation: the highest stage\nno verdict limited ({saturation[label]:,.0f} offered)",
+                         (saturation[label], 0), xytext=(4, 6), textcoords="offset points", fontsize=7,
+                         color=colour)
     top.set_ylabel("committed TPS")
     bottom.set_ylabel("intended -> committed latency (ms)")
     bottom.set_xlabel("offered load (target TPS)")
+    _offered_range(bottom, offered_all)
     for ax in (top, bottom):
         ax.grid(True, alpha=0.3)
         ax.xaxis.set_major_formatter(_thousands)
@@ -225,11 +249,10 @@ def throughput_latency(path: Path, runs: Mapping[str, Sequence[tuple[float, floa
     return _save(fig, path, caption)
 
 
-def stage_costs(path: Path, labels: Sequence[str], parts: Mapping[str, Sequence[float]], caption: str) -> Path:
-    """Stacked horizontal bars: CPU µs per transaction split by stage, one bar per label
-    (a scheme's node, its C verify cost); the last part ("other") in light grey."""
-    fig, ax = _figure("CPU per transaction by stage, against the C verify cost",
-                      size=(9.0, 1.6 + 0.55 * len(labels)))
+def _stacked_bars(ax: plt.Axes, labels: Sequence[str], parts: Mapping[str, Sequence[float]],
+                  room: float) -> None:
+    """Horizontal bars of `parts` stacked per label, each with its total in µs; the last part
+    ("other") light grey when the palette runs out; `room` x the longest bar on the axis."""
     lefts = [0.0] * len(labels)
     names = list(parts)
     for i, name in enumerate(names):
@@ -238,9 +261,66 @@ def stage_costs(path: Path, labels: Sequence[str], parts: Mapping[str, Sequence[
         lefts = [left + value for left, value in zip(lefts, parts[name])]
     for y, total in enumerate(lefts):
         ax.text(total, y, f" {total:,.1f} µs", va="center", fontsize=7)
-    ax.set_xlim(right=max(lefts, default=1.0) * 1.5 or 1.0)     # room on the right for the legend
+    ax.set_xlim(right=max(lefts, default=1.0) * room or 1.0)
     ax.invert_yaxis()
     ax.tick_params(axis="y", labelsize=8)
+
+
+def stage_costs(path: Path, labels: Sequence[str], parts: Mapping[str, Sequence[float]], caption: str) -> Path:
+    """Stacked horizontal bars: CPU µs per transaction split by stage, one bar per label
+    (a scheme's node, its C verify cost); the last part ("other") in light grey."""
+    fig, ax = _figure("CPU per transaction by stage, against the C verify cost",
+                      size=(9.0, 1.6 + 0.55 * len(labels)))
+    _stacked_bars(ax, labels, parts, 1.5)     # room on the right for the legend
     ax.set_xlabel("CPU per admitted transaction (µs)")
     ax.legend(fontsize=7, loc="lower right", ncols=3)
+    return _save(fig, path, caption)
+
+
+# Stage kinds on the headline plot (qmemo.analysis.report_headline): one marker each.
+HELD, HEADLINE, LIMITED = "held", "headline", "limited"
+
+
+def headline(path: Path, curves: Mapping[str, Sequence[tuple[float, float | None, str]]],
+             bar_labels: Sequence[str], bar_parts: Mapping[str, Sequence[float]], caption: str) -> Path:
+    """The report's first plot, two panels: p99 intended->final against committed TPS by
+    stage (points: committed, p99_ms, kind), the headline stage starred and the stage that
+    limited it crossed; and CPU per transaction at the headline stage by stage against the
+    C verify cost of the nodes' verifier (the stacked bars of `stage_costs`)."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12.0, 4.6), dpi=DPI,
+                                      gridspec_kw={"width_ratios": [1.0, 1.15]})
+    fig.suptitle("Where the devnet saturates, and what a transaction costs there", fontsize=12, fontweight="bold")
+    for i, (label, points) in enumerate(curves.items()):
+        colour = COLOURS[i % len(COLOURS)]
+        drawn = [(c, p99 / 1e3, kind) for c, p99, kind in points if p99 is not None]
+        left.plot([c for c, _, _ in drawn], [s for _, s, _ in drawn], "-", color=colour, alpha=0.6, label=label)
+        for committed, p99_s, kind in drawn:
+            style = {HELD: ("o", 6), HEADLINE: ("*", 16), LIMITED: ("X", 10)}[kind]
+            left.plot([committed], [p99_s], style[0], markersize=style[1], color=COLOURS[3] if kind == LIMITED else colour,
+                      markeredgecolor="black", markeredgewidth=0.6)
+            if kind == HEADLINE:
+                left.annotate(f"{committed:,.0f} TPS", (committed, p99_s), xytext=(8, 8), textcoords="offset points",
+                              fontsize=8, fontweight="bold", ha="left")
+    left.plot([], [], "*", markersize=12, color="grey", markeredgecolor="black", label="headline stage")
+    left.plot([], [], "X", markersize=9, color=COLOURS[3], markeredgecolor="black", label="limited stage")
+    _offered_range(left, [c for points in curves.values() for c, _, _ in points])   # room for the markers
+    left.set_title("p99 intended -> final by sweep stage", fontsize=10)
+    left.set_xlabel("committed TPS")
+    left.set_ylabel("p99 intended -> final (s)")
+    left.xaxis.set_major_formatter(_thousands)
+    highest = max((p99 for points in curves.values() for _, p99, _ in points if p99 is not None), default=1e3)
+    left.set_ylim(0, highest / 1e3 * 1.25)      # room above the highest mark for its label
+    left.grid(True, alpha=0.3)
+    left.legend(fontsize=7, loc="upper left")
+    if bar_labels:
+        _stacked_bars(right, bar_labels, bar_parts, 1.45)
+        right.tick_params(axis="y", labelsize=7)
+        right.legend(fontsize=6.5, loc="lower right", ncols=3)
+    else:
+        right.text(0.5, 0.5, "no stage costs recorded\n(node-stages.json)", ha="center", va="center",
+                   transform=right.transAxes, fontsize=9, color="#555555")
+        right.set_yticks([])
+    right.set_title("CPU per transaction at the headline stage, against one C verify", fontsize=10)
+    right.set_xlabel("CPU µs per admitted transaction (all nodes pooled)")
+    right.grid(True, alpha=0.3)
     return _save(fig, path, caption)

@@ -1,12 +1,17 @@
 """`qmemo report`: REPORT.md, REPORT.html and the plots, from one bench_c results folder and any devnet runs.
 
-The report is a sequence of sections (report_c: what the C suite measured; report_memo:
-those figures against MEMO), each a pure function of the result files plus the plots it
-draws. This module reads the inputs, runs the sections in order and writes the folder:
+The report opens with the answer (report_headline: each devnet run's headline and the
+plot that answers it), then the details as a sequence of sections (report_c: what the C
+suite measured; report_memo: those figures against MEMO; ...), each a pure function of
+the result files plus the plots it draws. This module reads the inputs, runs the sections
+in order and writes the folder, one per run so a report never replaces another run's:
 
     docs/results/<run-id>/REPORT.md      (git-ignored; --out chooses another folder)
     docs/results/<run-id>/REPORT.html    the same Markdown rendered, plots embedded
     docs/results/<run-id>/*.png
+
+where <run-id> is the devnet run's (several runs: their ids joined by "+"), or the C
+baseline's when no devnet run is given.
 
 It never measures anything and never fills in a figure the result files do not hold.
 """
@@ -18,8 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qmemo.errors import ConfigError
-from qmemo.analysis import report_c, report_memo, report_py, report_scenario, report_shards, report_stages, \
-    report_verifiers, scheme_ab
+from qmemo.analysis import (
+    report_c, report_headline, report_memo, report_py, report_scenario, report_shards, report_stages, report_verifiers,
+    scheme_ab,
+)
 from qmemo.analysis.py_bench import PyBenches, load_py_benches
 from qmemo.paths import DOCS_RESULTS_DIR
 from qmemo.analysis.devnet import DevnetRun, load_devnet_run
@@ -45,18 +52,23 @@ class Report:
 
 def build_sections(results: Results, plot_dir: Path, devnet: Sequence[DevnetRun] = (),
                    benches: PyBenches = PyBenches(), scenarios: Sequence[ScenarioRun] = ()) -> list[Section]:
-    """Every section in report order; plots are written into `plot_dir` as they are drawn."""
+    """Every section in report order, the answer first; plots are written into `plot_dir` as
+    they are drawn."""
+    headlines = report_headline.load_headlines(results, devnet)
     sections = [
+        report_headline.headline_section(results, plot_dir, headlines),
         report_c.environment(results, plot_dir),
         report_c.verification(results, plot_dir),
         report_c.schemes(results, plot_dir),
         report_c.multicore(results, plot_dir),
         report_c.signature_sizes(results, plot_dir),
-        report_memo.headroom_section(results, plot_dir, devnet),
+        # A sharded run's committed TPS is every shard's together, not one node's rate: its
+        # per-shard verify load is set against MEMO in its own section (report_shards).
+        report_memo.headroom_section(results, plot_dir, [entry.headline for entry in headlines if not entry.run.shards]),
         report_verifiers.verify_implementations_section(results, plot_dir),
         report_memo.hardware_section(results, plot_dir),
         report_memo.footprint_section(results, plot_dir),
-        report_memo.devnet_section(results, plot_dir, devnet),
+        report_memo.devnet_section(results, plot_dir, devnet, [entry.headline for entry in headlines]),
         report_shards.shards_section(results, devnet),
         report_stages.stage_costs_section(results, plot_dir, devnet),
         scheme_ab.scheme_ab_section(devnet, plot_dir, results.machine_caption()),
@@ -66,22 +78,40 @@ def build_sections(results: Results, plot_dir: Path, devnet: Sequence[DevnetRun]
     return [s for s in sections if s is not None]
 
 
+def title(results: Results, devnet: Sequence[DevnetRun]) -> str:
+    if devnet:
+        return "qMEMO report: devnet run " + ", ".join(run.run_id for run in devnet)
+    return f"qMEMO report: C baseline {results.baseline.run_id}"
+
+
 def render(results: Results, sections: Sequence[Section], devnet: Sequence[DevnetRun],
            benches: PyBenches = PyBenches(), scenarios: Sequence[ScenarioRun] = ()) -> str:
+    """The answer first (the first section, before the contents), then what it was read from
+    and the details."""
     b = results.baseline
     inputs = [f"- C baseline: `{results.summary_source}` (run `{b.run_id}`, {b.created})"]
-    inputs += [f"- devnet run: `{display_path(run.source)}`" for run in devnet]
+    inputs += [f"- devnet run: `{display_path(run.sweep_source or run.source)}`" for run in devnet]
     inputs += [f"- scenario run: `{display_path(run.source)}`" for run in scenarios]
     inputs += [f"- {name}: `{display_path(bench.source)}`"
                for name, bench in (("qmemo bench core", benches.core), ("qmemo bench node", benches.node)) if bench]
-    contents = [f"{i}. [{s.title}](#{anchor(s.title)})" for i, s in enumerate(sections, start=1)]
+    answer, details = sections[0], sections[1:]
+    contents = [f"{i}. [{s.title}](#{anchor(s.title)})" for i, s in enumerate(details, start=1)]
     header = "\n\n".join([
-        f"# qMEMO report: {b.run_id}",
+        f"# {title(results, devnet)}",
+        answer.body,
+        "## Inputs and contents",
         "Generated by `qmemo report` from these result files (how each figure is measured and computed: "
         "docs/methodology.md):\n" + "\n".join(inputs),
         "\n".join(contents),
     ])
-    return "\n\n".join([header, *(s.render() for s in sections)]) + "\n"
+    return "\n\n".join([header, *(s.render() for s in details)]) + "\n"
+
+
+def default_out_dir(results: Results, devnet: Sequence[DevnetRun]) -> Path:
+    """docs/results/<run id>: the devnet runs' (joined by "+"), else the C baseline's, so
+    a report of one run never lands in (and replaces) another run's folder."""
+    name = "+".join(run.run_id for run in devnet) if devnet else results.baseline.run_id
+    return DEFAULT_OUT_ROOT / name.replace("/", "_")
 
 
 def write_report(results_dir: str | Path | None = None, devnet_dirs: Sequence[str | Path] = (),
@@ -91,7 +121,7 @@ def write_report(results_dir: str | Path | None = None, devnet_dirs: Sequence[st
     devnet = [load_devnet_run(d) for d in devnet_dirs]
     scenarios = [load_scenario_run(d) for d in scenario_dirs]
     benches = load_py_benches() if benches is None else benches
-    out = Path(out_dir) if out_dir is not None else DEFAULT_OUT_ROOT / results.baseline.run_id
+    out = Path(out_dir) if out_dir is not None else default_out_dir(results, devnet)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -103,5 +133,5 @@ def write_report(results_dir: str | Path | None = None, devnet_dirs: Sequence[st
     markdown_path, html_path = out / "REPORT.md", out / "REPORT.html"
     markdown_path.write_text(markdown)
     # The same text, a second renderer: the page carries its plots inside it.
-    html_path.write_text(render_html(markdown, out, f"qMEMO report: {results.baseline.run_id}"))
+    html_path.write_text(render_html(markdown, out, title(results, devnet)))
     return Report(out, markdown_path, html_path, tuple(sections))

@@ -103,7 +103,7 @@ def verification(results: Results, plot_dir: Path) -> Section:
     single = results.rows("verify")
     if single:
         blocks += ["### Single pass", table(
-            ("scheme", "verifications", "message B", "verify/s", "us/verify", "TSC ticks/verify"),
+            ("scheme", "verifications", "message B", "verify/s", "µs/verify", "TSC ticks/verify"),
             [(r["scheme"], num(r["iterations"]), num(r["msg_bytes"]), num(r["ops_per_s"]), num(r["us_per_op"], 2),
               num(r["tsc_ticks_per_op"])) for r in single]),
             source_note(results.source("verify"))]
@@ -112,9 +112,9 @@ def verification(results: Results, plot_dir: Path) -> Section:
         stats = row["ops_per_s"]
         blocks += [f"### Distribution: {row['scheme']}, {row['trials']:,} trials x {row['batch']:,} verifications",
                    _distribution_table(stats), normality_sentence(stats),
-                   f"Per verification (medians over trials): {row['median_us_per_op']:,.2f} us, "
+                   f"Per verification (medians over trials): {row['median_us_per_op']:,.2f} µs, "
                    f"{row['median_tsc_ticks_per_op']:,.0f} TSC ticks; P99 of the per-trial mean latency "
-                   f"{row['p99_us_per_op']:,.2f} us.",
+                   f"{row['p99_us_per_op']:,.2f} µs.",
                    source_note(results.source("statistical"))]
         name = f"verify_distribution_{row['scheme']}.png"
         plots.verify_distribution(plot_dir / name, stats, row["scheme"],
@@ -152,7 +152,7 @@ def _validation(results: Results) -> list[str]:
     blocks = []
     if validate:
         blocks += ["### Agreement with liboqs `speed_sig`", table(
-            ("scheme", "ours us/verify", "speed_sig us/verify", "ours / speed_sig", f"within +/-{validate.tolerance:.0%}",
+            ("scheme", "ours µs/verify", "speed_sig µs/verify", "ours / speed_sig", f"within +/-{validate.tolerance:.0%}",
              "rounds"),
             [(k, num(v.ours_median_us_per_op, 2), num(v.speed_sig_median_us_per_op, 2), num(v.ratio, 3),
               "yes" if v.within_tolerance else "**no**", v.rounds) for k, v in validate.ratios.items()])]

@@ -9,10 +9,12 @@ outputs out as tables and plots, and says where each input came from.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from qmemo.analysis import plots
 from qmemo.analysis.devnet import DevnetRun
+from qmemo.analysis.headline import SATURATED, Headline, c_reference
 from qmemo.analysis.footprint import (
     ANNUAL_TX_COUNTS,
     BANDWIDTHS_MBPS,
@@ -24,6 +26,7 @@ from qmemo.analysis.footprint import (
 from qmemo.analysis.headroom import (
     COMFORT_HEADROOM,
     Capacity,
+    HeadroomRow,
     Scenario,
     cores_needed,
     headroom,
@@ -69,30 +72,44 @@ def scenario_label(s: Scenario) -> str:
     return f"{s.name}, {s.cross_shard_share:.0%} cross-shard" if s.shards > 1 else s.name
 
 
-def devnet_capacities(runs: Sequence[DevnetRun]) -> list[Capacity]:
-    """A devnet run's highest committed TPS as a node's end-to-end rate: every node verifies
-    every committed transaction, along with everything else a node does. In a sharded run a
-    node verifies its own shard's transactions and the receipts credited to it: its rate is
-    the busiest shard's committed TPS times the verifies per transaction measured there."""
-    out = []
-    for run in runs:
-        lower = "" if run.saturated else " (lower bound)"
-        if run.shards:
-            loads = [s.committed_tps * s.verifies_per_committed_tx for s in run.shards
-                     if s.verifies_per_committed_tx is not None]
-            if loads and max(loads) > 0:
-                out.append(Capacity(f"devnet {run.run_id}, shard node end to end{lower}", max(loads),
-                                    display_path(run.source)))
-        elif run.max_committed_tps > 0:
-            out.append(Capacity(f"devnet {run.run_id}, node end to end{lower}", run.max_committed_tps,
-                                display_path(run.source)))
-    return out
+def devnet_capacities(headlines: Sequence[Headline]) -> list[Capacity]:
+    """Each run's headline rate as a node's end-to-end verify rate (every node verifies
+    every committed transaction, along with everything else a node does), cited to the row
+    it was read from. A run that did not saturate gives a lower bound, which draws no verdict."""
+    return [Capacity(f"devnet {line.run_id}, node end to end" + ("" if line.is_capacity else " (lower bound)"),
+                     float(line.committed_tps.value), display_path(line.committed_tps.source),
+                     key=line.committed_tps.pointer, lower_bound=not line.is_capacity)
+            for line in headlines if float(line.committed_tps.value) > 0]
+
+
+def c_capacities(results: Results) -> list[Capacity]:
+    """The C capacities, each named with its verifier: liboqs's single core and all cores
+    (constant-time hash-to-point), and the fast verifier's single core with its key cached
+    (variable-time; the verifier devnet nodes run by default) where the baseline measured it."""
+    caps = [replace(c, label=f"{c.label}, liboqs (constant-time)") for c in capacities(results, FALCON)]
+    fast = c_reference(results.baseline, FALCON, "fast")
+    if fast is not None:
+        caps.insert(1, Capacity("single core, fast verifier (variable-time, key cached)",
+                                float(fast.verify_per_s.value), results.summary_source,
+                                key=fast.verify_per_s.pointer))
+    return caps
+
+
+def headroom_cell(row: HeadroomRow) -> str:
+    """A headroom with its verdict, or "≥...x (lower bound)" with none."""
+    if row.capacity.lower_bound:
+        return f"≥{headroom_x(row.headroom)} (lower bound)"
+    return f"{headroom_x(row.headroom)} {row.verdict}"
+
+
+def _source_cell(capacity: Capacity) -> str:
+    return f"`{capacity.source}`" + (f" `{capacity.key}`" if capacity.key else "")
 
 
 # --- headroom ------------------------------------------------------------------------------
 
-def headroom_section(results: Results, plot_dir: Path, devnet: Sequence[DevnetRun] = ()) -> Section:
-    caps = capacities(results, FALCON) + devnet_capacities(devnet)
+def headroom_section(results: Results, plot_dir: Path, headlines: Sequence[Headline] = ()) -> Section:
+    caps = c_capacities(results) + devnet_capacities(headlines)
     scenarios = memo_scenarios()
     rows = headroom_table(scenarios, caps)
     per_core = caps[0].verify_rate
@@ -101,40 +118,52 @@ def headroom_section(results: Results, plot_dir: Path, devnet: Sequence[DevnetRu
     for scenario, cells in zip(scenarios, by_scenario):
         needed = cells[0].required_verify_rate
         table_rows.append((scenario_label(scenario), num(scenario.tps), scenario.shards,
-                           percent(scenario.cross_shard_share, 0), num(needed, 1),
-                           *(f"{headroom_x(c.headroom)} {c.verdict}" for c in cells),
+                           percent(scenario.cross_shard_share, 0), num(needed, 1), *(headroom_cell(c) for c in cells),
                            cores_needed(needed, per_core)))
-    verdicts = []
-    for scenario, cells in zip(scenarios, by_scenario):
-        if scenario.cross_shard_share in (0.0, CROSS_SHARD_SHARE):
-            single = cells[0]
-            verdicts.append(f"- **{scenario_label(scenario)}**: needs {single.required_verify_rate:,.1f} "
-                            f"verifications/s per shard; one core gives {headroom_x(single.headroom)} "
-                            f"(**{single.verdict}**)"
-                            + (f"; {cores_needed(single.required_verify_rate, per_core)} cores at this rate would "
-                               "be needed" if single.verdict == "short" else "")
-                            + (f"; all measured cores give {headroom_x(cells[1].headroom)} ({cells[1].verdict})"
-                               if len(cells) > 1 and "cores" in cells[1].capacity.label else "") + ".")
+    verdicts = [_verdict(scenario, cells, per_core) for scenario, cells in zip(scenarios, by_scenario)
+                if scenario.cross_shard_share in (0.0, CROSS_SHARD_SHARE)]
     name = "headroom.png"
+    drawn = [c for c in caps if not c.lower_bound]
     plots.headroom_bars(plot_dir / name, [scenario_label(s) for s in scenarios],
-                        {c.label: [r.headroom for r in rows if r.capacity == c] for c in caps}, COMFORT_HEADROOM,
-                        f"{results.machine_caption()} - " + ", ".join(dict.fromkeys(c.source for c in caps)))
+                        {c.label: [r.headroom for r in rows if r.capacity == c] for c in drawn}, COMFORT_HEADROOM,
+                        f"{results.machine_caption()} - " + ", ".join(dict.fromkeys(c.source for c in drawn)))
     body = [
         "A shard's nodes verify every transaction routed to it; a cross-shard transaction is verified by both "
         "shards it touches. Needed per shard = TPS / shards x (1 + cross-shard share); headroom = verify rate / "
         f"needed. Verdict: **meets** at >= {COMFORT_HEADROOM:g}x (verification takes at most half the capacity), "
-        "**tight** from 1x, **short** below 1x. One shard has no cross-shard traffic.",
-        table(("capacity", "verify/s", "source"), [(c.label, num(c.verify_rate), f"`{c.source}`") for c in caps], "lrl"),
+        "**tight** from 1x, **short** below 1x. One shard has no cross-shard traffic. Each C rate names its "
+        "verifier: liboqs's Falcon verify hashes to the lattice point in constant time, the fast verifier in "
+        "variable time (a public transaction allows it). A devnet run's rate is its headline (\"The answer\"): "
+        "a capacity when the sweep saturated, else a **lower bound**, marked ≥, from which no verdict is drawn "
+        "and which the plot leaves out.",
+        table(("capacity", "verify/s", "source"), [(c.label, num(c.verify_rate), _source_cell(c)) for c in caps],
+              "lrl"),
         table(("scenario", "TPS", "shards", "cross-shard", "needed/s per shard", *(c.label for c in caps),
-               "cores needed at 1-core rate"), table_rows, "lrrrr" + "l" * len(caps) + "r"),
+               "cores needed at 1-core liboqs rate"), table_rows, "lrrrr" + "l" * len(caps) + "r"),
         source_note(*(c.source for c in caps)),
         "**Verdicts** (MEMO's scenarios without and with its 20% cross-shard assumption):\n" + "\n".join(verdicts),
         image(name, "headroom per scenario"),
     ]
-    if not devnet:
+    if not headlines:
         body.append("No devnet run was given, so there is no end-to-end node rate here: "
                     "`qmemo report --devnet <run folder>` adds it.")
     return Section("Headroom against MEMO", "\n\n".join(body), (name,))
+
+
+def _verdict(scenario: Scenario, cells: Sequence[HeadroomRow], per_core: float) -> str:
+    """One scenario's verdicts in words, each C rate with its verifier named."""
+    single = cells[0]
+    fast = next((c for c in cells if c.capacity.label.startswith("single core, fast")), None)
+    multi = next((c for c in cells if "cores (measured)" in c.capacity.label), None)
+    return (f"- **{scenario_label(scenario)}**: needs {single.required_verify_rate:,.1f} verifications/s per "
+            f"shard; one core gives {headroom_x(single.headroom)} with liboqs's constant-time verify "
+            f"(**{single.verdict}**)"
+            + (f", {headroom_x(fast.headroom)} with the fast verifier the devnet nodes run, variable-time "
+               f"(**{fast.verdict}**)" if fast else "")
+            + (f"; {cores_needed(single.required_verify_rate, per_core)} cores at liboqs's rate would be needed"
+               if single.verdict == "short" else "")
+            + (f"; all measured cores (liboqs) give {headroom_x(multi.headroom)} ({multi.verdict})" if multi else "")
+            + ".")
 
 
 # --- hardware sensitivity ---------------------------------------------------------------------
@@ -240,7 +269,8 @@ def footprint_section(results: Results, plot_dir: Path) -> Section:
 
 # --- devnet ----------------------------------------------------------------------------------
 
-def devnet_section(results: Results, plot_dir: Path, runs: Sequence[DevnetRun]) -> Section:
+def devnet_section(results: Results, plot_dir: Path, runs: Sequence[DevnetRun],
+                   headlines: Sequence[Headline] = ()) -> Section:
     if not runs:
         return Section("Devnet end to end", "No devnet run folder was given (`qmemo report --devnet RUN_DIR`); "
                        "see docs/methodology.md for the fields read from its `summary.json`.")
@@ -258,10 +288,11 @@ def devnet_section(results: Results, plot_dir: Path, runs: Sequence[DevnetRun]) 
         table(("run", "target TPS", "committed TPS", "committed / target", "committed", "rejected", "lost",
                "throughput saturated", "p99 > 3 block intervals", "generator fell behind"), overview),
         "The generator's verdicts, kept apart. Throughput saturated: the run or a stage of its sweep committed "
-        "below 90% of the offered rate while the generator kept to its schedule; only then is the committed rate "
-        "a capacity (the headroom table), else a lower bound of one. p99 > 3 block intervals: latency (intended "
-        "-> committed) past its bound, on the last run. Generator fell behind: the generator, not the chain, "
-        "limited the rate.",
+        "below 90% of the offered rate while the generator kept to its schedule. p99 > 3 block intervals: "
+        "latency (intended -> included) past its bound, on the run the row stands for. Generator fell behind: "
+        "the generator, not the chain, limited the rate. A sweep's saturation is the highest stage no verdict "
+        "limited, when the stage above was limited by the chain (\"The answer\"); a run nothing limited is a "
+        "lower bound.",
         source_note(*(display_path(r.source) for r in runs)),
     ]
     if any(r.generator_fell_behind for r in runs):
@@ -274,17 +305,22 @@ def devnet_section(results: Results, plot_dir: Path, runs: Sequence[DevnetRun]) 
                  table(("run", "latency", "p50", "p90", "p95", "p99", "p99.9", "max"), latency, "ll" + "r" * 6),
                  source_note(*(display_path(r.source) for r in runs))]
     sweeps = {r.run_id: [(p.target_tps, p.committed_tps, p.p50_ms, p.p99_ms) for p in r.sweep] for r in runs if r.sweep}
+    # The headline stage of each sweep that saturated, marked on the plot ("The answer").
+    saturation = {line.run_id: float(line.offered_tps.value) for line in headlines if line.outcome == SATURATED}
     plot_names: tuple[str, ...] = ()
     if sweeps:
-        body += ["### Throughput against latency (sweep)", table(
-            ("run", "target TPS", "committed TPS", "p50 ms", "p99 ms"),
-            [(run_id, num(t), num(c, 1), num(p50, 1), num(p99, 1)) for run_id, pts in sweeps.items()
-             for t, c, p50, p99 in pts]),
-            source_note(*(display_path(r.sweep_source or r.source) for r in runs if r.sweep))]
+        body += ["### Throughput against latency (sweep)",
+                 "Each stage with its verdicts: a sweep stops at the first stage any verdict limited, and the stage "
+                 "below it is the run's saturation (\"The answer\").",
+                 table(("run", "target TPS", "committed TPS", "p50 ms", "p99 ms", "limited by"),
+                       [(r.run_id, num(p.target_tps), num(p.committed_tps, 1), num(p.p50_ms, 1), num(p.p99_ms, 1),
+                         p.why or "-") for r in runs for p in r.sweep]),
+                 source_note(*(display_path(r.sweep_source or r.source) for r in runs if r.sweep))]
         name = "devnet_throughput_latency.png"
         plots.throughput_latency(plot_dir / name, sweeps,
                                  f"{results.machine_caption()} - "
-                                 + ", ".join(display_path(r.sweep_source or r.source) for r in runs if r.sweep))
+                                 + ", ".join(display_path(r.sweep_source or r.source) for r in runs if r.sweep),
+                                 saturation)
         body.append(image(name, "devnet throughput against latency"))
         plot_names = (name,)
     return Section("Devnet end to end", "\n\n".join(body), plot_names)

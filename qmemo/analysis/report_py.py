@@ -28,7 +28,7 @@ def _core(core: CoreBench | None) -> list[str]:
         "### Chain core per transaction",
         f"Median microseconds per transaction over {core.repeat} timed passes on a block of {core.transactions:,} "
         "transactions, one core, in Python (\"of which\" rows are parts of the decode above them).",
-        table(("step (us per transaction)", *names), rows),
+        table(("step (µs per transaction)", *names), rows),
         source_note(display_path(core.source)),
     ]
 
@@ -45,10 +45,10 @@ def _node(node: NodeBench | None) -> list[str]:
         f"{node.transactions:,} {node.scheme} transactions admitted over loopback HTTP by one node; "
         f"C single-core verify rate: {num(node.c_verify_per_s)}/s, {node.c_baseline_note}. "
         f"Two verify threads against one: {times(node.speedup_2_vs_1_threads, 2)}.",
-        table(("verify threads", "admitted tx/s", "node CPU cores", "tx per node CPU-s", "node CPU us/tx",
+        table(("verify threads", "admitted tx/s", "node CPU cores", "tx per node CPU-s", "node CPU µs/tx",
                "per CPU-s vs C 1-core"), rows),
         *_headline(node.headline),
-        table(("admission step, in-process", "us/tx"), steps),
+        table(("admission step, in-process", "µs/tx"), steps),
         source_note(display_path(node.source), node.c_source or ""),
     ]
 
@@ -62,9 +62,9 @@ def _headline(head: NodeHeadline | None) -> list[str]:
             f"verifier's native-loop rate per CPU-second ({num(head.same_run_verify_per_s)} verifies/s, "
             f"`{head.reference}`).")
     if head.ceiling is not None:
-        text += (f" Its ceiling in that run is {num(head.ceiling, 2)}: verify {num(head.ceiling_verify_us, 1)} us over "
+        text += (f" Its ceiling in that run is {num(head.ceiling, 2)}: verify {num(head.ceiling_verify_us, 1)} µs over "
                  f"verify plus the admission kernel's native decoding and hashing ({num(head.ceiling_decode_hash_us, 1)} "
-                 "us: the signing digest and the id, without which no transaction is admitted), what a node on "
+                 "µs: the signing digest and the id, without which no transaction is admitted), what a node on "
                  "this kernel doing nothing else would reach.")
     return [text]
 

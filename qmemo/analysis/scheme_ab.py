@@ -26,6 +26,7 @@ from pathlib import Path
 
 from qmemo.analysis import plots
 from qmemo.analysis.devnet import DevnetRun
+from qmemo.analysis.headline import headline
 from qmemo.analysis.markdown import Section, image, num, percent, si_bytes, source_note, table
 from qmemo.analysis.results import display_path
 from qmemo.api_schema import MetricsSnapshot
@@ -64,6 +65,7 @@ class SchemeRun:
     scheme: str | None
     stages: tuple[StageCosts, ...]        # by target rate
     sources: tuple[Path, ...]             # the nodes.json files read
+    verifier: str | None = None           # the nodes' verifier setting ("fast" or "liboqs"), from their /metrics
 
     @property
     def label(self) -> str:
@@ -127,18 +129,36 @@ def _stage_folders(run: DevnetRun) -> list[tuple[float, Path]]:
     return sorted(folders)
 
 
+def verifier_label(scheme: str | None, verifier: str | None) -> str | None:
+    """Which code verified, and what its time depends on: a rate never stands without it."""
+    from qmemo.crypto.schemes import backend_of, canonical_name
+    from qmemo.errors import UnknownScheme
+
+    if scheme is None or verifier is None:
+        return None
+    try:
+        backend = backend_of(canonical_name(scheme), verifier)
+    except UnknownScheme:
+        return verifier
+    return {"falcon-vt": "qMEMO fast (variable-time hash-to-point, cached keys)",
+            "mldsa-vt": "qMEMO (variable-time: cached keys)",
+            "liboqs": "liboqs (constant-time hash-to-point)" if scheme.startswith("Falcon") else "liboqs"
+            }.get(backend, backend)
+
+
 def load_scheme_run(run: DevnetRun) -> SchemeRun:
     """The run with each stage's costs (stages without a readable nodes.json are left out)."""
-    stages, sources, scheme = [], [], None
+    stages, sources, scheme, verifier = [], [], None, None
     for target, folder in _stage_folders(run):
         try:
             record = read_nodes(folder / NODES_FILE)
         except (FileNotFoundError, DecodeError):
             continue
         scheme = scheme or record.scheme
+        verifier = verifier or next((node.end.verify.verifier for node in record.nodes if node.end is not None), None)
         stages.append(stage_costs(record, target))
         sources.append(folder / NODES_FILE)
-    return SchemeRun(run, scheme, tuple(stages), tuple(sources))
+    return SchemeRun(run, scheme, tuple(stages), tuple(sources), verifier)
 
 
 def _source(scheme: SchemeRun) -> str:
@@ -156,25 +176,30 @@ def scheme_ab_section(runs: Sequence[DevnetRun], plot_dir: Path, caption: str) -
     rows = []
     for s in schemes:
         best = s.best
-        rows.append((s.label, s.run.run_id, num(s.run.max_committed_tps), "yes" if s.run.saturated else "no",
+        line = headline(s.run)      # the run's headline saturation, as "The answer" states it
+        rows.append((s.label, verifier_label(s.scheme, s.verifier), s.run.run_id,
+                     ("" if line.is_capacity else "≥") + num(float(line.committed_tps.value)), line.outcome,
                      num(best.target_tps) if best else None, num(s.run.latency_ms.get("intended_to_committed", {}).get("p99"), 0),
                      num(best.txs_per_block) if best else None, num(best.tx_bytes_per_tx) if best else None,
                      si_bytes(best.tx_bytes_per_block) if best else None, num(best.cpu_us_per_tx) if best else None,
                      percent(best.verify_share) if best else None, best.share_from if best else None))
     body = [
-        "Each run's sweep (or single run) side by side. Committed TPS: the most any stage committed; "
-        "saturated: whether the chain's throughput fell short of the offered load in some stage (only then is "
-        "that rate a capacity). The per-block and CPU figures are those of the stage the run stands for (the "
-        "highest stage that no verdict limited): transaction bytes per block is the mean over blocks that held "
+        "Each run's sweep (or single run) side by side, with the verifier its nodes ran and what that "
+        "verifier's time depends on (a variable-time verifier is faster, and says so). Committed TPS at "
+        "saturation: each run's headline (\"The answer\"), the highest stage no verdict limited, marked ≥ where "
+        "saturation was not reached (a lower bound); saturation: saturated, not reached, generator bound (the "
+        "stage above was limited only by the generator) or limited (the first stage already was). The per-block "
+        "and CPU figures are those of the stage the run stands for (the same stage): transaction bytes per block "
+        "is the mean over blocks that held "
         "transactions; node CPU per transaction is the nodes' process CPU in that stage, summed over nodes, over "
         "the transactions its blocks carried (every node admits or validates each one); verify share is the nodes' "
         "verify CPU over their process CPU (`stage CPU`: the nodes' own per-stage accounting; `verify wall time / "
         "CPU`: the wall time of the verify calls, which includes waiting for the GIL and, on a busy machine, for a "
         "core - an upper bound that can pass 100%).",
-        table(("scheme", "run", "committed TPS (max)", "saturated", "stage it stands for (TPS)",
-               "p99 ms (that stage)", "txs per block", "bytes per tx", "tx bytes per block", "node CPU µs per tx",
-               "verify share of CPU", "share from"),
-              rows, "ll" + "r" * 9 + "l"),
+        table(("scheme", "verifier (timing)", "run", "committed TPS at saturation", "saturation",
+               "stage it stands for (TPS)", "p99 ms (that stage)", "txs per block", "bytes per tx",
+               "tx bytes per block", "node CPU µs per tx", "verify share of CPU", "share from"),
+              rows, "lllrl" + "r" * 7 + "l"),
         source_note(*(_source(s) for s in schemes)),
     ]
     by_stage = [(s.label, num(c.target_tps), c.blocks, num(c.txs_per_block), si_bytes(c.tx_bytes_per_block),

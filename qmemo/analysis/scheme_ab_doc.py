@@ -19,6 +19,7 @@ import re
 import sys
 from pathlib import Path
 
+from qmemo.analysis.markdown import splice as splice_between
 from qmemo.errors import ConfigError, QmemoError
 
 SECTION = "Schemes side by side"
@@ -48,10 +49,7 @@ def report_table(report: str, source: str = "the report") -> str:
 
 def splice(doc: str, block: str, source: str = "the doc") -> str:
     """`doc` with the text between BEGIN and END replaced by `block`."""
-    begin, end = doc.find(BEGIN), doc.find(END)
-    if begin < 0 or end < begin:
-        raise ConfigError(f"{source} lacks the markers {BEGIN!r} ... {END!r}")
-    return doc[:begin + len(BEGIN)] + "\n" + block.strip("\n") + "\n" + doc[end:]
+    return splice_between(doc, block, BEGIN, END, source)
 
 
 def main(argv: list[str] | None = None) -> int:

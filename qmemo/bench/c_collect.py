@@ -18,7 +18,7 @@ from qmemo.bench.c_summary import (
     MulticoreRow, Pool, PoolMode, SchemeRow, SignatureSizes, SingleCoreEntry, SinglePass, StatisticalVerify,
     StepRecord, System, Fingerprint, ValidateRatio, ValidateSummary, ValidationRun, VerifyImplementation,
 )
-from qmemo.bench.c_falcon import FILE as VERIFY_IMPLEMENTATIONS_FILE, read_rows as read_verify_implementations
+from qmemo.bench.c_verifiers import FILE as VERIFY_IMPLEMENTATIONS_FILE, read_rows as read_verify_implementations
 from qmemo.bench.c_files import BenchFile, completed_bench_file, read_bench_file
 from qmemo.bench.c_validate import Validation, read_validation
 from qmemo.errors import DecodeError

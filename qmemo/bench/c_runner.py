@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import IO
 
 from qmemo.bench.c_collect import build_summary, step_record
-from qmemo.bench.c_falcon import FILE as VERIFY_IMPLEMENTATIONS_FILE, run_verify_implementations
+from qmemo.bench.c_verifiers import FILE as VERIFY_IMPLEMENTATIONS_FILE, run_verify_implementations
 from qmemo.bench import fingerprint
 from qmemo.bench.c_summary import CSummary, StepRecord, write_summary
 from qmemo.bench.c_validate import validate
@@ -70,11 +70,11 @@ STEPS: tuple[Step, ...] = (
     Step("inspect", "inspect", (), ("--iterations", "1"), ("--iterations", "1")),
     Step("invalid", "invalid", (), ("--duration", "0.1"), ("--duration", "0.01", "--warmup", "0.01")),
 )
-# Steps that are not one qmemo-bench call: every Falcon verifier side by side (qmemo.bench.c_falcon),
+# Steps that are not one qmemo-bench call: every scheme's verifiers side by side (qmemo.bench.c_verifiers),
 # then the check against liboqs's own speed_sig and KATs (qmemo.bench.c_validate).
 STEP_NAMES = tuple(s.name for s in STEPS) + ("verify_implementations", "validate")
 # The verify-only run (`--verify-only`, the devnet's first-screen baseline): the careful
-# Falcon-512 verify figure, every scheme's verify rate and Falcon's fast verifier, at the
+# Falcon-512 verify figure, every scheme's verify rate and the fast Falcon and ML-DSA verifiers, at the
 # quick sizes - about 12 s of measuring on 2 cores (plus the bench_c build on a first run:
 # 20-25 s in all from nothing) against 70 s for the whole quick run.
 VERIFY_ONLY_STEPS = ("statistical", "classical", "all", "verify_implementations")
@@ -166,7 +166,7 @@ def run_suite(profile: str, run_folder: RunFolder, only: tuple[str, ...], on_ste
             on_start("verify_implementations", next(numbers), count)
             started_step = time.monotonic()
             ok, error = run_verify_implementations(folder, profile, log,
-                                                   falcon_only=set(only) == set(VERIFY_ONLY_STEPS))
+                                                   headline_only=set(only) == set(VERIFY_ONLY_STEPS))
             steps["verify_implementations"] = step_record(ok, 0 if ok else 1, time.monotonic() - started_step,
                                                           VERIFY_IMPLEMENTATIONS_FILE, error=error, validation=True)
             on_step("verify_implementations", steps["verify_implementations"])

@@ -234,18 +234,22 @@ class StepRecord:
 
 @dataclass(frozen=True, slots=True)
 class VerifyImplementation:
-    """One verifier's Falcon-512 (or FN-DSA-512) verify rate, from one run (qmemo.bench.c_falcon)."""
+    """One verifier's verify rate for one scheme, from one run (qmemo.bench.c_verifiers)."""
 
-    scheme: str                          # "Falcon-512", or "FN-DSA-512" (the fn-dsa reference)
+    scheme: str                          # "Falcon-512", "ML-DSA-44", ..., or "FN-DSA-512" (the fn-dsa reference)
     implementation: str                  # which code, its hash-to-point and its key handling
     ops_per_s: float | None              # None: not measured (see the step's notes)
     us_per_op: float | None
-    ratio_to_liboqs: float | None        # to liboqs Falcon-512 in the same run
+    ratio_to_liboqs: float | None        # to liboqs's verify of the same scheme in the same run (FN-DSA: Falcon-512's)
     instructions_per_verify: int | None  # callgrind; None without valgrind
-    hash_to_point: str                   # "constant-time" or "variable-time"
-    public_key: str                      # "key decoded per verify" or "cached decoded key"
+    hash_to_point: str                   # Falcon: "constant-time" or "variable-time"; schemes without one: "none"
+    public_key: str                      # "key decoded per verify", "cached decoded key", "cached expanded key", ...
     signature_compatible_with_liboqs: bool   # False for FN-DSA: a speed reference only
     source: str
+    # Runs before ML-DSA's verifier lack these three (all their rows are Falcon-512 or FN-DSA-512):
+    mode: str | None = field(default=None, metadata=OMIT_NONE)     # "liboqs", "uncached", "cached", "batch", ...
+    timing: str | None = field(default=None, metadata=OMIT_NONE)   # what its time depends on: "variable-time ..."
+    calls: str | None = field(default=None, metadata=OMIT_NONE)    # "single", or "batch..." (many per call)
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,7 +291,7 @@ class CSummary:
     validate: ValidateSummary | None
     steps: dict[str, StepRecord]
     files: dict[str, str]                # which file each section was copied from
-    # Every Falcon-512 verifier side by side (older files lack it: None).
+    # Every scheme's verifiers side by side (older files lack it: None; older still hold Falcon-512's only).
     verify_implementations: tuple[VerifyImplementation, ...] | None = field(default=None, metadata=OMIT_NONE)
     # The machine and liboqs build measured (older files lack it: they match no machine).
     fingerprint: Fingerprint | None = field(default=None, metadata=OMIT_NONE)

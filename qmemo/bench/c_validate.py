@@ -223,8 +223,8 @@ def validate(binary: Path, *, rounds: int, log: IO[str]) -> Validation:
         method=(f"{rounds} round(s); in each, liboqs speed_sig --duration 1 <scheme>, our verify benchmark "
                    "on one signature repeated (--ring 1, speed_sig's workload) and on the default ring of "
                    f"{default_ring[0]} distinct signatures, all with {SPEED_SIG_MSG_BYTES}-byte messages as speed_sig "
-                   "signs, run back to back in rotating order. ratio = median over rounds of our us/op (--ring 1) "
-                "/ median of speed_sig's mean us/op; ring_effect = ours on the ring / ours on one signature"),
+                   "signs, run back to back in rotating order. ratio = median over rounds of our µs/op (--ring 1) "
+                "/ median of speed_sig's mean µs/op; ring_effect = ours on the ring / ours on one signature"),
         tolerance=VALIDATE_TOLERANCE,
         speed_sig=str(speed_sig),
         ratios=ratios,

@@ -36,10 +36,14 @@ def summarize(parameters: dict[str, Any], runs: list[dict[str, Any]],
                                     for label in ("kernel_verify", "native_loop_verify", "registry_verify",
                                                   "ctypes_verify")
                                     if label in references and per_cpu}
-    speedup = None
+    speedup = gain_share = None
     by_threads = {run["threads"]: run for run in runs}
     if 1 in by_threads and 2 in by_threads:
         speedup = by_threads[2]["admitted_per_s"] / by_threads[1]["admitted_per_s"]
+        # What the second thread bought, over what a second thread bought a bare verify loop
+        # in this run (the cores the machine really gave: ~2x idle, less when shared).
+        machine = references.get("two_threads_verify", {}).get("speedup")
+        gain_share = (speedup - 1) / (machine - 1) if machine and machine > 1 else None
     return {
         "schema": SCHEMA,
         "headline": headline(parameters["verifier"], runs, references, breakdown),
@@ -49,6 +53,7 @@ def summarize(parameters: dict[str, Any], runs: list[dict[str, Any]],
         "admission_breakdown_us_per_tx": breakdown,
         "runs": runs,
         "speedup_2_vs_1_threads": speedup,
+        "thread_gain_share": gain_share,
         # The node's own work per admitted transaction against the protocol's floor (`floor_ratio`),
         # and what a second verify thread buys against what the machine gave (`two_threads_verify`).
         "targets": {"floor_ratio": 0.8, "thread_gain_share": 0.8},

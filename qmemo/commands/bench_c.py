@@ -102,18 +102,20 @@ def _has_baseline(console: Any, scheme: str, results_dir: Path) -> bool:
 
 
 def _print_brief(console: Any, summary: CSummary, out: Path) -> None:
-    """One line: the Falcon-512 verify rates a devnet is set against, and where they are."""
+    """One line: the Falcon-512 and ML-DSA-44 verify rates a devnet is set against, and where they are."""
     from qmemo.bench.c_baseline import CBaseline
 
     baseline = CBaseline(out / "summary.json", summary)
     parts = []
-    if baseline.has_verify_rate("Falcon-512"):
-        parts.append(f"Falcon-512 verify {baseline.verify_ops_per_s('Falcon-512'):,.0f}/s (liboqs)")
-    fast = baseline.fast_verifier("Falcon-512")
-    if fast is not None:
-        parts.append(f"{fast.ops_per_s:,.0f}/s (fast verifier, cached key)")
-    console.print(f"C baseline {summary.run_id} ({baseline.kind}): {', '.join(parts) or 'no verify rate'}; "
-                  f"single core; {out / 'summary.json'}")
+    for scheme in ("Falcon-512", "ML-DSA-44"):
+        rates = [f"{baseline.verify_ops_per_s(scheme):,.0f}/s liboqs"] if baseline.has_verify_rate(scheme) else []
+        fast = baseline.fast_verifier(scheme)
+        if fast is not None:
+            rates.append(f"{fast.ops_per_s:,.0f}/s qMEMO (variable-time)")
+        if rates:
+            parts.append(f"{scheme} verify {', '.join(rates)}")
+    console.print(f"C baseline {summary.run_id} ({baseline.kind}): {'; '.join(parts) or 'no verify rate'}; "
+                  f"single core; {out / 'summary.json'}", soft_wrap=True)
     _print_busy_note(console, baseline)
 
 
@@ -156,7 +158,7 @@ def print_summary(console: Any, summary: CSummary, out: Path) -> None:
     if falcon and falcon.statistical:
         s = falcon.statistical
         console.print(f"Falcon-512 verify, single core: median {s.ops_per_s:,.0f} ops/s, "
-                      f"{s.median_us_per_op:.2f} us/op (P99 of trials {s.p99_us_per_op:.2f} us), "
+                      f"{s.median_us_per_op:.2f} µs/op (P99 of trials {s.p99_us_per_op:.2f} µs), "
                       f"{s.tsc_ticks_per_op:,.0f} TSC ticks/op")
     v = summary.validate
     if v:
@@ -178,17 +180,19 @@ def print_summary(console: Any, summary: CSummary, out: Path) -> None:
 
 
 def _print_verify_implementations(console: Any, summary: CSummary) -> None:
-    """Every Falcon-512 verifier of the run, side by side (same run, so the ratios compare)."""
+    """Every scheme's verifiers of the run, side by side (same run, so the ratios compare)."""
     from rich.table import Table
+
+    from qmemo.analysis.report_verifiers import mode, timing
 
     if not summary.verify_implementations:
         return
-    table = Table(title="Falcon-512 verify implementations (one run; FN-DSA is a speed reference, "
-                        "not signature-compatible)")
-    for column in ("scheme", "implementation", "verify/s", "us/op", "x liboqs", "instr/verify"):
-        table.add_column(column, justify="left" if column in ("scheme", "implementation") else "right")
+    table = Table(title="Verify implementations (one run; x liboqs = the same scheme's liboqs verify; "
+                        "FN-DSA is a speed reference, not signature-compatible)")
+    for column in ("scheme", "mode", "timing", "verify/s", "µs/op", "x liboqs", "instr/verify"):
+        table.add_column(column, justify="left" if column in ("scheme", "mode", "timing") else "right")
     for row in summary.verify_implementations:
-        table.add_row(row.scheme, row.implementation,
+        table.add_row(row.scheme, mode(row), timing(row),
                       "-" if row.ops_per_s is None else f"{row.ops_per_s:,.0f}",
                       "-" if row.us_per_op is None else f"{row.us_per_op:.2f}",
                       "-" if row.ratio_to_liboqs is None else f"{row.ratio_to_liboqs:.2f}",

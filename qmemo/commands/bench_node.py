@@ -19,7 +19,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", default="1,2", help="verify-thread counts to run (default 1,2)")
     parser.add_argument("--scheme", default="Falcon-512", help="signature scheme (default Falcon-512)")
     parser.add_argument("--verifier", choices=("fast", "liboqs"), default="fast",
-                        help="the node's Falcon verifier, also used by the same-run references (default fast)")
+                        help="the node's Falcon and ML-DSA verifier, also used by the same-run references "
+                             "(default fast)")
     parser.add_argument("--gil-switch-interval-s", type=float,
                         help="the node's sys.setswitchinterval (default: the node's, see docs/api.md)")
     parser.add_argument("--out", type=Path, help="JSON file (default results/node-bench-<UTC time>.json)")
@@ -65,7 +66,7 @@ def _print(document: dict[str, Any]) -> None:
                         f"(batches of {document['parameters']['batch']}, "
                         f"{document['parameters']['concurrency']} in flight)")
     for column in ("verify threads", "admitted tx/s", "node CPU cores", "tx per node CPU-s", "vs C 1-core",
-                   "vs ctypes loop", "CPU us/tx", "loop us/tx", "verify threads us/tx", "client CPU-s"):
+                   "vs ctypes loop", "CPU µs/tx", "loop µs/tx", "verify threads µs/tx", "client CPU-s"):
         table.add_column(column, justify="right")
     for run in document["runs"]:
         ratio = run["ratio_to_c_single_core"]
@@ -88,19 +89,26 @@ def _print(document: dict[str, Any]) -> None:
                   f"verify/s native loop ({head.get('reference', 'native_loop_verify')}), "
                   f"same run = {_fmt(head['ratio'], '.2f')}")
     if (top := head.get("ceiling")) is not None:
-        console.print(f"its ceiling in this run: {top['ratio']:.2f} = verify {top['verify_us_per_tx']:.1f} us / (verify "
-                      f"+ the kernel's decoding and hashing {top['decode_hash_us_per_tx']:.1f} us), a node on this "
+        console.print(f"its ceiling in this run: {top['ratio']:.2f} = verify {top['verify_us_per_tx']:.1f} µs / (verify "
+                      f"+ the kernel's decoding and hashing {top['decode_hash_us_per_tx']:.1f} µs), a node on this "
                       "kernel that did nothing else")
+    if head.get("floor_ratio") is not None:
+        console.print(f"floor ratio: {head['floor_ratio']:.2f} = the protocol's own work {head['floor_us_per_tx']:.1f} "
+                      f"µs (decode and hash + verify, this run) / the node's {head['node_cpu_us_per_tx']:.1f} µs of "
+                      "CPU per admitted transaction (target 0.80)")
     if head["admitted_per_cpu_s"] is None:
         console.print("the node's CPU time read 0 s (/proc counts in 10 ms ticks): the run was too short to "
                       "give a per-CPU figure; use more --txs")
     if document["speedup_2_vs_1_threads"]:
-        console.print(f"2 vs 1 verify threads: {document['speedup_2_vs_1_threads']:.2f}x")
+        share = document.get("thread_gain_share")
+        console.print(f"2 vs 1 verify threads: {document['speedup_2_vs_1_threads']:.2f}x"
+                      + (f", {share:.0%} of what a second thread gave a bare verify loop in this run (target 80%)"
+                         if share is not None else ""))
     for run in document["runs"]:
-        console.print(f"node's own stages, {run['threads']} verify thread(s) (us/tx, /metrics over the timed span): "
+        console.print(f"node's own stages, {run['threads']} verify thread(s) (µs/tx, /metrics over the timed span): "
                       + ", ".join(f"{k} {v:.1f}" for k, v in run["stages_us_per_tx"].items() if v >= 0.05)
                       + f" (of other, {run['other_on_loop_us_per_tx']:.1f} on the event loop)")
-    console.print("admission steps in-process (us/tx): "
+    console.print("admission steps in-process (µs/tx): "
                   + ", ".join(f"{k} {v:.1f}" for k, v in document["admission_breakdown_us_per_tx"].items()))
 
 

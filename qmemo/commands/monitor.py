@@ -29,7 +29,14 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results", type=Path, default=None, metavar="DIR",
                         help="where to look for this machine's C baseline (default: results/)")
     parser.add_argument("--record", type=Path, help="append every snapshot to this JSON-lines file")
-    parser.add_argument("--once", action="store_true", help="print one snapshot (two polls, for rates) and exit")
+    parser.add_argument("--once", action="store_true",
+                        help="print one snapshot after --rounds polls (rates need two) and exit")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="with --once: polls before printing (default 2; 6 fill the headline's 10 s window)")
+    parser.add_argument("--svg", type=Path, default=None, metavar="FILE",
+                        help="with --once: also save the screen as an SVG (scripts/dashboard-picture.sh)")
+    parser.add_argument("--width", type=int, default=None,
+                        help="with --once: the console's width in columns (default: the terminal's)")
     parser.set_defaults(run=run)
 
 
@@ -44,6 +51,12 @@ def run(args: argparse.Namespace) -> int:
 
     if not (math.isfinite(args.interval) and args.interval > 0) or args.count < 1:
         raise ConfigError("--interval must be a positive number and --count at least 1")
+    if (args.svg is not None or args.width is not None or args.rounds != 2) and not args.once:
+        raise ConfigError("--rounds, --svg and --width go with --once")
+    if args.rounds < 2 or (args.width is not None and args.width < 40):
+        raise ConfigError("--rounds must be at least 2 (rates need two polls) and --width at least 40")
+    if args.svg is not None and not args.svg.parent.is_dir():
+        raise ConfigError(f"--svg: the folder {args.svg.parent} does not exist")
     urls = node_urls(args)
     if not urls or not all(u.startswith(("http://", "https://")) for u in urls):
         raise ConfigError(f"node URLs must start with http:// (got {', '.join(urls) or 'none'})")
@@ -56,19 +69,22 @@ def run(args: argparse.Namespace) -> int:
         scheme=args.scheme, target_tps=args.target_tps, generator_status=args.generator_status,
         record=args.record, baseline_path=args.baseline, results_dir=args.results or RESULTS_DIR,
     )
-    return asyncio.run(_once(config) if args.once else _live(config))
+    return asyncio.run(_once(config, args.rounds, args.svg, args.width) if args.once else _live(config))
 
 
-async def _once(config) -> int:
+async def _once(config, rounds: int, svg: Path | None, width: int | None) -> int:
     from rich.console import Console
 
     from qmemo.monitor.poll import snapshots
     from qmemo.monitor.view import render
 
     last = None
-    async for snapshot in snapshots(config, rounds=2):
+    async for snapshot in snapshots(config, rounds=rounds):
         last = snapshot
-    Console().print(render(last))
+    console = Console(width=width, record=svg is not None)
+    console.print(render(last))
+    if svg is not None:
+        console.save_svg(str(svg), title="qMEMO devnet dashboard")
     return 0 if all(p.metrics is not None for p in last.polls) else 1
 
 

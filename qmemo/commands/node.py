@@ -25,7 +25,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", help="node name in logs and metrics (default node-<validator index>)")
     parser.add_argument("--verify-threads", type=int, help="signature verification threads (default: CPU cores)")
     parser.add_argument("--verifier", choices=("fast", "liboqs"),
-                        help="Falcon verifier: fast (default; variable-time hash-to-point, cached keys) or liboqs")
+                        help="Falcon and ML-DSA verifier: fast (default; qMEMO's: cached keys, variable-time) "
+                             "or liboqs")
     parser.add_argument("--event-loop", choices=("uvloop", "asyncio"),
                         help="uvloop (default; libuv's loop, in C) or asyncio (the standard library's)")
     parser.add_argument("--log-level", help="DEBUG, INFO (default), WARNING")

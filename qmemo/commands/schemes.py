@@ -9,7 +9,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--no-self-test", action="store_true", help="skip the self-tests")
     parser.add_argument("--verifier", choices=("fast", "liboqs"), default="fast",
-                        help="Falcon's verifier: fast (default; variable-time hash-to-point, cached key) or liboqs")
+                        help="Falcon's and ML-DSA's verifier: fast (default; qMEMO's: cached keys, "
+                             "variable-time) or liboqs")
     parser.set_defaults(run=run)
 
 

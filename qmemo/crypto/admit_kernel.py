@@ -7,9 +7,10 @@ to `qmemo_admit_batch` (native/qmemo_admit.c, built by scripts/setup.sh with BLA
 official C code), which splits the frames, decodes each record with the rules of
 `Transaction.decode`, computes the signing digest, id and sender, and verifies through
 a per-scheme verifier table - the GIL released once for the whole batch. The table's
-verifiers are the registry's: the fast Falcon verifier (`qfv_verify_cached`, with the
-registry's own key cache) or liboqs, each under the scheme's length rule handed down
-as data (`SchemeRules`, as qmemo/crypto/batch.py does), so the rule lives in one place. What comes
+verifiers are the registry's: qMEMO's own (Falcon's, which the kernel hands four
+signatures at a time, and ML-DSA's: `KernelHooks`, with the registry's own key caches)
+or liboqs, each under the scheme's length rule handed down as data (`SchemeRules`, as
+qmemo/crypto/batch.py does), so the rule lives in one place. What comes
 back is one buffer of fixed-size records (`RECORD`), read with one `struct.iter_unpack`,
 or turned into transactions in one call to `_qmemo_rows` (native/qmemo_rows.c, a
 CPython extension built by the setup beside the kernel): `AdmitResults.transactions`.
@@ -43,7 +44,7 @@ from typing import NamedTuple
 from qmemo.core.transaction import Transaction
 from qmemo.crypto.liboqs import SETUP_COMMAND
 from qmemo.crypto.native_lib import LengthRule, load_library, native_length_rule
-from qmemo.crypto.schemes import Ed25519, FastFalconScheme, OqsScheme, Secp256k1Ecdsa, get_scheme
+from qmemo.crypto.schemes import Ed25519, FastScheme, OqsScheme, Secp256k1Ecdsa, get_scheme
 from qmemo.errors import DecodeError, SetupError, TooLarge, UnknownScheme
 from qmemo.paths import NATIVE_DIR
 
@@ -125,8 +126,7 @@ def _library() -> ctypes.CDLL:
           ctypes.POINTER(LengthRule)]),
         ("qmemo_admit_table_set_oqs", ctypes.c_int,
          [ctypes.c_void_p, ctypes.c_uint8, ctypes.c_char_p, ctypes.POINTER(LengthRule)]),
-        ("qmemo_admit_table_set_qfv", ctypes.c_int,
-         [ctypes.c_void_p, ctypes.c_uint8, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(LengthRule)]),
+        ("qmemo_admit_table_set_many", ctypes.c_int, [ctypes.c_void_p, ctypes.c_uint8, ctypes.c_void_p]),
         ("qmemo_admit_batch", ctypes.c_int,
          [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_uint32, ctypes.c_size_t, ctypes.c_uint,
           ctypes.c_void_p, ctypes.c_size_t, size_p, u64_p]),
@@ -276,18 +276,11 @@ class AdmitKernel:
         return self._table
 
     def set_verifier(self, name: str, verifier: str) -> None:
-        """Verify scheme `name` natively with the registry's `verifier` ("fast": the fast
-        Falcon verifier and its key cache where the scheme has one, else liboqs), under
-        the registry's length rule. UnknownScheme for a scheme with no native verifier."""
+        """Verify scheme `name` natively with the registry's `verifier` ("fast": qMEMO's own
+        verifier and its key cache where the scheme has one - Falcon, ML-DSA - else liboqs),
+        under the registry's length rule. UnknownScheme for a scheme with no native verifier."""
         scheme = get_scheme(name, verifier)
-        if isinstance(scheme, FastFalconScheme):
-            address, key_cache, variant = scheme.fast.native_slot()
-            if self._lib.qmemo_admit_table_set_qfv(self._handle, scheme.info.scheme_id, address, key_cache, variant,
-                                                   native_length_rule(scheme.rules)) != 0:
-                raise UnknownScheme(f"the admission kernel refused the fast verifier for {scheme.name}")
-            self._keep.append(scheme.fast)
-            self.verifiers[scheme.info.scheme_id] = f"fast {scheme.name}"
-        elif isinstance(scheme, (Ed25519, Secp256k1Ecdsa)):
+        if isinstance(scheme, (Ed25519, Secp256k1Ecdsa)):
             # The classical baselines on the libraries the registry calls (libsodium,
             # libsecp256k1), in C: the scheme comparison then measures signatures, not Python.
             which = b"ed" if isinstance(scheme, Ed25519) else b"k1"
@@ -295,8 +288,20 @@ class AdmitKernel:
                                                          native_length_rule(scheme.rules)) != 0:
                 raise UnknownScheme(f"the admission kernel refused the native verifier for {scheme.name}")
             self.verifiers[scheme.info.scheme_id] = f"{scheme.info.implementation.split(' ')[0]} {scheme.name}"
-        else:
+            return
+        if not isinstance(scheme, FastScheme):
             self.set_liboqs_verifier(name)
+            return
+        hooks, scheme_id, lib = scheme.fast.kernel_hooks(), scheme.info.scheme_id, self._lib
+        if lib.qmemo_admit_table_set_with_rule(self._handle, scheme_id, hooks.verify, hooks.context, hooks.free_context,
+                                               native_length_rule(scheme.rules)) != 0:
+            if hooks.free_context and hooks.context:      # the table did not take it
+                ctypes.CFUNCTYPE(None, ctypes.c_void_p)(hooks.free_context)(hooks.context)
+            raise UnknownScheme(f"the admission kernel refused the fast verifier for {scheme.name}")
+        if hooks.verify_many and lib.qmemo_admit_table_set_many(self._handle, scheme_id, hooks.verify_many) != 0:
+            raise UnknownScheme(f"the admission kernel refused the batch entry of the fast verifier for {scheme.name}")
+        self._keep.append(scheme.fast)     # its key cache is the slot's (and the registry's)
+        self.verifiers[scheme_id] = f"fast {scheme.name}"
 
     def set_liboqs_verifier(self, name: str) -> None:
         """Verify scheme `name` natively with liboqs, under the registry's length rule."""
@@ -312,7 +317,7 @@ class AdmitKernel:
         self.verifiers[info.scheme_id] = f"liboqs {info.name}"
 
     def set_native_verifier(self, scheme_id: int, verify_function: int, context: int | None, label: str) -> None:
-        """Plug in another native verifier (the fast Falcon verifier's adapter): the address
+        """Plug in another native verifier (a test's callback, say): the address
         of a `qmemo_admit_verify_fn` and its context, which the caller keeps alive."""
         if self._lib.qmemo_admit_table_set(self._handle, scheme_id, verify_function, context, None) != 0:
             raise ValueError("qmemo_admit_table_set refused a NULL verify function")

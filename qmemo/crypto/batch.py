@@ -76,6 +76,8 @@ def _run(oqs_sig: int, rules: SchemeRules, items: Sequence[tuple[bytes, bytes, b
     count = len(items)
     if not count:
         return bytearray(), array("Q")
+    # Only exact bytes: their len() is their size. Anything else is invalid (kept in place
+    # as an empty item, which fails the length rule).
     blob, lengths = pack_items(items)
     verdicts = bytearray(count)
     elapsed = array("Q", bytes(8 * count))

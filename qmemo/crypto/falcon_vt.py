@@ -9,7 +9,8 @@ hash-to-point and a cache of decoded keys, and gives liboqs's verdict for every 
 `FalconVtVerifier` applies exactly `OqsScheme.verify`'s length rules (a padded
 signature must be exactly its fixed length), so swapping one for the other changes no
 verdict. `verify_many` verifies a whole chunk in one native call (the GIL is released
-once per chunk, as qmemo/crypto/batch.py does for liboqs).
+once per chunk, as qmemo/crypto/batch.py does for liboqs), hashing the points of four
+signatures at a time on liboqs's four-lane SHAKE256.
 
 This module never imports liboqs-python itself; the native loader
 (qmemo.crypto.native_lib) loads liboqs first so that the setup's liboqs is the one in
@@ -19,12 +20,10 @@ the process.
 from __future__ import annotations
 
 import ctypes
-from array import array
-from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import cache
 
-from qmemo.crypto.native_lib import load_library, pack_items
+from qmemo.crypto.fast_verify import CachedVerifier, KernelHooks
+from qmemo.crypto.native_lib import load_library
 from qmemo.errors import CryptoError, UnknownScheme
 
 LIBRARY_FILE = "libqmemo_falcon.so"
@@ -33,26 +32,6 @@ LIBRARY_FILE = "libqmemo_falcon.so"
 DEFAULT_CACHE_CAPACITY = 4096
 
 VARIANTS = ("Falcon-512", "Falcon-1024", "Falcon-padded-512", "Falcon-padded-1024")
-
-
-@dataclass(frozen=True, slots=True)
-class KeyCacheStats:
-    """How a decoded-key cache is doing: counters since it was made.
-
-    Each Falcon variant has a cache of its own; `schemes` names the variant(s) the
-    figures cover, so a capacity summed over several caches never passes for one's.
-    """
-
-    hits: int
-    misses: int
-    size: int        # keys held now
-    capacity: int
-    schemes: tuple[str, ...] = ()
-
-    @property
-    def hit_rate(self) -> float | None:
-        lookups = self.hits + self.misses
-        return self.hits / lookups if lookups else None
 
 
 @cache
@@ -70,6 +49,7 @@ def _library() -> ctypes.CDLL:
         ("qfv_cache_stats", None, [ctypes.c_void_p, u64_p, u64_p, size_p, size_p]),
         ("qfv_verify_cached", ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t,
                                              ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]),
+        ("qfv_admit_context_new", ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_int]),
         ("qfv_verify_batch", ctypes.c_size_t, [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_char_p,
                                                ctypes.c_uint64, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
                                                ctypes.c_void_p]),
@@ -95,7 +75,8 @@ def select_implementation(name: str) -> None:
 
 # Which code does what in each build: PQClean's where we kept it, ours where we replaced it.
 CODE_PATHS = {
-    "avx2": "liboqs 0.13 PQClean key decoding and SHAKE256, qMEMO AVX2 NTT, s2 decoder and sampler",
+    "avx2": "liboqs 0.13 PQClean key decoding and SHAKE256 (four lanes in batches), qMEMO AVX2 NTT, s2 decoder "
+            "and sampler",
     "clean": "liboqs 0.13 PQClean portable verify_raw and key decoding, qMEMO s2 decoder and sampler",
 }
 
@@ -112,8 +93,11 @@ def description(name: str | None = None) -> str:
             f"variable-time hash-to-point, cached key{suffix}")
 
 
-class FalconVtVerifier:
-    """One Falcon variant's fast verifier and its key cache. Thread-safe; verify never raises."""
+class FalconVtVerifier(CachedVerifier):
+    """One Falcon variant's fast verifier and its key cache. Thread-safe; verify never raises.
+
+    `verify_many` hashes four signatures' points at a time (qfv_verify_batch): the node's
+    batches go through it, and through the admission kernel's many-at-once hook."""
 
     def __init__(self, name: str, *, cache_capacity: int = DEFAULT_CACHE_CAPACITY) -> None:
         lib = _library()
@@ -125,20 +109,10 @@ class FalconVtVerifier:
         self.max_signature_bytes = int(lib.qfv_max_signature_bytes(self._variant))
         # qMEMO's rule for padded Falcon (as OqsScheme): one valid length, one encoding.
         self.fixed_signature_length = "padded" in name
-        self._lib = lib
+        self._lib, self._prefix = lib, "qfv"
         self._cache = lib.qfv_cache_new(cache_capacity) if cache_capacity > 0 else None
         if cache_capacity > 0 and not self._cache:
             raise MemoryError(f"could not allocate a Falcon key cache of {cache_capacity} entries")
-
-    def close(self) -> None:
-        """Free the key cache (only when no other thread is verifying with this verifier)."""
-        cache_pointer, self._cache = self._cache, None
-        if cache_pointer:
-            self._lib.qfv_cache_free(cache_pointer)
-
-    def __del__(self) -> None:
-        if getattr(self, "_cache", None):
-            self.close()
 
     def verify(self, public_key: bytes, message: bytes, signature: bytes) -> bool:
         if (
@@ -151,30 +125,18 @@ class FalconVtVerifier:
         return self._lib.qfv_verify_cached(self._cache, self._variant, public_key, len(public_key), message,
                                            len(message), signature, len(signature)) == 1
 
-    def verify_many(self, items: Sequence[tuple[bytes, bytes, bytes]]) -> tuple[list[bool], list[int]]:
-        """Each item's validity and each verify's duration (ns), in one native call."""
-        count = len(items)
-        if not count:
-            return [], []
-        blob, lengths = pack_items(items)
-        ok = bytearray(count)
-        elapsed = array("Q", bytes(8 * count))
-        ok_pointer = (ctypes.c_char * count).from_buffer(ok)
-        self._lib.qfv_verify_batch(self._cache, self._variant, count, blob, len(blob), lengths.buffer_info()[0],
-                                   int(self.fixed_signature_length), ctypes.addressof(ok_pointer),
-                                   elapsed.buffer_info()[0])
-        return [bool(b) for b in ok], elapsed.tolist()
+    def _batch(self, count: int, blob: bytes, lengths: int, ok: int, elapsed: int) -> None:
+        self._lib.qfv_verify_batch(self._cache, self._variant, count, blob, len(blob), lengths,
+                                   int(self.fixed_signature_length), ok, elapsed)
 
-    def native_slot(self) -> tuple[int, int | None, int]:
-        """(address of qfv_verify_cached, this verifier's qfv_cache, its variant id): what a
-        native caller (the admission kernel's verifier slot) needs to verify through this
-        verifier and its key cache. The cache lives as long as this object."""
-        address = ctypes.cast(self._lib.qfv_verify_cached, ctypes.c_void_p).value
-        return address, self._cache, self._variant
-
-    def cache_stats(self) -> KeyCacheStats:
-        hits, misses = ctypes.c_uint64(), ctypes.c_uint64()
-        size, capacity = ctypes.c_size_t(), ctypes.c_size_t()
-        self._lib.qfv_cache_stats(self._cache, ctypes.byref(hits), ctypes.byref(misses), ctypes.byref(size),
-                                  ctypes.byref(capacity))
-        return KeyCacheStats(hits.value, misses.value, size.value, capacity.value, (self.name,))
+    def kernel_hooks(self) -> KernelHooks:
+        """The admission kernel's slot for this variant: qfv_admit_verify (one signature) and
+        qfv_admit_verify_many (four hashed together), with a context bound to this verifier's
+        key cache. The kernel's table owns the context (it frees it with qfv_admit_context_free);
+        the cache lives as long as this object, which the kernel keeps."""
+        context = self._lib.qfv_admit_context_new(self._cache, self._variant)
+        if not context:
+            raise MemoryError("qfv_admit_context_new")
+        address = lambda function: ctypes.cast(function, ctypes.c_void_p).value  # noqa: E731
+        return KernelHooks(address(self._lib.qfv_admit_verify), address(self._lib.qfv_admit_verify_many), context,
+                           address(self._lib.qfv_admit_context_free))

@@ -38,9 +38,12 @@ from qmemo.core.scheme_rules import SchemeRules
 from qmemo.errors import CryptoError, MalformedKey, UnknownScheme
 
 if TYPE_CHECKING:
-    from qmemo.crypto.falcon_vt import FalconVtVerifier, KeyCacheStats
+    from qmemo.crypto.falcon_vt import FalconVtVerifier
+    from qmemo.crypto.fast_verify import KeyCacheStats
+    from qmemo.crypto.mldsa_vt import MldsaVtVerifier
 
-# The Falcon verifiers a caller may choose (module docstring); every other scheme has one.
+# The verifiers a caller may choose for Falcon and ML-DSA (module docstring): "fast", qMEMO's
+# own (falcon_vt, mldsa_vt), or liboqs's. Every other scheme has liboqs's (or its library's) only.
 VERIFIERS = ("fast", "liboqs")
 DEFAULT_VERIFIER = "fast"
 
@@ -193,23 +196,27 @@ class OqsScheme(SignatureScheme):
         return verify_batch(self._sig, self.rules, items)
 
 
-class FastFalconScheme(OqsScheme):
-    """Falcon signed and keyed by liboqs, verified by the fast verifier (falcon_vt).
+class FastScheme(OqsScheme):
+    """A liboqs scheme (liboqs makes its keys and signs) verified by one of qMEMO's own
+    verifiers, named by its entry's fast_backend: falcon_vt (Falcon: variable-time
+    hash-to-point, decoded keys cached) or mldsa_vt (ML-DSA: expanded keys cached).
 
     Its length rule is OqsScheme's (the native verifier checks the same sizes, compared
-    here once); its key cache is one per variant for the life of the process, shared by
-    every thread, so a sender's key is decoded once however many threads verify.
+    here once); its key cache is one per scheme for the life of the process, shared by
+    every thread, so a sender's key is prepared once however many threads verify.
     """
 
     def __init__(self, name: str, entry: RegistryEntry) -> None:
-        from qmemo.crypto.falcon_vt import FalconVtVerifier, description
+        import importlib
 
         super().__init__(name, entry)
-        self._fast = FalconVtVerifier(name)
+        module_name, class_name = _FAST_VERIFIERS[entry.fast_backend or ""]
+        module = importlib.import_module(module_name)
+        self._fast = getattr(module, class_name)(name)
         sizes = (self._fast.public_key_bytes, self._fast.max_signature_bytes, self._fast.fixed_signature_length)
         if sizes != (self.info.public_key_bytes, self.info.max_signature_bytes, self.info.fixed_signature_length):
             raise CryptoError(f"the fast {name} verifier's sizes {sizes} are not liboqs's")
-        self._describe(replace(self.info, implementation=description()))
+        self._describe(replace(self.info, implementation=module.description()))
 
     def verify(self, public_key: bytes, message: bytes, signature: bytes) -> bool:
         return self._fast.verify(public_key, message, signature)   # applies the same length rule
@@ -221,9 +228,16 @@ class FastFalconScheme(OqsScheme):
         return self._fast.cache_stats()
 
     @property
-    def fast(self) -> FalconVtVerifier:
-        """The fast verifier itself (its key cache is this scheme's), for native callers."""
+    def fast(self) -> FalconVtVerifier | MldsaVtVerifier:
+        """The verifier itself (its key cache is this scheme's), for native callers."""
         return self._fast
+
+
+# fast_backend -> (module, verifier class): loaded only when a scheme asks for it.
+_FAST_VERIFIERS = {
+    "falcon-vt": ("qmemo.crypto.falcon_vt", "FalconVtVerifier"),
+    "mldsa-vt": ("qmemo.crypto.mldsa_vt", "MldsaVtVerifier"),
+}
 
 
 # --- classical baselines ----------------------------------------------------------------
@@ -327,9 +341,9 @@ _REGISTRY: dict[str, RegistryEntry] = {
     "Falcon-padded-512": RegistryEntry(2, "Falcon", FIXED, "liboqs", fast_backend="falcon-vt"),
     "Falcon-1024": RegistryEntry(3, "Falcon", VARIABLE, "liboqs", fast_backend="falcon-vt"),
     "Falcon-padded-1024": RegistryEntry(4, "Falcon", FIXED, "liboqs", fast_backend="falcon-vt"),
-    "ML-DSA-44": RegistryEntry(10, "ML-DSA", FIXED, "liboqs"),
-    "ML-DSA-65": RegistryEntry(11, "ML-DSA", FIXED, "liboqs"),
-    "ML-DSA-87": RegistryEntry(12, "ML-DSA", FIXED, "liboqs"),
+    "ML-DSA-44": RegistryEntry(10, "ML-DSA", FIXED, "liboqs", fast_backend="mldsa-vt"),
+    "ML-DSA-65": RegistryEntry(11, "ML-DSA", FIXED, "liboqs", fast_backend="mldsa-vt"),
+    "ML-DSA-87": RegistryEntry(12, "ML-DSA", FIXED, "liboqs", fast_backend="mldsa-vt"),
     "SPHINCS+-SHA2-128f-simple": RegistryEntry(20, "SLH-DSA", FIXED, "liboqs"),
     "SPHINCS+-SHA2-128s-simple": RegistryEntry(21, "SLH-DSA", FIXED, "liboqs"),
     "MAYO-1": RegistryEntry(30, "MAYO", FIXED, "liboqs"),
@@ -340,7 +354,8 @@ _REGISTRY: dict[str, RegistryEntry] = {
 # backend -> the class that runs an entry: (registered name, entry) -> SignatureScheme.
 _BACKENDS: dict[str, Callable[[str, RegistryEntry], SignatureScheme]] = {
     "liboqs": OqsScheme,
-    "falcon-vt": FastFalconScheme,
+    "falcon-vt": FastScheme,
+    "mldsa-vt": FastScheme,
     "libsodium": Ed25519,
     "libsecp256k1": Secp256k1Ecdsa,
 }
@@ -397,14 +412,15 @@ def scheme_by_id(scheme_id: int, verifier: str = DEFAULT_VERIFIER) -> SignatureS
     return get_scheme(name, verifier)
 
 
-def key_cache_stats_by_scheme() -> dict[str, KeyCacheStats]:
-    """Each fast Falcon verifier's key cache made so far, by variant name: one cache each."""
+def key_cache_stats_by_scheme(family: str | None = None) -> dict[str, KeyCacheStats]:
+    """Each fast verifier's key cache made so far (of `family`'s schemes, "Falcon" or
+    "ML-DSA", or all), by scheme name: one cache each."""
     return {scheme.info.name: scheme.cache_stats() for scheme in list(_MADE.values())
-            if isinstance(scheme, FastFalconScheme)}
+            if isinstance(scheme, FastScheme) and family in (None, scheme.info.family)}
 
 
-def key_cache_stats(scheme: str | None = None) -> KeyCacheStats | None:
-    """One Falcon variant's key cache (`scheme`), or, without one, the cache(s) in use.
+def key_cache_stats(scheme: str | None = None, family: str = "Falcon") -> KeyCacheStats | None:
+    """One scheme's key cache (`scheme`), or, without one, the `family`'s cache(s) in use.
 
     "In use" means looked up at least once; a node verifies one Falcon variant, so that
     is its cache, with its own capacity. Only when several variants were used are their
@@ -412,9 +428,9 @@ def key_cache_stats(scheme: str | None = None) -> KeyCacheStats | None:
     is labelled as such, never as one cache's). None if no fast verifier was made
     (or not the one named).
     """
-    from qmemo.crypto.falcon_vt import KeyCacheStats
+    from qmemo.crypto.fast_verify import KeyCacheStats
 
-    by_scheme = key_cache_stats_by_scheme()
+    by_scheme = key_cache_stats_by_scheme(None if scheme is not None else family)
     if scheme is not None:
         return by_scheme.get(canonical_name(scheme))
     in_use = [stats for stats in by_scheme.values() if stats.hits + stats.misses] or list(by_scheme.values())

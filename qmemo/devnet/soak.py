@@ -133,8 +133,12 @@ def saturation_tps(sweep: Sweep) -> float:
     90% of the target committed, p99 intended -> included within three block intervals,
     the generator on schedule). A limited stage can commit more per second for a minute
     (7,270 TPS at p99 92 s, the stage above a clean 5,859 in a sweep of 60 s stages), but
-    not for ten: that is past saturation, not a rate to soak at 80% of."""
-    rates = [row.committed_tps for row in sweep.rows if not row.limited and row.committed_tps > 0]
+    not for ten: that is past saturation, not a rate to soak at 80% of. The same stage as
+    the report's headline (qmemo.analysis.devnet.held_and_limit, which the headline reads)."""
+    from qmemo.analysis.devnet import held_and_limit, sweep_points
+
+    held, _ = held_and_limit(sweep_points(sweep))
+    rates = [held.committed_tps] if held is not None and held.committed_tps > 0 else []
     if not rates:
         raise ConfigError("no stage of the sweep ran unlimited (90% of its target committed, p99 inclusion within 3 "
                           "block intervals, the generator on schedule): sweep from a lower rate")

@@ -14,7 +14,9 @@ Schema "qmemo-node-stages/1":
       "overrun_cpu_s", "span_s", "event_loop" (each absent in files written before it)}],
      "cores" (absent in files written before it)}
 
-The end-to-end survival ratio (issue 11's P5, `survival`): the verifies the nodes did per
+The verify stage's share of the machine's CPU (the project's P5 figure, kept in the files
+as `survival`, its first name; the headline's survival against C is another figure,
+qmemo.analysis.headline): the verifies the nodes did per
 second per core of the machine, over the verify rate one core reaches in the same run
 - the nodes' own `verify` stage (CPU per verify, executor jobs included: the pool's
 hand-off is part of what a node pays per signature). It is the share of the machine's

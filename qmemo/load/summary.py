@@ -109,7 +109,8 @@ class LoadSummary:
     why: str                                    # the verdicts that hold, "; "-separated ("" if none)
     # None (and absent from the file) in summaries written before the sender failed over.
     failover: Failover | None = field(default=None, metadata=OMIT_NONE)
-    # Issue 11's P5 from the nodes' stage costs (qmemo.load.node_stages.survival); None (and
+    # The verify stage's share of the machine's CPU (P5), from the nodes' stage costs
+    # (qmemo.load.node_stages.survival; not the headline's survival against C); None (and
     # absent) when the nodes gave no stage costs, and in summaries written before it.
     survival: Survival | None = field(default=None, metadata=OMIT_NONE)
     # A sharded devnet's run (qmemo.load.shards, qmemo.load.shard_summary); absent otherwise.

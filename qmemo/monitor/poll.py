@@ -16,6 +16,7 @@ from pathlib import Path
 import orjson
 
 from qmemo.errors import NodeApiError, NodeRefused, NodeUnreachable
+from qmemo.monitor.headline_view import WINDOW_S
 from qmemo.monitor.view import Baseline, NodePoll, Snapshot, node_rows
 from qmemo.net.client import NodeClient, open_clients
 from qmemo.paths import RESULTS_DIR
@@ -99,9 +100,10 @@ async def snapshots(config: MonitorConfig, *, rounds: int | None = None):
         while rounds is None or count < rounds:
             started = time.monotonic()
             polls = await asyncio.gather(*(poll_node(client) for client in clients))
-            snapshot = Snapshot(time.time(), list(polls), baseline, config.target_tps,
+            now = time.time()
+            snapshot = Snapshot(now, list(polls), baseline, config.target_tps,
                                 read_generator_status(config.generator_status),
-                                previous=previous and _forget_history(previous))
+                                previous=previous and _keep_window(previous, WINDOW_S - (now - previous.time_s)))
             if config.record:
                 _record(config.record, snapshot)
             yield snapshot
@@ -111,9 +113,14 @@ async def snapshots(config: MonitorConfig, *, rounds: int | None = None):
                 await asyncio.sleep(max(0.0, config.interval_s - (time.monotonic() - started)))
 
 
-def _forget_history(snapshot: Snapshot) -> Snapshot:
-    """Keep one snapshot of history: rates need the previous poll, not the whole chain."""
-    return Snapshot(snapshot.time_s, snapshot.polls, snapshot.baseline, snapshot.target_tps, snapshot.generator)
+def _keep_window(snapshot: Snapshot, window_s: float = WINDOW_S) -> Snapshot:
+    """Keep the snapshots of the last `window_s` (the headline's committed rate spans them,
+    qmemo.monitor.headline_view), not the whole chain."""
+    earlier = snapshot.previous
+    kept = _keep_window(earlier, window_s - (snapshot.time_s - earlier.time_s)) \
+        if earlier is not None and snapshot.time_s - earlier.time_s <= window_s else None
+    return Snapshot(snapshot.time_s, snapshot.polls, snapshot.baseline, snapshot.target_tps, snapshot.generator,
+                    previous=kept)
 
 
 def _record(path: Path, snapshot: Snapshot) -> None:

@@ -116,17 +116,19 @@ def render(snapshot: MetricsSnapshot, histograms: Histograms) -> str:
     out.scalar("qmemo_signature_cache_misses_total", "counter",
                "Block transactions whose signature had to be verified.", verify.cache.misses)
     out.family("qmemo_signature_verifier_info", "gauge",
-               "Constant 1, labelled with the Falcon verifier that runs (fast or liboqs).",
+               "Constant 1, labelled with the Falcon and ML-DSA verifier that runs (fast or liboqs).",
                [({"verifier": verify.verifier}, 1)])
-    key_cache = verify.key_cache
-    out.scalar("qmemo_falcon_key_cache_keys", "gauge", "Public keys held decoded by the fast Falcon verifier.",
-               key_cache.size if key_cache else 0)
-    out.scalar("qmemo_falcon_key_cache_capacity_keys", "gauge", "How many keys the fast Falcon verifier may hold.",
-               key_cache.capacity if key_cache else 0)
-    out.scalar("qmemo_falcon_key_cache_hits_total", "counter",
-               "Fast Falcon verifies whose public key was already decoded.", key_cache.hits if key_cache else 0)
-    out.scalar("qmemo_falcon_key_cache_misses_total", "counter",
-               "Fast Falcon verifies that decoded their public key.", key_cache.misses if key_cache else 0)
+    caches = sorted(verify.key_caches.items())
+    out.family("qmemo_key_cache_keys", "gauge",
+               "Public keys a fast verifier holds prepared (Falcon: decoded; ML-DSA: expanded), by scheme.",
+               [({"scheme": name}, cache.size) for name, cache in caches])
+    out.family("qmemo_key_cache_capacity_keys", "gauge", "How many keys a fast verifier's cache may hold, by scheme.",
+               [({"scheme": name}, cache.capacity) for name, cache in caches])
+    out.family("qmemo_key_cache_hits_total", "counter",
+               "Fast verifies whose public key was already prepared, by scheme.",
+               [({"scheme": name}, cache.hits) for name, cache in caches])
+    out.family("qmemo_key_cache_misses_total", "counter", "Fast verifies that prepared their public key, by scheme.",
+               [({"scheme": name}, cache.misses) for name, cache in caches])
     out.scalar("qmemo_blocks_produced_total", "counter", "Blocks this node produced.", blocks.produced)
     out.scalar("qmemo_blocks_received_total", "counter", "Blocks from peers applied.", blocks.received)
     out.by_label("qmemo_blocks_rejected_total", "counter", "Blocks from peers rejected, by rule.",

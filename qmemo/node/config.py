@@ -86,8 +86,10 @@ class NodeConfig:
     verify_threads: int = setting(help="signature verification threads (default: the CPU cores this process may use)",
                                   default_factory=_default_threads, low=0,
                                   expected="0 (verify on the event loop) or more")
-    # Falcon's verifier (qmemo.crypto.schemes.VERIFIERS): the same verdicts, different speed.
-    verifier: str = setting("fast", "Falcon verifier: fast (variable-time hash-to-point, cached keys) or liboqs",
+    # Falcon's and ML-DSA's verifier (qmemo.crypto.schemes.VERIFIERS): different speed, and for
+    # ML-DSA on AVX2 CPUs FIPS 204's verdicts where liboqs 0.13's differ (native/mldsa_vt.h).
+    verifier: str = setting("fast", "Falcon and ML-DSA verifier: fast (qMEMO's: cached keys, variable-time) or "
+                            "liboqs",
                             choices=("fast", "liboqs"))
     # The event loop (qmemo.net.server.run_node): uvloop (libuv's loop, in C) cost each node ~5 us
     # less per transaction in the devnet than asyncio's own (docs/methodology.md, section 12).

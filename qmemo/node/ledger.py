@@ -18,9 +18,11 @@ buffer, the kernel's records over it), encoded without touching a transaction.
 from __future__ import annotations
 
 import importlib.util
+import os
 import sysconfig
 from dataclasses import dataclass, field
 from functools import cache
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -36,6 +38,9 @@ from qmemo.errors import DecodeError, InvalidBlock, QmemoError, SetupError
 from qmemo.paths import NATIVE_DIR
 
 EXTENSION = NATIVE_DIR / f"_qmemo_ledger{sysconfig.get_config_var('EXT_SUFFIX')}"
+# Another build of the same extension (the sanitizer build tests/native/ledger_sanitized.sh
+# makes), for the tests that run the differential suite under AddressSanitizer and UBSan.
+EXTENSION_OVERRIDE = "QMEMO_LEDGER_EXTENSION"
 
 # How much the ledger remembers (ids, so a late copy or a status question can be answered).
 COMMITTED_MEMORY = 100_000      # recently committed: a late copy is a duplicate, not a replay
@@ -47,9 +52,10 @@ VERIFIED_MEMORY = 1 << 18       # ids whose signature verified, until their bloc
 def native() -> ModuleType:
     """The `_qmemo_ledger` extension (SetupError if it was not built for this interpreter)."""
     _library()      # the admission kernel first: the ledger links against it
-    if not EXTENSION.is_file():
-        raise SetupError(f"the node's ledger is missing ({EXTENSION}); run `{SETUP_COMMAND}`")
-    spec = importlib.util.spec_from_file_location("_qmemo_ledger", EXTENSION)
+    extension = Path(os.environ.get(EXTENSION_OVERRIDE) or EXTENSION)
+    if not extension.is_file():
+        raise SetupError(f"the node's ledger is missing ({extension}); run `{SETUP_COMMAND}`")
+    spec = importlib.util.spec_from_file_location("_qmemo_ledger", extension)
     module = importlib.util.module_from_spec(spec)      # type: ignore[arg-type]
     spec.loader.exec_module(module)                     # type: ignore[union-attr]
     return module

@@ -19,11 +19,12 @@ from qmemo import __version__
 from qmemo.api_schema import (METRICS_SCHEMA, STATUS_SCHEMA, BlockFigures, CacheFigures, IntervalFigures,
                               KeyCacheFigures, LagFigures, MempoolFigures, MetricsSnapshot, NetFigures, NodeStatus,
                               PeerStatus, ProcessFigures, ReceiptFigures, ShardFigures, TxFigures, VerifyFigures)
-from qmemo.crypto.schemes import key_cache_stats
+from qmemo.crypto.schemes import key_cache_stats, key_cache_stats_by_scheme
 from qmemo.node.metrics import Distribution, process_usage
 from qmemo.node.stages import VERIFY, loop_other_ns, stage_figures, thread_cpu_ns
 
 if TYPE_CHECKING:
+    from qmemo.crypto.fast_verify import KeyCacheStats
     from qmemo.node.service import Node
 
 
@@ -90,7 +91,7 @@ def metrics_snapshot(node: Node) -> MetricsSnapshot:
         verify=VerifyFigures(v.threads, verify_count, verify_seconds, v.latency_us(), v.ops_per_s(),
                              CacheFigures(v.cache_hits, v.cache_misses, verified),
                              node.verify_pool.verifier,
-                             _key_cache() if node.verify_pool.verifier == "fast" else None),
+                             *(_key_caches() if node.verify_pool.verifier == "fast" else (None, {}))),
         blocks=BlockFigures(m.blocks_produced, m.blocks_received, sum(m.blocks_rejected.values()),
                             dict(m.blocks_rejected), m.missed_slots, m.reorgs,
                             {kind: m.blocks_pushed[kind] for kind in ("ids", "missing", "whole")},
@@ -108,11 +109,15 @@ def event_loop_name() -> str:
     return "uvloop" if type(asyncio.get_running_loop()).__module__.startswith("uvloop") else "asyncio"
 
 
-def _key_cache() -> KeyCacheFigures | None:
-    stats = key_cache_stats()
-    if stats is None:
-        return None
-    return KeyCacheFigures(stats.size, stats.capacity, stats.hits, stats.misses, stats.hit_rate, stats.schemes)
+def _key_caches() -> tuple[KeyCacheFigures | None, dict[str, KeyCacheFigures]]:
+    """The fast verifiers' caches in use (one family's: a node verifies one scheme), and each by scheme."""
+    def figures(stats: KeyCacheStats) -> KeyCacheFigures:
+        return KeyCacheFigures(stats.size, stats.capacity, stats.hits, stats.misses, stats.hit_rate, stats.schemes)
+
+    in_use = key_cache_stats(family=None)
+    return (figures(in_use) if in_use else None,
+            {name: figures(stats) for name, stats in sorted(key_cache_stats_by_scheme().items())
+             if stats.hits + stats.misses})
 
 
 def histograms(node: Node) -> Histograms:

@@ -81,7 +81,7 @@ PAGE_BYTES = 65536      # SQLite's largest page size (see ChainStore.__init__)
 _U32 = struct.Struct("<I")
 _KEY = struct.Struct("<q")
 _SPAN = struct.Struct("<II")    # a transaction's (offset, length) among a block's framed transactions
-_ACCOUNT = struct.Struct(f"<32sQQ")   # an account the block changed: address, balance, nonce      # an id's first 8 bytes as SQLite's signed 64-bit integer: the index key
+_ACCOUNT = struct.Struct("<32sQQ")   # an account the block changed: address, balance, nonce      # an id's first 8 bytes as SQLite's signed 64-bit integer: the index key
 # A stored producer lock: height, fork height, since (ms), the undone block's hash.
 _LOCK = struct.Struct(f"<QQq{DIGEST_BYTES}s")
 

@@ -255,15 +255,24 @@ def test_bad_options_are_refused_with_one_line(tmp_path, args):
     assert not (tmp_path / "d").exists()
 
 
-def test_devnet_prints_a_report_command_that_works_on_its_run_folder(devnet_run, tmp_path):
-    """The last line devnet.sh prints is a `qmemo report --devnet <run folder>` that runs."""
-    line = next(l for l in devnet_run["result"].stdout.splitlines() if "its report:" in l)
-    command = line.split("its report: ", 1)[1].split()
-    assert command[1:] == ["report", "--devnet", str(devnet_run["run"])]
+def test_devnet_prints_a_report_command_that_writes_a_folder_of_its_own_run(devnet_run, tmp_path):
+    """The last line devnet.sh prints is a `qmemo report --devnet <run folder>` that runs, and
+    the folder it names for the report is the run's own (docs/results/<run id>/), so the
+    next run's report lands beside it, not over it."""
+    line = next(l for l in devnet_run["result"].stdout.splitlines() if "its report (into " in l)
+    folder, command = line.split("its report (into ", 1)[1].split("): ", 1)
+    command = command.split()
+    run = devnet_run["run"]
+    assert command[1:] == ["report", "--devnet", str(run)] and folder == f"docs/results/{run.name}/"
     fixture = REPO_ROOT / "tests" / "fixtures" / "c-baseline-quick"
-    done = run_command([*command, "--results", str(fixture), "--out", str(tmp_path)])
+    # QMEMO_HOME puts docs/results/ under tmp_path: the report is written where a checkout's would be.
+    done = run_command([*command, "--results", str(fixture)], env={**os.environ, "QMEMO_HOME": str(tmp_path)})
     assert done.returncode == 0, done.stderr
-    assert f"devnet run: `{devnet_run['run'] / 'gen' / 'summary.json'}`" in (tmp_path / "REPORT.md").read_text()
+    report = (tmp_path / folder / "REPORT.md").read_text()
+    assert f"devnet run: `{run / 'gen' / 'summary.json'}`" in report
+    assert report.startswith(f"# qMEMO report: devnet run {run.name}\n")
+    # The run folder keeps the command as typed, for the README's results block.
+    assert (run / "command").read_text().startswith("./devnet.sh --no-monitor --base-port ")
 
 
 def test_the_generator_folder_keeps_its_latency_histograms(devnet_run):

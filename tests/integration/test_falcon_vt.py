@@ -8,10 +8,7 @@ verify; the cache must count, stay bounded and keep only keys that verified.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
-import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
@@ -22,9 +19,7 @@ from qmemo.crypto.falcon_vt import (VARIANTS, FalconVtVerifier, decoder, descrip
                                     select_implementation)
 from qmemo.errors import CryptoError, UnknownScheme
 from tests.conftest import REPO_ROOT, run_command
-
-LIBOQS = REPO_ROOT / ".deps" / "liboqs"
-
+from tests.integration.liboqs_kats import kat_entries
 
 @pytest.fixture(params=["clean", "avx2"])
 def impl(request):
@@ -74,19 +69,6 @@ def test_fast_verifier_gives_the_registry_verdict_for_every_mutation(name, impl)
     assert batch_verdicts == expected
     assert len(durations) == len(items) and all(d >= 0 for d in durations)
     assert sum(expected) >= 5  # the unmutated signatures at least
-
-
-def kat_entries(name: str) -> list[dict[str, bytes]]:
-    """kat_sig's 100 entries for `name`, after checking its output against liboqs's kats.json."""
-    output = subprocess.run([str(LIBOQS / "bin" / "kat_sig"), name, "--all"], capture_output=True, check=True).stdout
-    kats = json.loads((LIBOQS / "share" / "liboqs" / "kats.json").read_text())
-    assert hashlib.sha256(output.replace(b"\r\n", b"\n")).hexdigest() == kats[name]["all"]
-    entries = []
-    for block in output.decode().split("\n\n"):
-        fields = dict(re.findall(r"^(\w+) = (\S*)$", block, re.M))
-        if "sm" in fields:
-            entries.append({k: bytes.fromhex(v) for k, v in fields.items() if k in ("pk", "msg", "sm")})
-    return entries
 
 
 def kat_signature(name: str, msg: bytes, sm: bytes) -> bytes:

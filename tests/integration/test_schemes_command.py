@@ -16,11 +16,14 @@ def implementations(verifier: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("verifier", ["fast", "liboqs"])
-def test_falcon_names_its_verifier_and_other_schemes_are_unchanged(verifier):
+def test_falcon_and_ml_dsa_name_their_verifier_and_other_schemes_are_unchanged(verifier):
     shown, default = implementations(verifier), implementations("fast")
     for name, implementation in shown.items():
         if name.startswith("Falcon"):
             assert ("variable-time hash-to-point, cached key" in implementation) is (verifier == "fast"), name
+            assert implementation.startswith("liboqs 0.13.0")
+        elif name.startswith("ML-DSA"):
+            assert ("variable-time (cached expanded key)" in implementation) is (verifier == "fast"), name
             assert implementation.startswith("liboqs 0.13.0")
         else:
             assert implementation == default[name], name

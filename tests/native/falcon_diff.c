@@ -53,13 +53,6 @@ typedef struct {
 	size_t sig_len;
 } test_case;
 
-static void flip_bit(pool_rng *r, uint8_t *buf, size_t len) {
-	if (len > 0) {
-		size_t bit = pool_below(r, 8 * len);
-		buf[bit / 8] ^= (uint8_t) (1u << (bit % 8));
-	}
-}
-
 static void mutate(pool_rng *r, const pool *p, const pool_item *it, enum mutation m, test_case *c) {
 	size_t other = (it->key + 1 + pool_below(r, p->nkeys - 1)) % p->nkeys;
 	size_t padded_len = qfv_variant(p->oqs->method_name) == QFV_FALCON_1024 ||
@@ -76,17 +69,17 @@ static void mutate(pool_rng *r, const pool *p, const pool_item *it, enum mutatio
 	case M_WRONG_KEY:
 		break;
 	case M_FLIP_HEADER:
-		flip_bit(r, c->sig, 1);
+		pool_flip_bit(r, c->sig, 1);
 		break;
 	case M_FLIP_NONCE:
-		flip_bit(r, c->sig + 1, 40);
+		pool_flip_bit(r, c->sig + 1, 40);
 		break;
 	case M_FLIP_BODY:
-		flip_bit(r, c->sig + 41, c->sig_len - 41);
+		pool_flip_bit(r, c->sig + 41, c->sig_len - 41);
 		break;
 	case M_FLIP_MANY:
 		for (size_t k = 2 + pool_below(r, 7); k > 0; k--) {
-			flip_bit(r, c->sig, c->sig_len);
+			pool_flip_bit(r, c->sig, c->sig_len);
 		}
 		break;
 	case M_TRUNCATE:
@@ -126,7 +119,7 @@ static void mutate(pool_rng *r, const pool *p, const pool_item *it, enum mutatio
 		pool_bytes(r, c->sig + 41, c->sig_len - 41);
 		break;
 	case M_FLIP_KEY:
-		flip_bit(r, c->pk, p->pk_len);
+		pool_flip_bit(r, c->pk, p->pk_len);
 		break;
 	case M_KEY_LENGTH:
 		if (pool_next(r) & 1) {
@@ -144,7 +137,7 @@ static void mutate(pool_rng *r, const pool *p, const pool_item *it, enum mutatio
 			c->msg[0] = (uint8_t) pool_next(r);
 			c->msg_len = 1;
 		} else {
-			flip_bit(r, c->msg, c->msg_len);
+			pool_flip_bit(r, c->msg, c->msg_len);
 		}
 		break;
 	case M_OVERLONG:
@@ -156,12 +149,50 @@ static void mutate(pool_rng *r, const pool *p, const pool_item *it, enum mutatio
 	}
 }
 
-static void print_hex(const char *label, const uint8_t *buf, size_t len) {
-	fprintf(stderr, "  %s (%zu bytes) = ", label, len);
-	for (size_t i = 0; i < len; i++) {
-		fprintf(stderr, "%02x", buf[i]);
+/*
+ * The same cases again through qfv_verify_items, BATCH at a time: sorted by message
+ * length, so that runs of equal lengths are hashed four at a time, and every other batch
+ * with the exact-length rule of qMEMO's padded schemes (the liboqs verdict and the
+ * signature's exact maximum length). BATCH is odd: groups of four do not line up with it.
+ */
+#define BATCH 61
+
+typedef struct {
+	test_case cases[BATCH];
+	int want[BATCH];
+	size_t count, batches, disagreements;
+} batch;
+
+static void run_batch(batch *b, const pool *p, qfv_cache *cache) {
+	size_t order[BATCH];
+	qfv_item items[BATCH];
+	uint8_t ok[BATCH];
+	int fixed = b->batches++ % 2 == 1 && strstr(p->oqs->method_name, "padded") != NULL;
+	for (size_t i = 0; i < b->count; i++) { /* insertion sort by message length, stable */
+		size_t j = i;
+		for (; j > 0 && b->cases[order[j - 1]].msg_len > b->cases[i].msg_len; j--) {
+			order[j] = order[j - 1];
+		}
+		order[j] = i;
 	}
-	fputc('\n', stderr);
+	for (size_t k = 0; k < b->count; k++) {
+		const test_case *c = &b->cases[order[k]];
+		items[k] = (qfv_item){c->pk, c->pk_len, c->msg, c->msg_len, c->sig, c->sig_len};
+	}
+	qfv_verify_items(cache, p->variant, items, b->count, fixed, ok);
+	for (size_t k = 0; k < b->count; k++) {
+		const test_case *c = &b->cases[order[k]];
+		int want = b->want[order[k]] && (!fixed || c->sig_len == p->oqs->length_signature);
+		if (ok[k] != want) {
+			b->disagreements++;
+			fprintf(stderr, "DISAGREEMENT %s batch %zu item %zu (fixed length %d): want %d, qfv_verify_items %d\n",
+			        p->oqs->method_name, b->batches, k, fixed, want, ok[k]);
+			pool_print_hex("pk", c->pk, c->pk_len);
+			pool_print_hex("msg", c->msg, c->msg_len);
+			pool_print_hex("sig", c->sig, c->sig_len);
+		}
+	}
+	b->count = 0;
 }
 
 /* Run `cases` cases for one variant; returns the number of disagreements. */
@@ -177,6 +208,8 @@ static size_t run_variant(const char *name, size_t cases, size_t nkeys, size_t n
 	int both_impls = qfv_select_implementation("avx2") == 0;
 	size_t disagreements = 0, per_class[M_COUNT] = {0}, valid_per_class[M_COUNT] = {0};
 	static test_case c;
+	static batch b;
+	b.count = b.batches = b.disagreements = 0;
 	pool_rng r;
 	pool_seed(&r, seed ^ 0xD1FFu);
 	for (size_t i = 0; i < cases; i++) {
@@ -194,17 +227,23 @@ static size_t run_variant(const char *name, size_t cases, size_t nkeys, size_t n
 			disagreements++;
 			fprintf(stderr, "DISAGREEMENT %s case %zu class %s impl %s: liboqs %d, uncached %d, cached %d\n", name, i,
 			        MUTATION_NAMES[m], impl, want, plain, cached);
-			print_hex("pk", c.pk, c.pk_len);
-			print_hex("msg", c.msg, c.msg_len);
-			print_hex("sig", c.sig, c.sig_len);
+			pool_print_hex("pk", c.pk, c.pk_len);
+			pool_print_hex("msg", c.msg, c.msg_len);
+			pool_print_hex("sig", c.sig, c.sig_len);
+		}
+		b.cases[b.count] = c;
+		b.want[b.count++] = want;
+		if (b.count == BATCH || i + 1 == cases) {
+			run_batch(&b, &p, cache);
 		}
 	}
+	disagreements += b.disagreements;
 	uint64_t hits, misses;
 	size_t size, capacity;
 	qfv_cache_stats(cache, &hits, &misses, &size, &capacity);
-	printf("%s: %zu cases, %zu disagreements; implementations %s; cache %" PRIu64 " hits, %" PRIu64
-	       " misses, %zu/%zu entries\n", name, cases, disagreements, both_impls ? "clean+avx2" : "clean", hits,
-	       misses, size, capacity);
+	printf("%s: %zu cases, %zu disagreements (%zu of them batched, in %zu batches); implementations %s; cache %" PRIu64
+	       " hits, %" PRIu64 " misses, %zu/%zu entries\n", name, cases, disagreements, b.disagreements, b.batches,
+	       both_impls ? "clean+avx2" : "clean", hits, misses, size, capacity);
 	for (int m = 0; m < M_COUNT; m++) {
 		printf("  %-14s %8zu cases %8zu valid\n", MUTATION_NAMES[m], per_class[m], valid_per_class[m]);
 	}

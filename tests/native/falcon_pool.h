@@ -18,57 +18,11 @@
 #include <oqs/oqs.h>
 
 #include "falcon_vt.h"
+#include "native_cases.h"
 
 #define POOL_MAX_SIG 1462 /* Falcon-1024's length_signature, the largest of the four */
 #define POOL_MAX_PK 1793
 #define POOL_MAX_MSG 4096
-
-/* xoshiro256** (Blackman & Vigna): small, fast, and the same stream on every machine. */
-typedef struct {
-	uint64_t s[4];
-} pool_rng;
-
-static inline uint64_t pool_rotl(uint64_t x, int k) {
-	return (x << k) | (x >> (64 - k));
-}
-
-static inline uint64_t pool_next(pool_rng *r) {
-	uint64_t result = pool_rotl(r->s[1] * 5, 7) * 9, t = r->s[1] << 17;
-	r->s[2] ^= r->s[0];
-	r->s[3] ^= r->s[1];
-	r->s[1] ^= r->s[2];
-	r->s[0] ^= r->s[3];
-	r->s[2] ^= t;
-	r->s[3] = pool_rotl(r->s[3], 45);
-	return result;
-}
-
-static inline void pool_seed(pool_rng *r, uint64_t seed) {
-	for (int i = 0; i < 4; i++) { /* splitmix64 expands the seed, as the xoshiro authors advise */
-		uint64_t z = (seed += 0x9E3779B97F4A7C15u);
-		z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
-		z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
-		r->s[i] = z ^ (z >> 31);
-	}
-}
-
-static inline uint64_t pool_below(pool_rng *r, uint64_t n) {
-	return n ? pool_next(r) % n : 0; /* the modulo bias is irrelevant for test inputs */
-}
-
-static inline void pool_bytes(pool_rng *r, uint8_t *out, size_t len) {
-	while (len > 0) {
-		uint64_t w = pool_next(r);
-		size_t k = len < 8 ? len : 8;
-		memcpy(out, &w, k);
-		out += k, len -= k;
-	}
-}
-
-static pool_rng pool_liboqs_rng;
-static inline void pool_liboqs_randombytes(uint8_t *out, size_t len) {
-	pool_bytes(&pool_liboqs_rng, out, len);
-}
 
 typedef struct {
 	size_t key;
@@ -85,9 +39,6 @@ typedef struct {
 	uint8_t *pks; /* nkeys * pk_len */
 	pool_item *items;
 } pool;
-
-/* Message lengths around SHAKE256's 136-byte rate and the empty message. */
-static const size_t POOL_MSG_LENGTHS[] = {0, 1, 2, 31, 32, 33, 64, 100, 135, 136, 137, 200, 271, 272, 1000, 4096};
 
 /* liboqs's verdict for a caller that checks lengths first (see falcon_vt.h). */
 static inline int pool_liboqs_verdict(const OQS_SIG *oqs, const uint8_t *pk, size_t pk_len, const uint8_t *msg,

@@ -285,9 +285,60 @@ def test_a_plugged_in_verifier_gets_key_signing_digest_and_signature():
     kernel.close()
 
 
-def test_the_fast_verifier_fills_the_falcon_slots_and_liboqs_the_others():
-    kernel = AdmitKernel(CHAIN_ID, NATIVE_SCHEMES, verifier="fast")
-    assert kernel.verifiers == {1: "fast Falcon-512", 2: "fast Falcon-padded-512", 10: "liboqs ML-DSA-44"}
+def test_the_fast_verifiers_fill_the_falcon_and_ml_dsa_slots_and_liboqs_the_others():
+    kernel = AdmitKernel(CHAIN_ID, (*NATIVE_SCHEMES, "MAYO-1"), verifier="fast")
+    assert kernel.verifiers == {1: "fast Falcon-512", 2: "fast Falcon-padded-512", 10: "fast ML-DSA-44",
+                                30: "liboqs MAYO-1"}
+    kernel.close()
+
+
+ITEM_FIELDS = [("public_key", ctypes.c_void_p), ("public_key_length", ctypes.c_size_t),
+               ("message", ctypes.c_void_p), ("message_length", ctypes.c_size_t),
+               ("signature", ctypes.c_void_p), ("signature_length", ctypes.c_size_t)]
+ITEM = type("Item", (ctypes.Structure,), {"_fields_": ITEM_FIELDS})      # qmemo_admit_item
+MANY_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(ITEM), ctypes.c_size_t, ctypes.POINTER(ctypes.c_uint8))
+
+
+def test_a_many_at_once_verifier_gets_the_records_its_rule_admits_in_chunks():
+    # qmemo_admit_table_set_many: the records of the scheme go to `many` in chunks of at
+    # most 64 (the rule's misfits INVALID without a call), never to the one-at-a-time entry.
+    from qmemo.crypto.batch import native_length_rule
+    from qmemo.crypto.schemes import get_scheme
+
+    one_by_one: list[int] = []
+    chunks: list[list[tuple[bytes, bytes, bytes]]] = []
+
+    @VERIFY_FN
+    def verify(ctx, public_key, public_key_length, message, message_length, signature, signature_length):
+        one_by_one.append(signature_length)
+        return 1
+
+    @MANY_FN
+    def many(ctx, items, count, ok):
+        chunks.append([(ctypes.string_at(items[i].public_key, items[i].public_key_length),
+                        ctypes.string_at(items[i].message, items[i].message_length),
+                        ctypes.string_at(items[i].signature, items[i].signature_length)) for i in range(count)])
+        for i in range(count):
+            ok[i] = i % 2        # invalid, valid, invalid, ...
+
+    scheme = get_scheme("Falcon-512", "liboqs")
+    kernel = AdmitKernel(CHAIN_ID, ())
+    lib = kernel._lib
+    assert lib.qmemo_admit_table_set_many(kernel._handle, 1, ctypes.cast(many, ctypes.c_void_p).value) == -1
+    assert lib.qmemo_admit_table_set_with_rule(
+        kernel._handle, 1, ctypes.cast(verify, ctypes.c_void_p).value, None, None,
+        ctypes.byref(native_length_rule(scheme.rules))) == 0
+    assert lib.qmemo_admit_table_set_many(kernel._handle, 1, ctypes.cast(many, ctypes.c_void_p).value) == 0
+    tx = Transaction.decode(bytes.fromhex(CORE["transactions"][0]["encoded"]))
+    misfit = Transaction(CHAIN_ID, 1, tx.public_key[:-1], 0, bytes(32), 1, 1, b"", tx.signature).encoded
+    encodings = [tx.encoded] * 70 + [misfit]
+    results = kernel.admit(encode_frames(encodings), 100)
+    assert one_by_one == [] and [len(chunk) for chunk in chunks] == [64, 6]
+    assert set(chunks[0]) == {(tx.public_key, tx.signing_digest, tx.signature)}
+    verdicts = [r.verdict for r in results.records()]
+    assert verdicts[:70] == [Verdict.INVALID, Verdict.VALID] * 32 + [Verdict.INVALID, Verdict.VALID] * 3
+    assert verdicts[70] == Verdict.INVALID
+    assert all(r.verify_ns == results[0].verify_ns for r in results.records()[:64])   # the chunk's time, shared
     kernel.close()
 
 

@@ -40,4 +40,4 @@ def test_the_headline_states_its_ceiling_from_the_same_runs_verify_and_kernel_st
     assert head["ceiling"] == {"ratio": 4.0 / 5.0, "verify_us_per_tx": 4.0, "decode_hash_us_per_tx": 1.0}
     with contextlib.redirect_stdout(io.StringIO()) as printed:
         _print(document)
-    assert "its ceiling in this run: 0.80 = verify 4.0 us" in printed.getvalue()
+    assert "its ceiling in this run: 0.80 = verify 4.0 µs" in printed.getvalue()

@@ -71,7 +71,7 @@ def test_the_section_tables_and_draws_a_run_with_stage_costs(tmp_path, results):
     section = stage_costs_section(results, tmp_path, [run])
     assert section.title == TITLE and section.plots == ("stage_costs.png",)
     assert (tmp_path / "stage_costs.png").read_bytes().startswith(b"\x89PNG")
-    row = next(line for line in section.body.splitlines() if line.startswith("| Falcon-512 (run)"))
+    row = next(line for line in section.body.splitlines() if line.startswith("| Falcon-512 (run, 300 TPS)"))
     cells = [cell.strip() for cell in row.strip("|").split("|")]
     assert cells[2] == "2,000" and cells[3 + COLUMNS.index("verify")] == "50.0"
     assert cells[3 + COLUMNS.index(OTHER)] == "150.0" and cells[3 + len(COLUMNS)] == "200.0"
@@ -112,22 +112,28 @@ def test_each_node_is_set_against_its_own_verifiers_c_row(tmp_path, results):
     assert [row.c_verify_us for row in nodes] == [pytest.approx(fast_us), pytest.approx(liboqs_us)]
     assert [row.c_row for row in nodes] == ["fast, key cached", "liboqs"]
     section = stage_costs_section(results, tmp_path, [run_with(tmp_path, record)])
-    row = next(line for line in section.body.splitlines() if line.startswith("| node-1 (run)"))
+    row = next(line for line in section.body.splitlines() if line.startswith("| node-1 (run, 300 TPS)"))
     cells = [cell.strip() for cell in row.strip("|").split("|")]
     assert cells[4 + len(COLUMNS)] == f"{liboqs_us:.1f}" and cells[5 + len(COLUMNS)] == "liboqs"
 
 
-def test_the_section_states_the_survival_ratio_with_its_verifier(tmp_path, results):
+def test_the_section_states_the_verify_stage_shares_as_secondary_figures_with_their_verifier(tmp_path, results):
     timed = [NodeStageCosts(n.url, n.node, n.scheme, n.verifier, n.admitted, n.process_cpu_s, n.cpu_s,
                             {"verify": verifies}, span_s=10.0)
              for n, verifies in ((node("node-0", 1_000, 0.05, 0.05), 1_000), (node("node-1", 1_000, 0.03, 0.07), 1_500))]
     run = run_with(tmp_path, NodeStagesFile(NODE_STAGES_SCHEMA, tuple(timed), cores=2))
     text = stage_costs_section(results, tmp_path, [run]).body
     # 2,500 verifies in 0.08 s of verify CPU (32 us each); 2,500 / 10 s / 2 cores = 125 per core-s of 31,250
-    assert "survival ratio" in text and "| 0.004 |" in text and "| 32.0 |" in text
+    assert "verify stage's share of machine CPU" in text and "| 0.004 |" in text and "| 32.0 |" in text
+    assert "Secondary figures, not the headline" in text
     assert "fast (variable-time hash-to-point)" in text
 
 
-def test_stage_costs_without_spans_say_the_survival_ratio_is_missing(tmp_path, results):
+def test_stage_costs_without_spans_say_the_verify_stage_shares_are_missing(tmp_path, results):
     run = run_with(tmp_path, NodeStagesFile(NODE_STAGES_SCHEMA, (node("node-0", 100, 0.004, 0.002),)))
-    assert "No survival ratio" in stage_costs_section(results, tmp_path, [run]).body
+    assert "No verify-stage shares" in stage_costs_section(results, tmp_path, [run]).body
+
+
+def test_the_section_says_fixed_costs_dominate_at_low_load(tmp_path, results):
+    run = run_with(tmp_path, NodeStagesFile(NODE_STAGES_SCHEMA, (node("node-0", 100, 0.004, 0.002),)))
+    assert "Fixed costs dominate at low load" in stage_costs_section(results, tmp_path, [run]).body

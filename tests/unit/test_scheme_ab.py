@@ -19,8 +19,10 @@ from tests.unit.api_documents import metrics_snapshot
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 
-def metrics(scheme: str, cpu_s: float, verify_s: float, stage_verify_cpu_s: float | None = None) -> MetricsSnapshot:
-    """A node's /metrics with this process CPU, verify calls' wall time and (when given) verify stage CPU."""
+def metrics(scheme: str, cpu_s: float, verify_s: float, stage_verify_cpu_s: float | None = None,
+            verifier: str = "fast") -> MetricsSnapshot:
+    """A node's /metrics with this process CPU, verify calls' wall time, (when given) verify
+    stage CPU, and the verifier it ran."""
     snapshot = metrics_snapshot()
     by_stage = dict(snapshot.stages.by_stage)
     if stage_verify_cpu_s is None:
@@ -28,7 +30,8 @@ def metrics(scheme: str, cpu_s: float, verify_s: float, stage_verify_cpu_s: floa
     else:
         by_stage["verify"] = replace(by_stage["verify"], cpu_s=stage_verify_cpu_s)
     return replace(snapshot, scheme=scheme, process=replace(snapshot.process, cpu_seconds=cpu_s),
-                   verify=replace(snapshot.verify, seconds={"admission": verify_s * 0.75, "block": verify_s * 0.25}),
+                   verify=replace(snapshot.verify, seconds={"admission": verify_s * 0.75, "block": verify_s * 0.25},
+                                  verifier=verifier),
                    stages=replace(snapshot.stages, by_stage=by_stage))
 
 
@@ -92,13 +95,25 @@ def test_two_sweeps_of_different_schemes_are_set_side_by_side(tmp_path):
     assert [s.target_tps for s in load_scheme_run(falcon).stages] == sorted(p.target_tps for p in falcon.sweep)
     section = scheme_ab_section([falcon, ed], tmp_path, "caption")
     text = section.render()
-    [falcon_row] = [line for line in text.splitlines() if line.startswith("| Falcon-512 | falcon |")]
-    [ed_row] = [line for line in text.splitlines() if line.startswith("| Ed25519 | ed |")]
+    # Every row names the code that verified and what its time depends on.
+    [falcon_row] = [line for line in text.splitlines()
+                    if line.startswith("| Falcon-512 | qMEMO fast (variable-time hash-to-point, cached keys) | falcon |")]
+    [ed_row] = [line for line in text.splitlines() if line.startswith("| Ed25519 | libsodium | ed |")]
     assert "10.0%" in falcon_row and "50.0%" in ed_row           # 0.2 s and 1.0 s of 2.0 s of CPU
     assert "200,000" in falcon_row                                # 2.0 s of node CPU over 10 transactions
     assert "7.00 kB" in falcon_row and "700" in falcon_row        # 10 transactions of 700 bytes a block
     assert section.plots == ("schemes_throughput_latency.png",)
     assert (tmp_path / "schemes_throughput_latency.png").stat().st_size > 10_000
+
+
+def test_the_verifier_column_says_which_code_ran_and_whether_it_is_variable_time():
+    from qmemo.analysis.scheme_ab import verifier_label
+
+    assert verifier_label("ML-DSA-44", "fast") == "qMEMO (variable-time: cached keys)"
+    assert verifier_label("ML-DSA-44", "liboqs") == "liboqs"
+    assert verifier_label("Falcon-padded-512", "liboqs") == "liboqs (constant-time hash-to-point)"
+    assert verifier_label("ECDSA-secp256k1", "fast") == "libsecp256k1"
+    assert verifier_label("Falcon-512", None) is None            # a run from before the field: no guess
 
 
 def test_one_run_alone_has_nothing_to_compare(tmp_path):

@@ -9,8 +9,9 @@ from qmemo.errors import MalformedKey, UnknownScheme
 
 MESSAGE = bytes(range(256))
 FALCON = [name for name in scheme_names() if name.startswith("Falcon")]
+ML_DSA = [name for name in scheme_names() if name.startswith("ML-DSA")]
 # Every scheme with its default verifier, and the schemes with a second verifier with that one too.
-SCHEMES_AND_VERIFIERS = [(name, "fast") for name in scheme_names()] + [(name, "liboqs") for name in FALCON]
+SCHEMES_AND_VERIFIERS = [(name, "fast") for name in scheme_names()] + [(name, "liboqs") for name in FALCON + ML_DSA]
 
 
 @pytest.fixture(scope="module", params=SCHEMES_AND_VERIFIERS, ids=lambda p: f"{p[0]}-{p[1]}")
@@ -132,6 +133,8 @@ def test_every_liboqs_scheme_names_its_implementation():
         fast = get_scheme(name).info.implementation
         if name.startswith("Falcon"):   # the default verifier names our code and liboqs's
             assert fast.startswith("liboqs 0.13.0 + qMEMO fast verifier (") and "variable-time" in fast
+        elif name.startswith("ML-DSA"):
+            assert fast.startswith("liboqs 0.13.0 + qMEMO ML-DSA verifier (") and "variable-time" in fast
         else:
             assert fast == implementation
 
@@ -171,15 +174,17 @@ def test_verify_refuses_anything_but_exact_bytes(signed):
     assert results == [False, True]
 
 
-def test_falcon_has_two_verifiers_and_other_schemes_one():
-    for name in FALCON:
+def test_falcon_and_ml_dsa_have_two_verifiers_and_other_schemes_one():
+    for name in FALCON + ML_DSA:
         fast, liboqs = get_scheme(name, "fast"), get_scheme(name, "liboqs")
         assert fast is not liboqs and fast.info.scheme_id == liboqs.info.scheme_id
-        assert "variable-time hash-to-point, cached key" in fast.info.implementation
+        assert ("variable-time hash-to-point, cached key" if name in FALCON else
+                "variable-time (cached expanded key)") in fast.info.implementation
         assert "variable-time" not in liboqs.info.implementation
         assert fast.rules == liboqs.rules
-    assert get_scheme("ML-DSA-44", "fast") is get_scheme("ML-DSA-44", "liboqs")
+    assert get_scheme("MAYO-1", "fast") is get_scheme("MAYO-1", "liboqs")
     assert backend_of("Falcon-512", "liboqs") == "liboqs" and backend_of("Falcon-512") == "falcon-vt"
+    assert backend_of("ML-DSA-65") == "mldsa-vt"
     with pytest.raises(UnknownScheme):
         get_scheme("Falcon-512", "fastest")
 

@@ -13,9 +13,9 @@
  * Never: hash a secret message here (see docs/methodology.md), or return a decoded
  * key for any public key but the one whose bytes were compared in full.
  */
-#define _POSIX_C_SOURCE 199309L /* clock_gettime under -std=c11 */
 #include "falcon_vt.h"
 #include "falcon_vt_cache.h"
+#include "falcon_vt_verify.h"
 #include "falcon_vt_codec.h"
 #ifdef QFV_HAVE_AVX2
 #include "falcon_vt_avx2.h"
@@ -25,10 +25,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <oqs/common.h>
-#include <oqs/sha3.h> /* liboqs's SHAKE256, compiled in from liboqs's sources (liboqs.so hides it) */
+#include <oqs/sha3.h>   /* liboqs's SHAKE256, compiled in from liboqs's sources (liboqs.so hides it) */
 
 /* Sizes straight from the PQClean sources the setup compiles (-I .../src/sig/falcon). */
 #include "pqclean_falcon-512_clean/api.h"
@@ -36,16 +35,7 @@
 #include "pqclean_falcon-padded-512_clean/api.h"
 #include "pqclean_falcon-padded-1024_clean/api.h"
 
-#define NONCE_BYTES 40 /* PQClean's NONCELEN: the signature's salt r */
-#define MAX_N FALCON_VT_MAX_N
 _Static_assert(PQCLEAN_FALCON1024_CLEAN_CRYPTO_PUBLICKEYBYTES == FALCON_VT_MAX_PK_BYTES, "cache key size");
-
-/* The PQClean internal functions one verify needs, for one compiled copy. */
-typedef struct {
-	size_t (*modq_decode)(uint16_t *x, unsigned logn, const void *in, size_t max_in_len);
-	void (*to_ntt_monty)(uint16_t *h, unsigned logn);
-	int (*verify_raw)(const uint16_t *c0, const int16_t *s2, const uint16_t *h, unsigned logn, uint8_t *tmp);
-} pqclean_ops;
 
 #define PQCLEAN_OPS(NS)                                                                                 \
 	size_t NS##_modq_decode(uint16_t *x, unsigned logn, const void *in, size_t max_in_len);             \
@@ -68,18 +58,6 @@ PQCLEAN_OPS(PQCLEAN_FALCONPADDED1024_AVX2)
 #define AVX2_OPS(NS) NULL
 #endif
 
-enum { IMPL_CLEAN = 0, IMPL_AVX2 = 1 };
-
-typedef struct {
-	const char *name;         /* liboqs's algorithm name */
-	unsigned logn;
-	size_t pk_bytes;
-	size_t max_sig_bytes;     /* liboqs's length_signature */
-	size_t padded_body_bytes; /* s2 length of the padded encoding: do_verify accepts zero padding up to it */
-	uint64_t norm_bound;      /* floor(beta^2), inclusive: PQClean's l2bound[logn] (common.c) */
-	const pqclean_ops *ops[2];
-} variant_info;
-
 #define PADDED_BODY(bytes) ((bytes) - 1 - NONCE_BYTES) /* minus header byte and nonce */
 #define NORM_BOUND_512 34034726u  /* PQClean's l2bound[9] (common.c), floor(beta^2) of the Falcon spec */
 #define NORM_BOUND_1024 70265242u /* l2bound[10] */
@@ -101,7 +79,7 @@ static const variant_info VARIANTS[QFV_VARIANT_COUNT] = {
 	                            {&PQCLEAN_FALCONPADDED1024_CLEAN_ops, AVX2_OPS(PQCLEAN_FALCONPADDED1024_AVX2)}},
 };
 
-static const variant_info *variant_of(int variant) {
+const variant_info *falcon_vt_variant_info(int variant) {
 	return variant >= 0 && variant < QFV_VARIANT_COUNT ? &VARIANTS[variant] : NULL;
 }
 
@@ -115,17 +93,17 @@ int qfv_variant(const char *liboqs_name) {
 }
 
 const char *qfv_variant_name(int variant) {
-	const variant_info *v = variant_of(variant);
+	const variant_info *v = falcon_vt_variant_info(variant);
 	return v ? v->name : NULL;
 }
 
 size_t qfv_public_key_bytes(int variant) {
-	const variant_info *v = variant_of(variant);
+	const variant_info *v = falcon_vt_variant_info(variant);
 	return v ? v->pk_bytes : 0;
 }
 
 size_t qfv_max_signature_bytes(int variant) {
-	const variant_info *v = variant_of(variant);
+	const variant_info *v = falcon_vt_variant_info(variant);
 	return v ? v->max_sig_bytes : 0;
 }
 
@@ -167,13 +145,13 @@ static void choose_impl(void) {
 	__atomic_store_n(&selected_impl, impl, __ATOMIC_RELEASE);
 }
 
-static int current_impl(void) {
+int falcon_vt_current_impl(void) {
 	pthread_once(&impl_once, choose_impl);
 	return __atomic_load_n(&selected_impl, __ATOMIC_ACQUIRE);
 }
 
 const char *qfv_implementation(void) {
-	return current_impl() == IMPL_AVX2 ? "avx2" : "clean";
+	return falcon_vt_current_impl() == IMPL_AVX2 ? "avx2" : "clean";
 }
 
 /* The AVX2 implementation gets the decoder built for its CPUs (BMI2 + LZCNT, where they
@@ -183,7 +161,7 @@ static int uses_bmi2_decoder(int impl) {
 }
 
 const char *qfv_decoder(void) {
-	return uses_bmi2_decoder(current_impl()) ? "bmi2" : "portable";
+	return uses_bmi2_decoder(falcon_vt_current_impl()) ? "bmi2" : "portable";
 }
 
 int qfv_select_implementation(const char *name) {
@@ -202,17 +180,9 @@ int qfv_select_implementation(const char *name) {
 
 /* --- one verify ------------------------------------------------------------------- */
 
-/*
- * The decoded key's form depends on the implementation: PQClean's NTT Montgomery form
- * (to_ntt_monty) for the portable code, falcon_vt_avx2.c's own transform for AVX2. The
- * cache keeps the two apart by `form`, so a switch of implementation (qfv_select_
- * implementation) only costs misses.
- */
-typedef uint16_t decoded_key[MAX_N] __attribute__((aligned(32)));
-
 /* do_verify's public-key decoding: header byte 0x00 + logn, then 14-bit coefficients
  * below q filling the rest exactly; then the form the implementation multiplies by. */
-static int decode_public_key(const variant_info *v, int impl, const uint8_t *pk, uint16_t *h) {
+int falcon_vt_decode_public_key(const variant_info *v, int impl, const uint8_t *pk, uint16_t *h) {
 	const pqclean_ops *ops = v->ops[impl];
 	if (pk[0] != v->logn) {
 		return 0;
@@ -243,42 +213,50 @@ static int decode_public_key(const variant_info *v, int impl, const uint8_t *pk,
  * Rejection sampling: a 16-bit word below 61445 = 5q is kept, reduced mod q = 12289;
  * the rest are skipped, so the time depends on the hashed message, public here.
  */
-/* Room for hash-to-point's output: the AVX2 code finishes a whole block past n, and may
- * write a few words past that. */
-#define HASHED_ROOM (MAX_N + OQS_SHA3_SHAKE256_RATE / 2 + 8)
 #ifdef QFV_HAVE_AVX2
 _Static_assert(FALCON_VT_HASH_BLOCK_BYTES == OQS_SHA3_SHAKE256_RATE && FALCON_VT_HASH_BLOCK_SLACK <= 8,
                "hash_to_point's room");
 #endif
 
-static void hash_to_point_vartime(OQS_SHA3_shake256_inc_ctx *sc, uint16_t *x, unsigned logn, int impl) {
-	uint8_t buf[OQS_SHA3_SHAKE256_RATE] __attribute__((aligned(32))); /* 136 bytes: even, so no word straddles two blocks */
-	size_t n = (size_t) 1 << logn, got = 0;
+/* Rejection-sample one SHAKE256 output block into x (which holds `got` of n words):
+ * returns the new count. The AVX2 code may write a few words past n (HASHED_ROOM). */
+size_t falcon_vt_sample_block(uint16_t *x, size_t got, size_t n, const uint8_t *buf, int impl) {
 #ifdef QFV_HAVE_AVX2
 	if (impl == IMPL_AVX2) { /* the same words kept, 16 at a time (falcon_vt_avx2.c) */
-		while (got < n) {
-			OQS_SHA3_shake256_inc_squeeze(buf, sizeof buf, sc);
-			got += falcon_vt_avx2_hash_block(x + got, buf);
-		}
-		return;
+		return got + falcon_vt_avx2_hash_block(x + got, buf);
 	}
 #else
 	(void) impl;
 #endif
-	while (got < n) {
-		OQS_SHA3_shake256_inc_squeeze(buf, sizeof buf, sc);
-		for (size_t pos = 0; pos < sizeof buf && got < n; pos += 2) {
-			uint32_t w = ((uint32_t) buf[pos] << 8) | (uint32_t) buf[pos + 1];
-			x[got] = (uint16_t) (w % 12289); /* a rejected word's slot is overwritten by the next */
-			got += w < 61445;
-		}
+	for (size_t pos = 0; pos < OQS_SHA3_SHAKE256_RATE && got < n; pos += 2) {
+		uint32_t w = ((uint32_t) buf[pos] << 8) | (uint32_t) buf[pos + 1];
+		x[got] = (uint16_t) (w % 12289); /* a rejected word's slot is overwritten by the next */
+		got += w < 61445;
 	}
+	return got;
+}
+
+/* SHAKE256(nonce || msg) to a point, one signature. */
+void falcon_vt_hash_to_point(const uint8_t *nonce, const uint8_t *msg, size_t msg_len, uint16_t *x, unsigned logn,
+                                  int impl) {
+	uint8_t buf[OQS_SHA3_SHAKE256_RATE] __attribute__((aligned(32))); /* 136 bytes: even, so no word straddles two blocks */
+	size_t n = (size_t) 1 << logn, got = 0;
+	OQS_SHA3_shake256_inc_ctx sc;
+	OQS_SHA3_shake256_inc_init(&sc);
+	OQS_SHA3_shake256_inc_absorb(&sc, nonce, NONCE_BYTES);
+	OQS_SHA3_shake256_inc_absorb(&sc, msg, msg_len);
+	OQS_SHA3_shake256_inc_finalize(&sc);
+	while (got < n) {
+		OQS_SHA3_shake256_inc_squeeze(buf, sizeof buf, &sc);
+		got = falcon_vt_sample_block(x, got, n, buf, impl);
+	}
+	OQS_SHA3_shake256_inc_ctx_release(&sc);
 }
 
 /* verify_raw's rule: ||(s2*h - c0 mod q, centred; s2)||^2 <= floor(beta^2). PQClean sums
  * in 32 bits and saturates once a partial sum reaches 2^31; every partial sum is below
  * the total, and the bound is below 2^31, so the exact 64-bit total gives its verdict. */
-static int short_enough(const variant_info *v, int impl, const uint16_t *c0, const int16_t *s2, const uint16_t *h) {
+int falcon_vt_short_enough(const variant_info *v, int impl, const uint16_t *c0, const int16_t *s2, const uint16_t *h) {
 #ifdef QFV_HAVE_AVX2
 	if (impl == IMPL_AVX2) {
 		return falcon_vt_avx2_norm(c0, s2, (const int16_t *) h, v->logn) <= v->norm_bound;
@@ -291,17 +269,16 @@ static int short_enough(const variant_info *v, int impl, const uint16_t *c0, con
 	return v->ops[impl]->verify_raw(c0, s2, h, v->logn, tmp.b) != 0;
 }
 
-/* crypto_sign_verify + do_verify after the key: every rule in liboqs's order. */
-static int verify_with_key(const variant_info *v, int impl, const uint16_t *h, const uint8_t *msg, size_t msg_len,
-                           const uint8_t *sig, size_t sig_len) {
-	uint16_t hm[HASHED_ROOM] __attribute__((aligned(32)));
-	int16_t s2[MAX_N] __attribute__((aligned(32)));
-
+/* crypto_sign_verify + do_verify's checks of the signature itself, in liboqs's order:
+ * its header, its nonce (set in *nonce), and s2's encoding (decoded into s2). */
+int falcon_vt_decode_signature(const variant_info *v, int impl, const uint8_t *sig, size_t sig_len, int16_t *s2,
+                            const uint8_t **nonce) {
 	if (sig_len < 1 + NONCE_BYTES || sig[0] != 0x30 + v->logn) {
 		return 0;
 	}
-	const uint8_t *nonce = sig + 1, *body = sig + 1 + NONCE_BYTES;
+	const uint8_t *body = sig + 1 + NONCE_BYTES;
 	size_t body_len = sig_len - 1 - NONCE_BYTES;
+	*nonce = sig + 1;
 	if (body_len == 0) {
 		return 0;
 	}
@@ -309,6 +286,7 @@ static int verify_with_key(const variant_info *v, int impl, const uint16_t *h, c
 	size_t used = uses_bmi2_decoder(impl) ? falcon_vt_comp_decode_bmi2(s2, v->logn, body, body_len)
 	                                      : falcon_vt_comp_decode(s2, v->logn, body, body_len);
 #else
+	(void) impl;
 	size_t used = falcon_vt_comp_decode(s2, v->logn, body, body_len);
 #endif
 	if (used == 0) {
@@ -325,19 +303,25 @@ static int verify_with_key(const variant_info *v, int impl, const uint16_t *h, c
 			}
 		}
 	}
-	OQS_SHA3_shake256_inc_ctx sc;
-	OQS_SHA3_shake256_inc_init(&sc);
-	OQS_SHA3_shake256_inc_absorb(&sc, nonce, NONCE_BYTES);
-	OQS_SHA3_shake256_inc_absorb(&sc, msg, msg_len);
-	OQS_SHA3_shake256_inc_finalize(&sc);
-	hash_to_point_vartime(&sc, hm, v->logn, impl);
-	OQS_SHA3_shake256_inc_ctx_release(&sc);
-	return short_enough(v, impl, hm, s2, h);
+	return 1;
+}
+
+/* crypto_sign_verify + do_verify after the key: every rule in liboqs's order. */
+static int verify_with_key(const variant_info *v, int impl, const uint16_t *h, const uint8_t *msg, size_t msg_len,
+                           const uint8_t *sig, size_t sig_len) {
+	uint16_t hm[HASHED_ROOM] __attribute__((aligned(32)));
+	int16_t s2[MAX_N] __attribute__((aligned(32)));
+	const uint8_t *nonce;
+	if (!falcon_vt_decode_signature(v, impl, sig, sig_len, s2, &nonce)) {
+		return 0;
+	}
+	falcon_vt_hash_to_point(nonce, msg, msg_len, hm, v->logn, impl);
+	return falcon_vt_short_enough(v, impl, hm, s2, h);
 }
 
 /* The caller-side length rule of falcon_vt.h; NULL if the input can never be valid. */
-static const variant_info *checked_variant(int variant, size_t pk_len, size_t sig_len) {
-	const variant_info *v = variant_of(variant);
+const variant_info *falcon_vt_checked_variant(int variant, size_t pk_len, size_t sig_len) {
+	const variant_info *v = falcon_vt_variant_info(variant);
 	if (v == NULL || pk_len != v->pk_bytes || sig_len > v->max_sig_bytes) {
 		return NULL;
 	}
@@ -351,21 +335,21 @@ int qfv_verify(int variant, const uint8_t *pk, size_t pk_len, const uint8_t *msg
 
 int qfv_verify_cached(qfv_cache *cache, int variant, const uint8_t *pk, size_t pk_len, const uint8_t *msg,
                       size_t msg_len, const uint8_t *sig, size_t sig_len) {
-	const variant_info *v = checked_variant(variant, pk_len, sig_len);
+	const variant_info *v = falcon_vt_checked_variant(variant, pk_len, sig_len);
 	if (v == NULL) {
 		return 0;
 	}
-	int impl = current_impl(); /* read once: the key's form and its use must agree */
+	int impl = falcon_vt_current_impl(); /* read once: the key's form and its use must agree */
 	size_t n = (size_t) 1 << v->logn;
 	decoded_key h;
 	if (cache == NULL) {
-		return decode_public_key(v, impl, pk, h) && verify_with_key(v, impl, h, msg, msg_len, sig, sig_len);
+		return falcon_vt_decode_public_key(v, impl, pk, h) && verify_with_key(v, impl, h, msg, msg_len, sig, sig_len);
 	}
 	size_t set = falcon_vt_cache_set(cache, variant, pk, pk_len);
 	if (falcon_vt_cache_lookup(cache, set, variant, impl, pk, pk_len, h, n)) {
 		return verify_with_key(v, impl, h, msg, msg_len, sig, sig_len);
 	}
-	if (!decode_public_key(v, impl, pk, h)) {
+	if (!falcon_vt_decode_public_key(v, impl, pk, h)) {
 		return 0;
 	}
 	int valid = verify_with_key(v, impl, h, msg, msg_len, sig, sig_len);
@@ -373,46 +357,6 @@ int qfv_verify_cached(qfv_cache *cache, int variant, const uint8_t *pk, size_t p
 	 * junk signatures costs its sender a decode each, and evicts nobody. */
 	if (valid) {
 		falcon_vt_cache_insert(cache, set, variant, impl, pk, pk_len, h, n);
-	}
-	return valid;
-}
-
-/* --- many verifies in one call ------------------------------------------------------ */
-
-static uint64_t now_ns(void) {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
-}
-
-size_t qfv_verify_batch(qfv_cache *cache, int variant, size_t count, const uint8_t *blob, uint64_t blob_len,
-                        const uint64_t *lengths, int fixed_signature_length, uint8_t *ok, uint64_t *elapsed_ns) {
-	size_t valid = 0;
-	uint64_t offset = 0;
-	size_t max_sig = qfv_max_signature_bytes(variant);
-	for (size_t i = 0; i < count; i++) {
-		ok[i] = 0;
-		if (elapsed_ns) {
-			elapsed_ns[i] = 0;
-		}
-	}
-	for (size_t i = 0; i < count; i++) {
-		uint64_t pk_len = lengths[3 * i], msg_len = lengths[3 * i + 1], sig_len = lengths[3 * i + 2];
-		/* Never read past the blob, whatever lengths we are handed (overflow-safe). */
-		if (pk_len > blob_len - offset || msg_len > blob_len - offset - pk_len ||
-		        sig_len > blob_len - offset - pk_len - msg_len) {
-			break;
-		}
-		const uint8_t *pk = blob + offset, *msg = pk + pk_len, *sig = msg + msg_len;
-		offset += pk_len + msg_len + sig_len;
-		uint64_t started = elapsed_ns ? now_ns() : 0;
-		int good = sig_len > 0 && (!fixed_signature_length || sig_len == max_sig) &&
-		           qfv_verify_cached(cache, variant, pk, (size_t) pk_len, msg, (size_t) msg_len, sig, (size_t) sig_len);
-		if (elapsed_ns) {
-			elapsed_ns[i] = now_ns() - started;
-		}
-		ok[i] = (uint8_t) good;
-		valid += (size_t) good;
 	}
 	return valid;
 }

@@ -100,18 +100,51 @@ int qfv_verify_cached(qfv_cache *cache, int variant, const uint8_t *pk, size_t p
 /* Lookups that found their key, lookups that did not, keys held now, capacity. Any pointer may be NULL. */
 void qfv_cache_stats(qfv_cache *cache, uint64_t *hits, uint64_t *misses, size_t *size, size_t *capacity);
 
+/* One signature to verify: where its three parts are. The admission kernel's
+ * qmemo_admit_item (qmemo_admit.h) has this layout, field for field. */
+typedef struct {
+	const uint8_t *public_key;
+	size_t public_key_length;
+	const uint8_t *message;
+	size_t message_length;
+	const uint8_t *signature;
+	size_t signature_length;
+} qfv_item;
+
 /*
- * Verify `count` items in one call, with the same layout as qmemo_batch.c's
- * qmemo_verify_batch: `blob` holds each item's public key, message and signature back
- * to back, `lengths` the three lengths per item; an item whose lengths would run past
- * `blob_len` is invalid, as is every later one. With fixed_signature_length, a
- * signature must be exactly the maximum length (qMEMO's rule for padded schemes:
- * one encoding per signature); sig_len 0 is always invalid. `cache` may be NULL.
- * ok[i] gets 1/0; elapsed_ns, when not NULL, each verify's duration (CLOCK_MONOTONIC).
- * Returns the number of valid items.
+ * Verify `count` items, four at a time: the signatures that pass their checks are
+ * grouped by four (of equal message length) and their points hashed together on
+ * liboqs's four-lane SHAKE256 (AVX2 where the CPU has it), then each is finished alone.
+ * Verdicts, and the cache's keys and counts, are qfv_verify_cached's for each item in
+ * order. With fixed_signature_length, a signature must be exactly the maximum length
+ * (qMEMO's rule for padded schemes: one encoding per signature); an empty one is always
+ * invalid. `cache` may be NULL. ok[i] gets 1/0. Returns the number of valid items.
+ */
+size_t qfv_verify_items(qfv_cache *cache, int variant, const qfv_item *items, size_t count,
+                        int fixed_signature_length, uint8_t *ok);
+
+/*
+ * qfv_verify_items over the layout of qmemo_batch.c's qmemo_verify_batch: `blob` holds
+ * each item's public key, message and signature back to back, `lengths` the three
+ * lengths per item; an item whose lengths would run past `blob_len` is invalid, as is
+ * every later one. ok[i] gets 1/0; elapsed_ns, when not NULL, each verify's share of its
+ * chunk's duration (CLOCK_MONOTONIC; four verifies share each hash, so a verify has no
+ * time of its own). Returns the number of valid items.
  */
 size_t qfv_verify_batch(qfv_cache *cache, int variant, size_t count, const uint8_t *blob, uint64_t blob_len,
                         const uint64_t *lengths, int fixed_signature_length, uint8_t *ok, uint64_t *elapsed_ns);
+
+/*
+ * The admission kernel's hooks (qmemo_admit.h: qmemo_admit_verify_fn and
+ * qmemo_admit_verify_many_fn), bound to one variant and one cache by a context. The
+ * kernel applies the scheme's length rule before calling them. The cache stays the
+ * caller's and must outlive the context.
+ */
+void *qfv_admit_context_new(qfv_cache *cache, int variant); /* NULL for a bad variant or no memory */
+void qfv_admit_context_free(void *context);
+int qfv_admit_verify(void *context, const uint8_t *pk, size_t pk_len, const uint8_t *msg, size_t msg_len,
+                     const uint8_t *sig, size_t sig_len);
+void qfv_admit_verify_many(void *context, const qfv_item *items, size_t count, uint8_t *ok);
 
 #ifdef __cplusplus
 }

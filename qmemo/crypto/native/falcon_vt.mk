@@ -18,9 +18,9 @@ ROOT := $(abspath $(HERE)/../../..)
 NATIVE := $(ROOT)/.deps/native
 B := $(NATIVE)/falcon
 include $(B)/config.mk # OQS_SRC (liboqs source), OQS_PREFIX (installed liboqs), OQS_LIBDIR, AVX2 (yes|no)
+include $(HERE)/oqs_sha3.mk
 
 FALCON := $(OQS_SRC)/src/sig/falcon
-SHA3 := $(OQS_SRC)/src/common/sha3
 VARIANTS := 512 1024 padded-512 padded-1024
 IMPLS := clean $(if $(filter yes,$(AVX2)),avx2)
 PQCLEAN_FILES := codec common vrfy # all verify needs: decoding, hash-to-point + norm check, NTT
@@ -43,24 +43,12 @@ tools: $(B)/falcon_diff $(B)/falcon_count
 asan: $(B)/falcon_diff_asan
 fuzz: $(B)/falcon_fuzz
 
-# <oqs/sha3.h> is not installed by liboqs, but PQClean's fips202.h shim includes it.
-$(B)/include/oqs/sha3.h: $(SHA3)/sha3.h
-	mkdir -p $(dir $@)
-	cp $< $@
-
-# liboqs.so exports its AVX2 Keccak-p[1600] symbols (they come from assembly, which
-# -fvisibility=hidden does not reach). A program that links our copy and liboqs.so
-# would export ours too and silently take over liboqs's calls, so our copy is renamed.
-KECCAK_AVX2 := $(foreach f,Initialize AddByte AddBytes OverwriteBytes OverwriteWithZeroes Permute_Nrounds \
-                 Permute_12rounds Permute_24rounds ExtractBytes ExtractAndAddBytes 12rounds_FastLoop_Absorb,\
-                 KeccakP1600_$(f)_avx2) KeccakF1600_FastLoop_Absorb_avx2
-$(B)/keccak-rename.txt: $(B)/config.mk
-	printf '%s\n' $(foreach s,$(KECCAK_AVX2),"$(s) qmemo_$(s)" "_$(s) _qmemo_$(s)") >$@
+$(eval $(call oqs_sha3_setup,$(B)))
 
 # $(call objects,DIR): every object of the library in build flavour DIR.
 objects = $(foreach v,$(VARIANTS),$(foreach i,$(IMPLS),$(foreach f,$(PQCLEAN_FILES),$(1)/$(v)_$(i)_$(f).o))) \
-          $(1)/sha3.o $(1)/xkcp_sha3.o $(1)/keccak_plain64.o $(if $(filter yes,$(AVX2)),$(1)/keccak_avx2.o) \
-          $(1)/falcon_vt.o $(1)/falcon_vt_cache.o $(1)/falcon_vt_support.o $(1)/falcon_vt_codec.o \
+          $(call oqs_sha3_objects,$(1)) \
+          $(1)/falcon_vt.o $(1)/falcon_vt_batch.o $(1)/falcon_vt_cache.o $(1)/oqs_sha3_support.o $(1)/falcon_vt_codec.o \
           $(if $(filter yes,$(AVX2)),$(1)/falcon_vt_avx2.o $(1)/falcon_vt_codec_bmi2.o)
 
 # $(call flavour,DIR,CC,EXTRA_CFLAGS): the compile rules of one build flavour.
@@ -70,30 +58,19 @@ $(1)/$(v)_$(i)_$(f).o: $(FALCON)/pqclean_falcon-$(v)_$(i)/$(f).c $(B)/include/oq
 	@mkdir -p $(1)
 	$(2) $(PQCLEAN_CFLAGS) $(3) $(if $(filter avx2,$(i)),-mavx2) -I$(FALCON)/pqclean_falcon-$(v)_$(i) -I$(OQS_SRC)/src/common/pqclean_shims $(INCLUDES) -c $$< -o $$@
 )))
-# liboqs's SHAKE256, which liboqs.so keeps hidden. OQS_SHA3_set_callbacks is renamed so
-# that a program linking this archive and liboqs.so never has two of it.
-$(1)/sha3.o: $(SHA3)/sha3.c $(B)/include/oqs/sha3.h $(B)/config.mk
-	@mkdir -p $(1)
-	$(2) $(PQCLEAN_CFLAGS) $(3) -DOQS_SHA3_set_callbacks=qmemo_falcon_private_sha3_set_callbacks -I$(SHA3) $(INCLUDES) -c $$< -o $$@
-$(1)/xkcp_sha3.o: $(SHA3)/xkcp_sha3.c $(B)/include/oqs/sha3.h $(B)/keccak-rename.txt
-	@mkdir -p $(1)
-	$(2) $(PQCLEAN_CFLAGS) $(3) -I$(SHA3) $(INCLUDES) -c $$< -o $$@
-	objcopy --redefine-syms=$(B)/keccak-rename.txt $$@
-$(1)/keccak_plain64.o: $(SHA3)/xkcp_low/KeccakP-1600/plain-64bits/KeccakP-1600-opt64.c $(B)/config.mk
-	@mkdir -p $(1)
-	$(2) $(PQCLEAN_CFLAGS) $(3) -DADD_SYMBOL_SUFFIX -c $$< -o $$@
-$(1)/keccak_avx2.o: $(SHA3)/xkcp_low/KeccakP-1600/avx2/KeccakP-1600-AVX2.S $(B)/keccak-rename.txt
-	@mkdir -p $(1)
-	$(2) -fPIC -DADD_SYMBOL_SUFFIX -Wa,--noexecstack -c $$< -o $$@
-	objcopy --redefine-syms=$(B)/keccak-rename.txt $$@
-$(1)/falcon_vt.o: $(HERE)/falcon_vt.c $(HERE)/falcon_vt.h $(HERE)/falcon_vt_cache.h $(HERE)/falcon_vt_codec.h \
-                  $(HERE)/falcon_vt_avx2.h $(B)/include/oqs/sha3.h $(B)/config.mk
+$(call oqs_sha3_rules,$(1),$(2),$(3),$(B))
+$(1)/falcon_vt.o: $(HERE)/falcon_vt.c $(HERE)/falcon_vt.h $(HERE)/falcon_vt_cache.h $(HERE)/falcon_vt_verify.h $(HERE)/falcon_vt_codec.h \
+                  $(HERE)/falcon_vt_avx2.h $(B)/include/oqs/sha3.h $(B)/include/oqs/sha3x4.h $(B)/config.mk
 	@mkdir -p $(1)
 	$(2) $(OUR_CFLAGS) $(3) -I$(FALCON) $(INCLUDES) -c $$< -o $$@
+$(1)/falcon_vt_batch.o: $(HERE)/falcon_vt_batch.c $(HERE)/falcon_vt.h $(HERE)/falcon_vt_cache.h $(HERE)/falcon_vt_verify.h \
+                        $(B)/include/oqs/sha3.h $(B)/include/oqs/sha3x4.h $(B)/config.mk
+	@mkdir -p $(1)
+	$(2) $(OUR_CFLAGS) $(3) $(INCLUDES) -c $$< -o $$@
 $(1)/falcon_vt_cache.o: $(HERE)/falcon_vt_cache.c $(HERE)/falcon_vt_cache.h $(HERE)/falcon_vt.h $(B)/config.mk
 	@mkdir -p $(1)
 	$(2) $(OUR_CFLAGS) $(3) -c $$< -o $$@
-$(1)/falcon_vt_support.o: $(HERE)/falcon_vt_support.c $(B)/config.mk
+$(1)/oqs_sha3_support.o: $(HERE)/oqs_sha3_support.c $(B)/config.mk
 	@mkdir -p $(1)
 	$(2) $(OUR_CFLAGS) $(3) -c $$< -o $$@
 $(1)/falcon_vt_codec.o: $(HERE)/falcon_vt_codec.c $(HERE)/falcon_vt_codec.h $(B)/config.mk
@@ -101,7 +78,7 @@ $(1)/falcon_vt_codec.o: $(HERE)/falcon_vt_codec.c $(HERE)/falcon_vt_codec.h $(B)
 	$(2) $(OUR_CFLAGS) $(3) -c $$< -o $$@
 $(1)/falcon_vt_codec_bmi2.o: $(HERE)/falcon_vt_codec.c $(HERE)/falcon_vt_codec.h $(B)/config.mk
 	@mkdir -p $(1)
-	$(2) $(OUR_CFLAGS) -mbmi2 -mlzcnt -DFALCON_VT_COMP_DECODE=falcon_vt_comp_decode_bmi2 $(3) -c $$< -o $$@
+	$(2) $(OUR_CFLAGS) -mbmi2 -mlzcnt -mavx2 -DFALCON_VT_COMP_DECODE=falcon_vt_comp_decode_bmi2 $(3) -c $$< -o $$@
 # Our AVX2 arithmetic: the only file of ours built with -mavx2, called only after the run-time check.
 $(1)/falcon_vt_avx2.o: $(HERE)/falcon_vt_avx2.c $(HERE)/falcon_vt_avx2.h $(B)/config.mk
 	@mkdir -p $(1)
@@ -122,13 +99,13 @@ $(B)/libqmemo_falcon.a: $(call objects,$(B)/obj)
 TESTS := $(ROOT)/tests/native
 BENCH := $(ROOT)/bench_c/falcon_vt
 
-HARNESS_DEPS := $(TESTS)/falcon_pool.h $(TESTS)/falcon_arith.h $(HERE)/falcon_vt_codec.h $(HERE)/falcon_vt_avx2.h
+HARNESS_DEPS := $(TESTS)/falcon_pool.h $(TESTS)/native_cases.h $(TESTS)/falcon_arith.h $(HERE)/falcon_vt_codec.h $(HERE)/falcon_vt_avx2.h
 HARNESS_FLAGS := $(if $(filter yes,$(AVX2)),-DQFV_HAVE_AVX2)
 
 $(B)/falcon_diff: $(TESTS)/falcon_diff.c $(HERE)/falcon_vt.h $(HARNESS_DEPS) $(B)/libqmemo_falcon.a
 	cc -std=c11 -O2 -Wall -Wextra -Werror $(HARNESS_FLAGS) -I$(HERE) -I$(OQS_PREFIX)/include $< $(B)/libqmemo_falcon.a $(LINK_OQS) -o $@
 
-$(B)/falcon_count: $(BENCH)/falcon_count.c $(HERE)/falcon_vt.h $(B)/libqmemo_falcon.a
+$(B)/falcon_count: $(BENCH)/falcon_count.c $(ROOT)/bench_c/verify_count.h $(HERE)/falcon_vt.h $(B)/libqmemo_falcon.a
 	cc -std=c11 -O2 -Wall -Wextra -Werror -I$(HERE) -I$(OQS_PREFIX)/include $< $(B)/libqmemo_falcon.a $(LINK_OQS) -o $@
 
 $(B)/falcon_diff_asan: $(TESTS)/falcon_diff.c $(HERE)/falcon_vt.h $(HARNESS_DEPS) $(call objects,$(B)/obj-asan)

@@ -12,8 +12,9 @@
  * into x), or 0 for an encoding PQClean rejects. */
 size_t falcon_vt_comp_decode(int16_t *x, unsigned logn, const uint8_t *in, size_t max_in_len);
 
-/* The same code built with -mbmi2 -mlzcnt (one-cycle count of leading zeros, flagless
- * shifts: ~1.7x faster here); only for CPUs that have both (falcon_vt.c checks). */
+/* The same code built with -mbmi2 -mlzcnt -mavx2 (one-cycle count of leading zeros, flagless
+ * shifts; keys to values 16 at a time); only for CPUs that have all three (falcon_vt.c checks
+ * BMI2 and LZCNT, and calls it only from its AVX2 implementation). */
 size_t falcon_vt_comp_decode_bmi2(int16_t *x, unsigned logn, const uint8_t *in, size_t max_in_len);
 
 #endif

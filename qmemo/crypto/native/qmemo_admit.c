@@ -72,6 +72,7 @@ typedef struct {
 	void (*free_ctx)(void *);
 	int has_rule;
 	qmemo_admit_length_rule rule;
+	qmemo_admit_verify_many_fn many; /* NULL: one record per call */
 } verifier_slot;
 
 /*
@@ -140,13 +141,21 @@ int qmemo_admit_table_set_with_rule(qmemo_admit_table *table, uint8_t scheme_id,
 	}
 	clear_slot(&table->slots[scheme_id]);
 	table->slots[scheme_id] = (verifier_slot){verify, ctx, free_ctx, rule != NULL,
-	                                          rule ? *rule : (qmemo_admit_length_rule){0, 0, 0}};
+	                                          rule ? *rule : (qmemo_admit_length_rule){0, 0, 0}, NULL};
 	return 0;
 }
 
 int qmemo_admit_table_set(qmemo_admit_table *table, uint8_t scheme_id, qmemo_admit_verify_fn verify, void *ctx,
                           void (*free_ctx)(void *)) {
 	return qmemo_admit_table_set_with_rule(table, scheme_id, verify, ctx, free_ctx, NULL);
+}
+
+int qmemo_admit_table_set_many(qmemo_admit_table *table, uint8_t scheme_id, qmemo_admit_verify_many_fn many) {
+	if (!table || !many || !table->slots[scheme_id].verify) {
+		return -1;
+	}
+	table->slots[scheme_id].many = many;
+	return 0;
 }
 
 /* --- the fast Falcon verifier's slot ------------------------------------------------------ */
@@ -302,6 +311,14 @@ static void decode_record(qmemo_admit_table *table, const uint8_t *body, size_t 
 	sender_address(table, out->scheme_id, data + QMEMO_TX_FIXED_BYTES, pk_length, out->sender);
 }
 
+/* The scheme's length rule (as qmemo_batch.c): a verifier is never called on lengths it refuses. */
+static int lengths_fit(const verifier_slot *slot, const qmemo_admit_record *record) {
+	const qmemo_admit_length_rule *rule = &slot->rule;
+	return !(slot->has_rule && (record->public_key_length != rule->public_key_bytes ||
+	                            record->signature_length < rule->min_signature_bytes ||
+	                            record->signature_length > rule->max_signature_bytes));
+}
+
 /* Verify a decoded record whose fields are known to lie inside the body. */
 static int verify_record(const qmemo_admit_table *table, const uint8_t *body, qmemo_admit_record *record) {
 	const verifier_slot *slot = &table->slots[record->scheme_id];
@@ -310,11 +327,7 @@ static int verify_record(const qmemo_admit_table *table, const uint8_t *body, qm
 		return 0;
 	}
 	uint64_t started = now_ns();
-	const qmemo_admit_length_rule *rule = &slot->rule;
-	/* The scheme's length rule first (as qmemo_batch.c): the verifier is never called on lengths it refuses. */
-	int good = !(slot->has_rule && (record->public_key_length != rule->public_key_bytes ||
-	                                record->signature_length < rule->min_signature_bytes ||
-	                                record->signature_length > rule->max_signature_bytes)) &&
+	int good = lengths_fit(slot, record) &&
 	           slot->verify(slot->ctx, body + record->public_key_offset, record->public_key_length,
 	                        record->signing_digest, QMEMO_DIGEST_BYTES, body + record->signature_offset,
 	                        record->signature_length) == 1;
@@ -403,9 +416,10 @@ int qmemo_admit_batch(qmemo_admit_table *table, const uint8_t *body, size_t body
 		}
 		if (record->chain_id != chain_id) {
 			record->verdict = QMEMO_ADMIT_WRONG_CHAIN_ID;
-		} else if (verify) {
-			verify_record(table, body, record);
 		}
+	}
+	if (verify) { /* all decoded first: a many-at-once verifier gets the whole batch */
+		qmemo_admit_verify(table, body, body_length, out, n, NULL);
 	}
 	*count = n;
 	return QMEMO_ADMIT_OK;
@@ -416,12 +430,75 @@ static int inside(uint64_t offset, uint64_t length, size_t body_length) {
 	return offset <= body_length && length <= body_length - offset;
 }
 
+/* Chunk of a many-at-once verifier's call: a multiple of four, and the stack's worth. */
+#define MANY_CHUNK 64
+
+/* The records of one many-at-once slot, `picked` (in the body, lengths fitting), in chunks. */
+static size_t verify_many(const verifier_slot *slot, const uint8_t *body, qmemo_admit_record *records,
+                          const size_t *picked, size_t count) {
+	qmemo_admit_item items[MANY_CHUNK];
+	uint8_t ok[MANY_CHUNK];
+	size_t valid = 0;
+	for (size_t first = 0; first < count; first += MANY_CHUNK) {
+		size_t n = count - first < MANY_CHUNK ? count - first : MANY_CHUNK;
+		for (size_t k = 0; k < n; k++) {
+			const qmemo_admit_record *r = &records[picked[first + k]];
+			items[k] = (qmemo_admit_item){body + r->public_key_offset, r->public_key_length, r->signing_digest,
+			                              QMEMO_DIGEST_BYTES, body + r->signature_offset, r->signature_length};
+		}
+		uint64_t started = now_ns();
+		slot->many(slot->ctx, items, n, ok);
+		uint64_t share = (now_ns() - started) / n; /* four share each hash: no verify has a time of its own */
+		for (size_t k = 0; k < n; k++) {
+			qmemo_admit_record *r = &records[picked[first + k]];
+			r->verify_ns = share;
+			r->verdict = ok[k] == 1 ? QMEMO_ADMIT_VALID : QMEMO_ADMIT_INVALID;
+			valid += ok[k] == 1;
+		}
+	}
+	return valid;
+}
+
+/* Records of schemes with a many-at-once verifier, scheme by scheme; the rest are left to
+ * the one-by-one loop. A record the length rule refuses is INVALID here without a call. */
+static size_t verify_grouped(const qmemo_admit_table *table, const uint8_t *body, size_t body_length,
+                             qmemo_admit_record *records, size_t count, const uint8_t *select) {
+	size_t valid = 0, *picked = NULL, scheme = 0;
+	for (; scheme < 256 && !table->slots[scheme].many; scheme++) {
+	}
+	if (scheme == 256 || !(picked = malloc(count * sizeof *picked))) {
+		return 0; /* none (or no memory: then every record goes one by one) */
+	}
+	for (; scheme < 256; scheme++) {
+		const verifier_slot *slot = &table->slots[scheme];
+		size_t n = 0;
+		for (size_t i = 0; slot->many && i < count; i++) {
+			qmemo_admit_record *record = &records[i];
+			if ((select && !select[i]) || record->status != QMEMO_ADMIT_DECODED ||
+			        record->verdict != QMEMO_ADMIT_NOT_CHECKED || record->scheme_id != scheme) {
+				continue;
+			}
+			if (!inside(record->public_key_offset, record->public_key_length, body_length) ||
+			        !inside(record->signature_offset, record->signature_length, body_length) ||
+			        !lengths_fit(slot, record)) {
+				record->verdict = QMEMO_ADMIT_INVALID;
+				continue;
+			}
+			picked[n++] = i;
+		}
+		valid += verify_many(slot, body, records, picked, n);
+	}
+	free(picked);
+	return valid;
+}
+
 size_t qmemo_admit_verify(const qmemo_admit_table *table, const uint8_t *body, size_t body_length,
                           qmemo_admit_record *records, size_t count, const uint8_t *select) {
 	size_t valid = 0;
 	if (!table || !records || !body) {
 		return 0;
 	}
+	valid += verify_grouped(table, body, body_length, records, count, select);
 	for (size_t i = 0; i < count; i++) {
 		qmemo_admit_record *record = &records[i];
 		if ((select && !select[i]) || record->status != QMEMO_ADMIT_DECODED ||

@@ -160,6 +160,31 @@ typedef int (*qmemo_admit_qfv_fn)(void *cache, int variant, const uint8_t *pk, s
 int qmemo_admit_table_set_qfv(qmemo_admit_table *table, uint8_t scheme_id, qmemo_admit_qfv_fn verify, void *cache,
                               int variant, const qmemo_admit_length_rule *rule);
 
+/*
+ * A verifier that takes many signatures at once (the fast Falcon verifier hashes four
+ * together: falcon_vt.h's qfv_admit_verify_many). Items have falcon_vt.h's qfv_item layout,
+ * field for field. `ok[i]` gets 1 for a valid signature, 0 otherwise.
+ */
+typedef struct {
+	const uint8_t *public_key;
+	size_t public_key_length;
+	const uint8_t *message;
+	size_t message_length;
+	const uint8_t *signature;
+	size_t signature_length;
+} qmemo_admit_item;
+
+typedef void (*qmemo_admit_verify_many_fn)(void *ctx, const qmemo_admit_item *items, size_t count, uint8_t *ok);
+
+/*
+ * Give the verifier already set for `scheme_id` a many-at-once entry, called with its
+ * ctx: then the records of that scheme a call verifies go to `many` in chunks (after the
+ * slot's length rule, which refuses its misfits without calling either), each record
+ * timed as its chunk's duration shared out. 0; -1 for a NULL table or function, or a
+ * scheme id without a verifier. Replacing or clearing the slot drops it.
+ */
+int qmemo_admit_table_set_many(qmemo_admit_table *table, uint8_t scheme_id, qmemo_admit_verify_many_fn many);
+
 /* Flags of qmemo_admit_batch. */
 #define QMEMO_ADMIT_VERIFY 1u   /* verify every decoded record of the right chain */
 

@@ -1,0 +1,115 @@
+"""The node's admission room built directly (qmemo.node.admission.Admission over a real ledger,
+the admission kernel and a VerifyPool with and without threads): what it answers, counts,
+relays and hands the journal, per batch; held transactions released and expired on the
+node's own clock."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from qmemo.errors import DecodeError, TooLarge
+from qmemo.frames import decode_frames, encode_frames
+from qmemo.node.admission import Admission, frame_items
+from qmemo.node.ledger import new_ledger
+from qmemo.node.metrics import NodeMetrics, VerifyMetrics
+from qmemo.node.verify_pool import VerifyPool
+from tests.unit.ledger_kit import SMALL, address_of, ed_keys, genesis, sign_tx
+
+
+class Room:
+    """An Admission with everything it talks to, the relay and the clock recorded."""
+
+    def __init__(self, threads: int) -> None:
+        from qmemo.crypto.admit_kernel import AdmitKernel
+        self.genesis = genesis()
+        self.ledger = new_ledger(self.genesis, SMALL)
+        for address, balance in self.genesis.balances:
+            self.ledger.set_account(address, balance, 0)
+        self.metrics = NodeMetrics(VerifyMetrics(threads=threads))
+        kernel = AdmitKernel(self.genesis.chain_id, ["Ed25519"], verifier="liboqs")
+        self.pool = VerifyPool(threads, self.metrics.verify, kernel, self.ledger, verifier="fast")
+        self.relayed: list[bytes] = []
+        self.now = 100.0
+        self.admission = Admission(self.genesis, self.ledger, kernel, self.pool, self.metrics, SMALL,
+                                   lambda frames, count: self.relayed.extend(decode_frames(frames, count)),
+                                   monotonic=lambda: self.now)
+
+    def admit(self, encodings: list[bytes], *, relay: bool = True):
+        batch = self.admission.decode(encode_frames(encodings), 100)
+        return asyncio.run(self.admission.admit(batch, relay=relay))
+
+
+@pytest.mark.parametrize("threads", [0, 2])
+def test_a_batch_is_answered_counted_relayed_and_journaled(threads):
+    room = Room(threads)
+    alice, bob = ed_keys()[3], ed_keys()[4]
+    good = [sign_tx(alice, n, address_of(bob)) for n in range(3)]
+    forged = sign_tx(bob, 0, address_of(alice))
+    forged_bytes = forged.encoded[:-1] + bytes([forged.encoded[-1] ^ 1])
+    admitted = room.admit([tx.encoded for tx in good] + [good[0].encoded, forged_bytes, b"\x01"])
+    assert admitted.counts() == {"accepted": 3, "duplicate": 1, "rejected": 2}
+    assert [o.status for o in admitted.outcomes()] == ["accepted"] * 3 + ["duplicate", "rejected", "rejected"]
+    assert {position: error.code for position, error in admitted.errors().items()} == {4: "bad_signature",
+                                                                                       5: "truncated"}
+    assert decode_frames(admitted.journal_frames, admitted.journal_count) == [tx.encoded for tx in good]
+    assert room.relayed == [tx.encoded for tx in good]
+    metrics = room.metrics
+    assert (metrics.tx_received, metrics.tx_accepted, metrics.tx_duplicate, dict(metrics.tx_rejected)) == \
+        (6, 3, 1, {"bad_signature": 1, "truncated": 1})
+    assert metrics.verify.count["admission"] == 4 and metrics.verify.cache_misses == 4
+    room.pool.close()
+
+
+def test_a_peers_batch_is_not_relayed_and_its_answer_is_the_post_txs_document():
+    room = Room(1)
+    alice, bob = ed_keys()[3], ed_keys()[4]
+    admitted = room.admit([sign_tx(alice, 0, address_of(bob)).encoded, sign_tx(alice, 0, address_of(bob), fee=0).encoded],
+                          relay=False)
+    assert room.relayed == []
+    import orjson
+    answer = orjson.loads(admitted.answer_json())
+    assert answer["accepted"] == 1 and answer["rejected"] == 1 and answer["duplicate"] == 0
+    assert answer["results"][1] == {"id": admitted.batch.tx_id(1).hex(), "status": "rejected", "code": "fee_too_low",
+                                    "detail": "fee 0, this chain's minimum is 1"}
+    room.pool.close()
+
+
+def test_held_transactions_join_when_the_gap_fills_and_expire_on_the_nodes_clock():
+    room = Room(1)
+    alice, bob = ed_keys()[3], ed_keys()[4]
+    to = address_of(bob)
+    ahead = [sign_tx(alice, n, to) for n in (1, 2)]
+    room.admit([tx.encoded for tx in ahead])
+    assert [room.admission.pending_status(tx.id) for tx in ahead] == ["held", "held"]
+    assert room.relayed == []                       # held: relayed when they join the pool
+    first = sign_tx(alice, 0, to)
+    room.admit([first.encoded])
+    assert [room.admission.pending_status(tx.id) for tx in ahead] == ["pending", "pending"]
+    assert room.relayed == [first.encoded] + [tx.encoded for tx in ahead]
+    stranded = sign_tx(ed_keys()[5], 3, to)
+    room.admit([stranded.encoded])
+    room.now += SMALL.held_ttl_s + 1
+    room.admission.expire_held()
+    assert room.admission.pending_status(stranded.id) == "evicted:nonce_gap_timeout"
+    assert room.metrics.tx_evicted == {"nonce_gap_timeout": 1}
+    room.pool.close()
+
+
+def test_a_broken_framing_is_refused_before_anything_is_counted():
+    room = Room(1)
+    with pytest.raises(DecodeError) as truncated:
+        room.admission.decode(b"\x09\x00\x00\x00abc", 100)
+    assert truncated.value.code == "truncated"
+    with pytest.raises(TooLarge):
+        room.admission.decode(encode_frames([b"x"] * 3), 2)
+    assert room.metrics.tx_received == 0
+    room.pool.close()
+
+
+def test_a_json_batch_is_framed_with_its_broken_items_kept_aside():
+    tx = sign_tx(ed_keys()[3], 0, address_of(ed_keys()[4]))
+    error = DecodeError("broken", code="malformed")
+    body, positions, failed = frame_items([error, tx, tx.encoded])
+    assert decode_frames(body, 2) == [tx.encoded, tx.encoded] and positions == [1, 2] and failed == {0: error}
