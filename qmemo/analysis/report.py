@@ -54,17 +54,18 @@ def build_sections(results: Results, plot_dir: Path, devnet: Sequence[DevnetRun]
                    benches: PyBenches = PyBenches(), scenarios: Sequence[ScenarioRun] = ()) -> list[Section]:
     """Every section in report order, the answer first; plots are written into `plot_dir` as
     they are drawn."""
-    headlines = report_headline.load_headlines(results, devnet)
+    # A sharded run's committed TPS is every shard's together, not one node's rate: the headline
+    # (survival against one C core) is an unsharded run's; a sharded run's per-shard verify load
+    # is set against MEMO in its own section (report_shards).
+    headlines = report_headline.load_headlines(results, [run for run in devnet if not run.shards])
     sections = [
-        report_headline.headline_section(results, plot_dir, headlines),
+        report_headline.headline_section(results, plot_dir, headlines, [run.run_id for run in devnet if run.shards]),
         report_c.environment(results, plot_dir),
         report_c.verification(results, plot_dir),
         report_c.schemes(results, plot_dir),
         report_c.multicore(results, plot_dir),
         report_c.signature_sizes(results, plot_dir),
-        # A sharded run's committed TPS is every shard's together, not one node's rate: its
-        # per-shard verify load is set against MEMO in its own section (report_shards).
-        report_memo.headroom_section(results, plot_dir, [entry.headline for entry in headlines if not entry.run.shards]),
+        report_memo.headroom_section(results, plot_dir, [entry.headline for entry in headlines]),
         report_verifiers.verify_implementations_section(results, plot_dir),
         report_memo.hardware_section(results, plot_dir),
         report_memo.footprint_section(results, plot_dir),

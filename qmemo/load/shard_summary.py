@@ -20,7 +20,9 @@ Pure: numbers in, records out (qmemo.records writes them, with the rest of the s
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from qmemo.records import OMIT_NONE
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +65,8 @@ class Invariants:
     accounts_off: int                 # accounts whose balance is not what the run's transfers make it
     # Every shard was quiet when its state was read (no transaction pending or held, no
     # receipt pooled, the last ones final): else the balances may be read mid-change.
-    settled: bool = True
+    # None (absent) in the first sharded summaries, which did not wait for it.
+    settled: bool | None = field(default=None, metadata=OMIT_NONE)
 
     @property
     def hold(self) -> bool:

@@ -3,7 +3,6 @@
 from pathlib import Path
 
 from qmemo.analysis.devnet import load_devnet_run
-from qmemo.analysis.report_memo import devnet_capacities
 from qmemo.analysis.report_shards import shards_section
 from qmemo.analysis.results import load_results
 
@@ -23,14 +22,23 @@ def test_a_sharded_run_gets_its_shards_invariants_and_memo_rows():
     assert "qmemo/analysis/memo.py" in text and "statistical.json" in text and "devnet-shards/summary.json" in text
 
 
-def test_an_unsharded_run_has_no_shards_section_and_keeps_its_capacity():
+def test_an_unsharded_run_has_no_shards_section():
     run = load_devnet_run(FIXTURES / "devnet-run")
     assert shards_section(load_results(FIXTURES / "c-baseline-quick"), [run]) is None
-    assert "node end to end" in devnet_capacities([run])[0].label
 
 
-def test_a_sharded_runs_node_capacity_is_its_busiest_shards_verify_load():
+def test_the_busiest_shards_verify_load_is_set_against_memo():
     run = load_devnet_run(FIXTURES / "devnet-shards")
-    capacity = devnet_capacities([run])[0]
-    busiest = max(s.committed_tps * s.verifies_per_committed_tx for s in run.shards)
-    assert "shard node end to end" in capacity.label and capacity.verify_rate == busiest
+    text = shards_section(load_results(FIXTURES / "c-baseline-quick"), [run]).render()
+    busiest = max(run.shards, key=lambda s: s.committed_tps * s.verifies_per_committed_tx)
+    load = busiest.committed_tps * busiest.verifies_per_committed_tx
+    assert f"(shard {busiest.shard})" in text and f"{load:,.1f}/s" in text
+
+
+def test_a_sharded_run_gets_no_single_chain_headline_but_points_to_its_section(tmp_path):
+    from qmemo.analysis.report import build_sections
+    run = load_devnet_run(FIXTURES / "devnet-shards")
+    sections = {s.title: s for s in build_sections(load_results(FIXTURES / "c-baseline-quick"), tmp_path, [run])}
+    answer = sections["The answer"].render()
+    assert "Shards end to end" in answer and "No unsharded devnet run was given" in answer
+    assert "Shards end to end" in sections
