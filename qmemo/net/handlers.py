@@ -29,6 +29,7 @@ MAX_BLOCKS_IDS = 100            # ids only: what the load generator's follower a
 MAX_ACCOUNTS = 10_000           # per POST /accounts
 MAX_STATUS_IDS = 1_000          # per POST /txs/status: like a /txs batch
 DEFAULT_SYNC_PAGE = 20          # GET /peer/blocks without a limit
+MAX_RECEIPT_WAIT_MS = 30_000    # GET /peer/receipts' long poll at most
 
 # Where read_body notes how many bytes it really read (the metrics count those, not the
 # Content-Length header a client may lie in).
@@ -141,7 +142,8 @@ class Handlers:
         shard = query_int(request, "shard", None, 0, 0xFFFF)
         from_height = query_int(request, "from", None, 1, U64_MAX)
         limit = query_int(request, "limit", 20, 0, wire.MAX_SYNC_BLOCKS)
-        chain_id, covered, bundles = await self.node.receipt_bundles(shard, from_height, limit)
+        wait_s = query_int(request, "wait_ms", 0, 0, MAX_RECEIPT_WAIT_MS) / 1000
+        chain_id, covered, bundles = await self.node.receipt_bundles(shard, from_height, limit, wait_s)
         return web.Response(body=wire.encode_receipt_batch(chain_id, covered, bundles), content_type=BINARY_TYPE)
 
     # --- blocks ---------------------------------------------------------------------------------

@@ -93,10 +93,13 @@ class HttpPeer:
         _, payload = await self._call("GET", f"/peer/blocks?from={from_height}&limit={limit}")
         return decode_block_batch(payload, limit)
 
-    async def receipts(self, shard: int, from_height: int, limit: int) -> tuple[int, int, list[bytes]]:
+    async def receipts(self, shard: int, from_height: int, limit: int,
+                       wait_s: float = 0.0) -> tuple[int, int, list[bytes]]:
         """(its chain id, the highest height covered, its final blocks' receipt bundles for
-        `shard` from `from_height`): qmemo.node.receipt_transport.ReceiptSource."""
-        _, payload = await self._call("GET", f"/peer/receipts?shard={shard}&from={from_height}&limit={limit}")
+        `shard` from `from_height`; a long poll of up to `wait_s` while none is final there):
+        qmemo.node.receipt_transport.ReceiptSource."""
+        _, payload = await self._call("GET", f"/peer/receipts?shard={shard}&from={from_height}&limit={limit}"
+                                             f"&wait_ms={round(wait_s * 1000)}")
         try:
             return decode_receipt_batch(payload)
         except DecodeError as exc:

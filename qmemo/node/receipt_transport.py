@@ -1,9 +1,13 @@
 """How receipts travel between shards: destination nodes pull them from source nodes.
 
 Pull, not push (docs/protocol.md, "Receipts"): each node of a destination shard asks
-the source shards' nodes, every `interval_s`, for the receipt bundles of the source's
-final blocks from its cursor on (`GET /peer/receipts?shard=K&from=H&limit=N`), and
-moves its cursor past every height the answer covered. Nothing is pushed, so nothing
+the source shards' nodes for the receipt bundles of the source's final blocks from its
+cursor on (`GET /peer/receipts?shard=K&from=H&limit=N&wait_ms=W`), and moves its cursor
+past every height the answer covered. The ask is a long poll: a source node with nothing
+final there yet answers as soon as a block is final, or after W (`LONG_POLL_S`), so a
+receipt travels as soon as its block is final, and an idle shard costs a request per
+source shard every few seconds, not four a second (12 nodes polling 3 shards each every
+0.25 s took ~144 requests a second off 2 cores). Nothing is pushed, so nothing
 has to be retried on the source side or buffered for a peer that is down: a source
 node that is dead, or a partition between two shards, only delays the pulls - the
 destination asks another source node, or the same one again - and a destination node
@@ -23,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import Executor
@@ -44,6 +49,7 @@ from qmemo.node.store import ChainStore
 BUILT_MEMORY = 64
 MAX_ANSWER_BYTES = 32 << 20   # one answer's bundles at most (a peer body's limit is 128 MiB)
 PULL_LIMIT = 20               # source heights asked for at a time
+LONG_POLL_S = 4.0             # how long a source node may hold an ask (under the peer call's 10 s timeout)
 _POSITION = struct.Struct("<I")
 
 
@@ -52,8 +58,10 @@ class ReceiptSource(Protocol):
 
     url: str
 
-    async def receipts(self, shard: int, from_height: int, limit: int) -> tuple[int, int, list[bytes]]:
-        """(its chain id, the highest height the answer covers, the bundles for `shard`)."""
+    async def receipts(self, shard: int, from_height: int, limit: int,
+                       wait_s: float = 0.0) -> tuple[int, int, list[bytes]]:
+        """(its chain id, the highest height the answer covers, the bundles for `shard`),
+        held up to `wait_s` while nothing there is final."""
         ...
 
 
@@ -198,8 +206,9 @@ class ReceiptPuller:
                 continue
             source = sources[turn % len(sources)]
             cursor = self.cursors[chain_id]
+            asked = time.monotonic()
             try:
-                _, covered, bundles = await source.receipts(me, cursor, self.limit)
+                _, covered, bundles = await source.receipts(me, cursor, self.limit, LONG_POLL_S)
             except PeerError as exc:
                 room.counters.pull_failures += 1
                 if source.url not in reported:
@@ -213,5 +222,6 @@ class ReceiptPuller:
                 await room.admit(bundles)
             if covered >= cursor:
                 self.cursors[chain_id] = covered + 1
-            if covered < cursor + self.limit - 1:   # caught up with its final height: wait
+            elif time.monotonic() - asked < self.interval_s:
+                # Nothing, and at once: not a long poll that ran out (a source about to stop).
                 await asyncio.sleep(self.interval_s)

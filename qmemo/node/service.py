@@ -65,6 +65,9 @@ from qmemo.node.sync import Sync
 from qmemo.node.verify_pool import VerifyPool
 
 EXPIRY_INTERVAL_S = 1.0     # how often held transactions are checked against their time to live
+# A receipts long poll looks at the final height this often: a check is a comparison, and
+# 50 ms is small beside a 2 s block (qmemo.node.receipt_transport).
+LONG_POLL_CHECK_S = 0.05
 
 
 def admission_kernel(genesis: Genesis, verifier: str) -> AdmitKernel:
@@ -381,15 +384,21 @@ class Node:
 
     # --- cross-shard receipts (a shard's node) -------------------------------------------------
 
-    async def receipt_bundles(self, shard: int, from_height: int, limit: int) -> tuple[int, int, list[bytes]]:
+    async def receipt_bundles(self, shard: int, from_height: int, limit: int,
+                              wait_s: float = 0.0) -> tuple[int, int, list[bytes]]:
         """(our chain id, the highest height covered, the receipt bundles of our final blocks
-        from `from_height` for `shard`): what another shard's node pulls. NotFound (404) on
-        an unsharded chain."""
-        self._require_ready()
+        from `from_height` for `shard`): what another shard's node pulls. With `wait_s`, a
+        long poll: until a block at `from_height` is final, or `wait_s` passes. NotFound (404)
+        on an unsharded chain."""
+        chain, _, _ = self._require_ready()
         if self.outbox is None or self.genesis.sharding is None:
             raise NotFound(f"{self.name} runs an unsharded chain: it has no receipts")
         if not 0 <= shard < self.genesis.sharding.count:
             raise DecodeError(f"this genesis has shards 0 to {self.genesis.sharding.count - 1}", code="out_of_range")
+        deadline_ms = self.clock() + wait_s * 1000
+        while limit and min(chain.final_height, chain.served_height) < from_height and self.clock() < deadline_ms \
+                and not self._stopping:
+            await asyncio.sleep(LONG_POLL_CHECK_S)
         covered, bundles = await self.outbox.answer(shard, from_height, limit) if limit else (from_height - 1, [])
         return self.genesis.chain_id, covered, bundles
 
