@@ -80,7 +80,6 @@ def run(args: argparse.Namespace) -> int:
     from qmemo.load.live_status import LiveLine
     from qmemo.load.run import GenConfig, run_load, run_sweep
     from qmemo.records import to_json
-    from qmemo.load.schedule import sweep_rates
     from qmemo.load.sender import SendConfig
     from qmemo.load.summary_view import render_summary, render_sweep
     from qmemo.load.thresholds import exit_code, missed
@@ -135,19 +134,11 @@ def run(args: argparse.Namespace) -> int:
                       f"{' (from the cache)' if workload.from_cache else ''}")
         return 0
     if args.sweep:
-        import math
-
-        if not (math.isfinite(args.stage) and args.stage > 0):
-            raise ConfigError("--stage must be a positive number of seconds")
-        try:
-            start, factor, maximum = (float(x) for x in args.sweep.split(":"))
-        except ValueError:
-            raise ConfigError("--sweep takes START:FACTOR:MAX, e.g. 500:2:8000") from None
         with LiveLine(console, enabled=not quiet and console.is_terminal) as line:
             def next_stage(label: str) -> None:
                 line.label = label
 
-            rows = run_sweep(config, sweep_rates(start, factor, maximum), args.stage, quiet=quiet,
+            rows = run_sweep(config, sweep_stages(args), args.stage, quiet=quiet,
                              on_stage=next_stage, on_status=line.update)
         row_documents = [to_json(row) for row in rows]
         if json_log:
@@ -167,6 +158,22 @@ def run(args: argparse.Namespace) -> int:
         for sentence in failed_thresholds:
             console.print(f"[red]threshold missed:[/red] {sentence}", highlight=False)
     return exit_code(result.summary.counts.accounted == result.summary.counts.planned, failed_thresholds)
+
+
+def sweep_stages(args: argparse.Namespace) -> list[float]:
+    """The rates of `--sweep START:FACTOR:MAX` (with a positive `--stage`); ConfigError otherwise."""
+    import math
+
+    from qmemo.errors import ConfigError
+    from qmemo.load.schedule import sweep_rates
+
+    if not (math.isfinite(args.stage) and args.stage > 0):
+        raise ConfigError("--stage must be a positive number of seconds")
+    try:
+        start, factor, maximum = (float(x) for x in args.sweep.split(":"))
+    except ValueError:
+        raise ConfigError("--sweep takes START:FACTOR:MAX, e.g. 500:2:8000") from None
+    return sweep_rates(start, factor, maximum)
 
 
 def _thresholds(args: argparse.Namespace) -> Thresholds:

@@ -27,7 +27,6 @@ def run_sharded_command(args: argparse.Namespace, config: GenConfig, sharded: Sh
                         thresholds: Thresholds) -> int:
     from qmemo.errors import ConfigError
     from qmemo.load.run import offsets_for
-    from qmemo.load.schedule import sweep_rates
     from qmemo.load.shard_view import render_shard_sweep, render_sharded
     from qmemo.load.shards import _prepare, run_sharded, shard_nodes
     from qmemo.load.summary import SWEEP_SCHEMA, Sweep, sweep_row, write
@@ -51,14 +50,10 @@ def run_sharded_command(args: argparse.Namespace, config: GenConfig, sharded: Sh
         console.print(f"workload ready: {asyncio.run(prepare()):,} signed transactions over {sharded.count} shards")
         return 0
     if args.sweep:
-        if not (math.isfinite(args.stage) and args.stage > 0):
-            raise ConfigError("--stage must be a positive number of seconds")
-        try:
-            start, factor, maximum = (float(x) for x in args.sweep.split(":"))
-        except ValueError:
-            raise ConfigError("--sweep takes START:FACTOR:MAX, e.g. 500:2:8000") from None
+        from qmemo.commands.gen import sweep_stages
+
         rows = []
-        for number, rate in enumerate(sweep_rates(start, factor, maximum), 1):
+        for number, rate in enumerate(sweep_stages(args), 1):
             if not quiet:
                 console.print(f"stage {rate:,.0f} TPS over {sharded.count} shards ({number})")
             stage = replace(config, tps=rate, duration_s=args.stage, out=config.out / f"stage-{rate:g}tps")

@@ -10,33 +10,25 @@ its recipient is an account of a shard drawn uniformly among the others; the oth
 to the next account of the sender's own shard. Every transfer moves 1 unit and pays the
 genesis minimum fee, with MEMO's 256-byte body (qmemo.load.workload).
 
-Signing runs on threads for small plans and on one process per core from
-`PROCESS_SIGNING_MIN` transactions, as qmemo.load.workload does; a signed plan is cached
-in the devnet's workload folder, keyed by everything that fixes its bytes.
+Signing is qmemo.load.workload's (threads for small plans, one process per core from
+`PROCESS_SIGNING_MIN` transactions, each item naming its recipient); a signed plan is
+cached in the devnet's workload folder the same way, keyed by everything that fixes its
+bytes.
 """
 
 from __future__ import annotations
 
-import multiprocessing
-import os
 import random
-import struct
 from collections.abc import Callable
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from qmemo.core.hashing import Domain, blake3_512
 from qmemo.core.receipts import receipt_id
-from qmemo.core.transaction import Transaction
-from qmemo.crypto.schemes import get_scheme
 from qmemo.load.sender import Batch
-from qmemo.load.workload import PAYLOAD_BYTES, PROCESS_SIGNING_MIN, SIGN_CHUNK, Account, PlanShape, \
-    assign, previous_nonces
+from qmemo.load.workload import Account, PlanShape, _read_cache, _sign_all, _write_cache, assign, previous_nonces
 from qmemo.net.wire import encode_tx_batch
 
-_CACHE_MAGIC = b"qmemo-shard-workload/1\n"
-_RECORD = struct.Struct("<64sI")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,9 +72,9 @@ def build_shard(shard: int, chain_id: int, shape: PlanShape, accounts: list[list
     items = [(account, nonce, accounts[k][r].address) for (account, nonce), (k, r) in zip(senders, recipients)]
     key = _cache_key(genesis_hash, scheme, chain_id, shape, pct, own)
     cache_file = cache_dir / f"{key}.bin" if cache_dir else None
-    loaded = _read_cache(cache_file, shape.count) if cache_file and cache_file.is_file() else None
+    ids, loaded = _read_cache(cache_file, shape.count) if cache_file and cache_file.is_file() else ([], None)
     if loaded is not None:
-        ids, encodings = loaded
+        encodings = loaded
         if progress:
             progress(shape.count)
     else:
@@ -105,84 +97,3 @@ def _cache_key(genesis_hash: bytes, scheme: str, chain_id: int, shape: PlanShape
     for account in accounts:
         parts += [account.address, account.next_nonce.to_bytes(8, "little")]
     return blake3_512(Domain.SELF_TEST, b"shard workload", *parts).hex()[:32]
-
-
-# --- signing --------------------------------------------------------------------------------
-
-_context: dict[str, object] = {}
-
-
-def _setup(accounts: list[Account], scheme: str, chain_id: int, fee: int) -> None:
-    _context.update(accounts=accounts, signer=get_scheme(scheme), chain_id=chain_id, fee=fee)
-
-
-def _sign_chunk(items: list[tuple[int, int, bytes]], context: dict[str, object] | None = None
-                ) -> tuple[list[bytes], list[bytes]]:
-    context = _context if context is None else context
-    accounts: list[Account] = context["accounts"]          # type: ignore[assignment]
-    signer = context["signer"]
-    scheme_id = signer.info.scheme_id                      # type: ignore[attr-defined]
-    payload = bytes(PAYLOAD_BYTES)
-    ids, encodings = [], []
-    for account_index, nonce, recipient in items:
-        account = accounts[account_index]
-        tx = Transaction(context["chain_id"], scheme_id, account.public_key, nonce, recipient, 1,  # type: ignore[arg-type]
-                         context["fee"], payload)          # type: ignore[arg-type]
-        tx = tx.signed(lambda digest, sk=account.secret_key: signer.sign(sk, digest))  # type: ignore[attr-defined]
-        ids.append(tx.id)
-        encodings.append(tx.encoded)
-    return ids, encodings
-
-
-def _sign_all(items: list[tuple[int, int, bytes]], accounts: list[Account], *, scheme: str, chain_id: int, fee: int,
-              progress: Callable[[int], None] | None) -> tuple[list[bytes], list[bytes]]:
-    workers = os.cpu_count() or 1
-    context: dict[str, object] | None = None
-    if len(items) >= PROCESS_SIGNING_MIN and workers > 1:
-        pool: Executor = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                                             initializer=_setup, initargs=(accounts, scheme, chain_id, fee))
-        chunk = SIGN_CHUNK * 10
-    else:
-        context = {"accounts": accounts, "signer": get_scheme(scheme), "chain_id": chain_id, "fee": fee}
-        pool, chunk = ThreadPoolExecutor(max_workers=workers), SIGN_CHUNK
-    ids: list[bytes] = []
-    encodings: list[bytes] = []
-    try:
-        futures = [pool.submit(_sign_chunk, items[s:s + chunk], context) for s in range(0, len(items), chunk)]
-        for future in futures:
-            done_ids, done_encodings = future.result()
-            ids.extend(done_ids)
-            encodings.extend(done_encodings)
-            if progress:
-                progress(len(done_ids))
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-    return ids, encodings
-
-
-def _write_cache(path: Path, ids: list[bytes], encodings: list[bytes]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    with tmp.open("wb") as out:
-        out.write(_CACHE_MAGIC)
-        for tx_id, encoding in zip(ids, encodings):
-            out.write(_RECORD.pack(tx_id, len(encoding)))
-            out.write(encoding)
-    os.replace(tmp, path)
-
-
-def _read_cache(path: Path, count: int) -> tuple[list[bytes], list[bytes]] | None:
-    data = path.read_bytes()
-    if not data.startswith(_CACHE_MAGIC):
-        return None
-    offset, ids, encodings = len(_CACHE_MAGIC), [], []
-    try:
-        for _ in range(count):
-            tx_id, length = _RECORD.unpack_from(data, offset)
-            offset += _RECORD.size
-            ids.append(tx_id)
-            encodings.append(data[offset:offset + length])
-            offset += length
-    except struct.error:
-        return None
-    return (ids, encodings) if offset == len(data) else None
