@@ -3,7 +3,8 @@
 `run` exits 0 only if every invariant holds; 1 if one fails or the run could not be done
 (no root, no netem for a profile that needs it: one line says which); 130 on Ctrl-C.
 `compose` renders a manifest as a docker compose project (qmemo.scenario.compose);
-`propagation` measures a full block's propagation per link profile (qmemo.scenario.propagation).
+`propagation` measures a full block's propagation per link profile (qmemo.scenario.propagation);
+`faults` runs the fault scenarios near saturation, a minute each (qmemo.scenario.faults).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ PROFILES_FILE = "profiles.toml"
 
 
 def register(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="scenario_command", metavar="<list|run|show|compose|propagation>",
+    sub = parser.add_subparsers(dest="scenario_command", metavar="<list|run|show|compose|propagation|faults>",
                                 required=True)
     listing = sub.add_parser("list", help="the shipped scenarios and link profiles")
     listing.add_argument("--dir", type=Path, default=SCENARIOS_DIR, help="where manifests live (default scenarios/)")
@@ -34,6 +35,9 @@ def register(parser: argparse.ArgumentParser) -> None:
     run.set_defaults(run=run_one)
     show = sub.add_parser("show", help="a markdown table of finished runs' figures and invariants")
     show.add_argument("runs", type=Path, nargs="+", help="run folders (each with invariants.json)")
+    show.add_argument("--faults", action="store_true",
+                      help="then, per run, each fault with the transactions intended around it (count, final, "
+                           "p50/p99 intended -> committed)")
     show.set_defaults(run=run_show)
     compose = sub.add_parser("compose", help="render a manifest as a docker compose project (nodes, generator, "
                                              "Prometheus) built from the repo's Containerfile")
@@ -53,6 +57,20 @@ def register(parser: argparse.ArgumentParser) -> None:
     propagation.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                              help="override a value of scenarios/propagation.toml, as for run")
     propagation.set_defaults(run=run_propagation)
+    faults = sub.add_parser("faults", help="kill-producer, kill-all, pause-node and partition-minority at a share "
+                                           "of the saturation rate, a minute each, with their invariants")
+    rate = faults.add_mutually_exclusive_group(required=True)
+    rate.add_argument("--tps", type=float, help="the saturation rate, in TPS")
+    rate.add_argument("--sweep", type=Path, help="a sweep.json (./devnet.sh --sweep): its highest stage nothing "
+                                                "limited is the saturation rate")
+    faults.add_argument("--share", type=float, default=0.8, help="of the saturation rate (default 0.8)")
+    faults.add_argument("--duration", type=float, default=60.0, help="seconds of load per scenario (default 60)")
+    faults.add_argument("--only", help="comma-separated scenarios (default: all four)")
+    faults.add_argument("--links", choices=("netem", "relay"), default="netem", help="as for run")
+    faults.add_argument("--out", type=Path, help="folder (default runs/faults-<time>): one run folder per scenario")
+    faults.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a manifest value in every run, as for run")
+    faults.set_defaults(run=run_faults)
 
 
 def _resolve(manifest: Path) -> Path:
@@ -96,8 +114,12 @@ def run_one(args: argparse.Namespace) -> int:
     path = _resolve(args.manifest)
     manifest = load_manifest(path, args.profiles or path.parent / PROFILES_FILE, args.overrides)
     out = args.out or Path("runs") / time.strftime(f"scenario-{manifest.name}-%Y%m%d-%H%M%S")
-    verdict = run_scenario(manifest, path, out, args.overrides, args.links)
     console = Console(highlight=False)
+    if manifest.chaos is not None:
+        # Before anything runs, so that a run that hangs or dies can still be replayed.
+        console.print(f"chaos seed {manifest.chaos.seed}: {len(manifest.perturbations)} faults "
+                      f"(replay with --set chaos.seed={manifest.chaos.seed})")
+    verdict = run_scenario(manifest, path, out, args.overrides, args.links)
     for result in verdict.results:
         mark = "[green]PASS[/]" if result.passed else "[red]FAIL[/]"
         console.print(f"{mark} {result.name}: {result.detail}")
@@ -120,6 +142,12 @@ def run_show(args: argparse.Namespace) -> int:
         marks = " ".join(f"{r.name} {'pass' if r.passed else '**FAIL**'}" for r in verdict.results)
         failed = "; ".join(f"{r.name}: {r.detail}" for r in verdict.results if not r.passed) or "-"
         print(f"| {verdict.scenario} | {tps} | {p99} | {marks} | {failed} |")
+    if getattr(args, "faults", False):
+        from qmemo.scenario.fault_table import fault_rows, render
+
+        for run_dir in args.runs:
+            print(f"\n{run_dir}:\n")
+            print(render(fault_rows(run_dir)))
     return 0
 
 
@@ -170,3 +198,36 @@ def run_propagation(args: argparse.Namespace) -> int:
     result = propagation.write(out, manifest, entries, " ".join(["qmemo", *sys.argv[1:]]))
     print(f"figures: {result}")
     return 0 if passed and all(e["samples"] for e in entries) else 1
+
+
+def run_faults(args: argparse.Namespace) -> int:
+    import time
+
+    from qmemo.errors import ConfigError
+    from qmemo.load.summary import read_sweep
+    from qmemo.scenario import faults
+    from qmemo.scenario.manifest import load_manifest
+    from qmemo.scenario.runner import run_scenario
+
+    saturation = args.tps if args.tps is not None else faults.saturation_tps(read_sweep(args.sweep))
+    tps = faults.fault_rate(saturation, args.share)
+    names = [n.strip() for n in args.only.split(",")] if args.only else list(faults.FAULT_SCENARIOS)
+    unknown = sorted(set(names) - set(faults.FAULT_SCENARIOS))
+    if unknown:
+        raise ConfigError(f"--only: {', '.join(unknown)} is not one of {', '.join(faults.FAULT_SCENARIOS)}")
+    overrides = [*faults.fault_overrides(tps, args.duration), *args.overrides]
+    out = args.out or Path("runs") / time.strftime("faults-%Y%m%d-%H%M%S")
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"saturation {saturation:,.0f} TPS"
+          + (f" (from {args.sweep})" if args.sweep else "")
+          + f"; the faults at {args.share:g} of it: {tps:,.0f} TPS, {args.duration:g} s each")
+    passed = True
+    for name in names:
+        path = SCENARIOS_DIR / f"{name}.toml"
+        manifest = load_manifest(path, SCENARIOS_DIR / PROFILES_FILE, overrides)
+        verdict = run_scenario(manifest, path, out / name, overrides, args.links)
+        passed = passed and verdict.passed
+        failed = "; ".join(f"{r.name}: {r.detail}" for r in verdict.results if not r.passed)
+        print(f"{name}: {'all invariants hold' if verdict.passed else 'FAILED ' + failed} ({out / name})")
+    run_show(argparse.Namespace(runs=[out / name for name in names]))
+    return 0 if passed else 1

@@ -11,18 +11,25 @@ transactions wait for the block that carries them now). Times are taken when the
 follower sees a block, so they carry up to one poll interval (0.1 s by default) of
 observation delay - small next to a 2 s block interval, and stated in the run
 manifest. If the followed node stops answering, the follower moves to the next node.
+
+Per block, not per transaction: a block's ids become plan indices in one pass of C
+(`map(index_of.get, ...)` into a numpy array), and its transactions' included and
+committed times are written through numpy views over `Timings`' arrays, a block at once.
+The generator shares the machine's cores with the nodes it measures.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import repeat
 
-from qmemo.api_schema import COMMITTED, EVICTED, PENDING, HELD, UNKNOWN, BlockSummary, TxStatus
+import numpy as np
+
+from qmemo.api_schema import COMMITTED, EVICTED, HELD, PENDING, UNKNOWN, BlockSummary, TxStatus
 from qmemo.errors import NodeApiError, NodeRefused
 from qmemo.load.latency import Timings
 from qmemo.load.node_record import BlockSeen
@@ -37,18 +44,29 @@ class FollowState:
     included_seen: int = 0
     node_switches: int = 0
     branch_switches: int = 0
-    # (seen at, intended -> committed latency) of recent commits, oldest first: the live
-    # status reads this instead of rescanning every transaction each second.
-    recent: deque[tuple[float, float]] = field(default_factory=deque)
-    # Blocks seen but not yet final, oldest first: (height, hash, our (id, index) pairs in it).
-    unfinal: deque[tuple[int, bytes, list[tuple[bytes, int]]]] = field(default_factory=deque)
+    # (seen at, intended -> committed latencies of what one block committed), oldest first:
+    # the live status reads this instead of rescanning every transaction each second.
+    recent: deque[tuple[float, np.ndarray]] = field(default_factory=deque)
+    # Blocks seen but not yet final, oldest first: (height, hash, the plan indices of ours in it).
+    unfinal: deque[tuple[int, bytes, np.ndarray]] = field(default_factory=deque)
     # Each planned transaction's encoded size (empty: not known), and what every block
     # seen carried, by height (a fork switch's replacement block replaces the entry).
-    tx_bytes: Sequence[int] = ()
+    tx_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     blocks: dict[int, BlockSeen] = field(default_factory=dict)
 
 
-async def current_height(clients: Sequence[NodeClient]) -> int:
+def plan_index(ids: Iterable[bytes]) -> dict[bytes, int]:
+    """Transaction id -> its plan index. Built once before the run, so that a block's ids
+    (decoded by the node client in one pass) are looked up as they come."""
+    return {tx_id: index for index, tx_id in enumerate(ids)}
+
+
+def final_mask(timings: Timings) -> np.ndarray:
+    """True for each planned transaction seen in a final block (its committed time is set)."""
+    return ~np.isnan(np.frombuffer(timings.committed, dtype=np.float64))
+
+
+async def current_height(clients: list[NodeClient]) -> int:
     """The chain height as the first answering node reports it."""
     for client in clients:
         try:
@@ -58,10 +76,10 @@ async def current_height(clients: Sequence[NodeClient]) -> int:
     raise ConnectionError(f"no node answered /status: {', '.join(client.url for client in clients)}")
 
 
-async def follow_blocks(urls: list[str], state: FollowState, pending: dict[bytes, int], timings: Timings, *,
+async def follow_blocks(urls: list[str], state: FollowState, index_of: dict[bytes, int], timings: Timings, *,
                         start: float, stop: asyncio.Event, poll_s: float = 0.1, limit: int = 50) -> None:
-    """Until `stop` is set: fetch new blocks, mark pending transactions included, and
-    committed (removed from `pending`) once their block is final."""
+    """Until `stop` is set: fetch new blocks, mark the planned transactions in them
+    (`index_of`: `plan_index`) included, and committed once their block is final."""
     node = 0
     async with open_clients(urls, timeout_s=5) as clients:
         while not stop.is_set():
@@ -73,8 +91,8 @@ async def follow_blocks(urls: list[str], state: FollowState, pending: dict[bytes
             else:
                 seen_at = time.perf_counter() - start
                 for block in blocks:
-                    _see(block, state, pending, timings, seen_at)
-                if blocks and not await _settle(client, state, pending, timings, start):
+                    _see(block, state, index_of, timings, seen_at)
+                if blocks and not await _settle(client, state, timings, start):
                     node += 1
                     state.node_switches += 1
                 elif len(blocks) == limit:
@@ -94,44 +112,43 @@ async def _get_blocks(client: NodeClient, height: int, limit: int, txs: str = "i
         return None
 
 
-def _see(block: BlockSummary, state: FollowState, pending: dict[bytes, int], timings: Timings,
+def _see(block: BlockSummary, state: FollowState, index_of: dict[bytes, int], timings: Timings,
          seen_at: float) -> None:
     """A block seen for the first time at its height: mark its transactions included, and
     committed if it is final already (a node without peers finalises at once)."""
-    # The lookups run in map()'s C loop (and the client decoded the ids in one): a block at
-    # 3,000 TPS carries 6,000 ids, and this loop was the generator's largest Python cost (py-spy).
-    keys = block.tx_ids or ()
-    ours = [(key, index) for key, index in zip(keys, map(pending.get, keys)) if index is not None]
-    included = timings.included
-    for _, index in ours:
-        if math.isnan(included[index]):     # first seen: as Timings.mark_included
-            included[index] = seen_at
-            state.included_seen += 1
+    ids = block.tx_ids or ()
+    # One C loop looks every id up (-1: not ours); then numpy marks them all at once.
+    found = np.fromiter(map(index_of.get, ids, repeat(-1)), dtype=np.int64, count=len(ids))
+    ours = found[found >= 0]
+    included = np.frombuffer(timings.included, dtype=np.float64)
+    first_seen = ours[np.isnan(included[ours])]       # as Timings.mark_included: the first sighting counts
+    included[first_seen] = seen_at
+    state.included_seen += len(first_seen)
     height = block.height
     state.next_height = height + 1
     state.blocks[height] = BlockSeen(height, block.tx_count, len(ours),
-                                     sum(state.tx_bytes[i] for _, i in ours) if state.tx_bytes else 0)
+                                     int(state.tx_bytes[ours].sum()) if len(state.tx_bytes) else 0)
     state.blocks_seen += 1
     # A block reported without `final` comes from a node that predates finality: its
     # blocks are taken as final when seen, as before.
     if block.final is not False:
-        _commit(ours, state, pending, timings, seen_at)
+        _commit(ours, state, timings, seen_at)
     else:
         state.unfinal.append((height, block.hash, ours))
 
 
-def _commit(ours: list[tuple[bytes, int]], state: FollowState, pending: dict[bytes, int], timings: Timings,
-            seen_at: float) -> None:
-    for key, index in ours:
-        if pending.pop(key, None) is None:
-            continue
-        timings.mark_committed(index, seen_at)
-        state.committed_seen += 1
-        state.recent.append((seen_at, seen_at - timings.intended[index]))
+def _commit(ours: np.ndarray, state: FollowState, timings: Timings, seen_at: float) -> None:
+    """`ours` (plan indices) are in a final block: committed now, unless they already were."""
+    committed = np.frombuffer(timings.committed, dtype=np.float64)
+    fresh = ours[np.isnan(committed[ours])]
+    if not len(fresh):
+        return
+    committed[fresh] = seen_at
+    state.committed_seen += len(fresh)
+    state.recent.append((seen_at, seen_at - np.frombuffer(timings.intended, dtype=np.float64)[fresh]))
 
 
-async def _settle(client: NodeClient, state: FollowState, pending: dict[bytes, int], timings: Timings,
-                  start: float) -> bool:
+async def _settle(client: NodeClient, state: FollowState, timings: Timings, start: float) -> bool:
     """The tip moved: ask again for the oldest blocks seen before they were final, until
     one still is not. False if the node did not answer."""
     while state.unfinal:
@@ -151,7 +168,7 @@ async def _settle(client: NodeClient, state: FollowState, pending: dict[bytes, i
         if blocks[0].final is False:
             return True
         state.unfinal.popleft()
-        _commit(ours, state, pending, timings, seen_at)
+        _commit(ours, state, timings, seen_at)
     return True
 
 

@@ -14,22 +14,30 @@ import bisect
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from qmemo.load.latency import FAILED, REJECTED, Timings
 
 # Called once a second with the status document (and once more, running=False, at the end).
 OnStatus = Callable[[dict[str, Any]], None]
 
 
-def percentile(sorted_values: Sequence[float], p: float) -> float:
-    return sorted_values[min(len(sorted_values) - 1, int(len(sorted_values) * p / 100))]
+def percentiles(values: Sequence[float] | np.ndarray, *ps: float) -> list[float]:
+    """The order statistics at `ps` percent of `values` (any order): a partition, not a
+    sort - a second of 10,000 TPS brings 100,000 latencies."""
+    array = np.asarray(values, dtype=np.float64)
+    ranks = [min(len(array) - 1, int(len(array) * p / 100)) for p in ps]
+    chosen = np.partition(array, ranks)
+    return [float(chosen[rank]) for rank in ranks]
 
 
 def status(*, elapsed_s: float, duration_s: float, timings: Timings, sent: int, answered: int, in_flight: int,
            included: int, committed: int, blocks_seen: int, failovers: int, node_failures: dict[str, int],
            recent_latencies_s: Sequence[float], resend_txs: int = 0) -> dict[str, Any]:
-    """The live document. `recent_latencies_s`: intended->committed of the last window, sorted."""
+    """The live document. `recent_latencies_s`: intended->committed of the last window, any order."""
     # Answered transactions that the node did not refuse: accepted (or already known) ones.
     accepted = answered - timings.status.count(REJECTED) - timings.status.count(FAILED)
+    p50, p99 = percentiles(recent_latencies_s, 50, 99) if len(recent_latencies_s) else (None, None)
     return {
         "running": True, "elapsed_s": elapsed_s, "target_tps": len(timings) / max(duration_s, 1e-9),
         "planned": len(timings),
@@ -38,8 +46,8 @@ def status(*, elapsed_s: float, duration_s: float, timings: Timings, sent: int, 
         "sent": sent, "answered": answered, "accepted": max(0, accepted), "in_flight": in_flight,
         "included": included, "committed": committed, "blocks_seen": blocks_seen,
         "failovers": failovers, "node_failures": node_failures, "resend_txs": resend_txs,
-        "p50_ms": percentile(recent_latencies_s, 50) * 1e3 if recent_latencies_s else None,
-        "p99_ms": percentile(recent_latencies_s, 99) * 1e3 if recent_latencies_s else None,
+        "p50_ms": p50 * 1e3 if p50 is not None else None,
+        "p99_ms": p99 * 1e3 if p99 is not None else None,
     }
 
 

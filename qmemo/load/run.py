@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 import uvloop
 
@@ -31,7 +32,7 @@ from qmemo.api_schema import MetricsSnapshot
 from qmemo.errors import ConfigError, NodeApiError
 from qmemo.records import to_json
 from qmemo.load import schedule as sched
-from qmemo.load.follower import FollowState, current_height, follow_blocks, lost_reasons
+from qmemo.load.follower import FollowState, current_height, final_mask, follow_blocks, lost_reasons, plan_index
 from qmemo.load.hdr_files import write_latency_histograms
 from qmemo.load import live_status
 from qmemo.load.live_status import OnStatus
@@ -39,8 +40,8 @@ from qmemo.load.node_record import NODES_FILE, NODES_SCHEMA, NodeEnds, RunNodes,
 from qmemo.load.latency import ACCEPTED, DUPLICATE, STATUS_NAMES, RunSummary, Timings, summarize
 from qmemo.load.node_stages import NODE_STAGES_FILE, NodeStagesFile, costs_file, survival, write_node_stages
 from qmemo.load.sender import SendConfig, SendProgress, send_batches
-from qmemo.load.summary import (SWEEP_SCHEMA, Failover, LoadSummary, Sweep, SweepRow, load_summary, sweep_row,
-                                write)
+from qmemo.load.summary import (SWEEP_SCHEMA, Failover, LoadSummary, Sweep, SweepRow, load_summary,
+                                sweep_row, unknown_resolutions, write)
 from qmemo.load.workload import PlanShape, Workload, build, funded_accounts
 from qmemo.core.genesis import Genesis
 from qmemo.crypto.verifier import load_genesis
@@ -171,9 +172,13 @@ class RunCounters:
     failover_txs: int
     resends: int
     resend_txs: int
+    unknown_resends: int               # requests that sent again what a lost answer left unknown
+    cpu_s: float                       # the generator's own CPU over the run (sending, following, status)
+    offered: int                       # transactions it sent
 
-    def failover(self) -> Failover:
-        return Failover(self.failovers, self.failover_txs, self.node_failures, self.resends, self.resend_txs)
+    def failover(self, unknown_resent: int, unknown_resolved: dict[str, int]) -> Failover:
+        return Failover(self.failovers, self.failover_txs, self.node_failures, self.resends, self.resend_txs,
+                        unknown_resent, unknown_resolved)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +190,7 @@ class Executed:
     counters: RunCounters
     verifiers: dict[str, dict[str, Any] | None]    # each node's verifier, which the manifest reports
     nodes: RunNodes                    # the nodes' record: their /metrics before and after, the blocks seen
+    outcome_unknown: Any               # per planned transaction: whether a lost answer left it unknown (the sender's)
 
 
 async def execute(config: GenConfig, workload: Workload, timings: Timings, block_interval_s: float,
@@ -210,14 +216,20 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, interrupt)
-    pending = {tx_id: i for i, tx_id in enumerate(workload.ids)}
+    index_of = plan_index(workload.ids)
     async with open_clients(config.nodes, timeout_s=10) as clients:
         state = FollowState(next_height=await current_height(clients) + 1,
-                            tx_bytes=tx_sizes([(b.first, b.body) for b in workload.batches], len(workload.ids)))
+                            tx_bytes=np.array(tx_sizes([(b.first, b.body) for b in workload.batches],
+                                                       len(workload.ids)), dtype=np.int64))
         metrics_before = dict(zip(config.nodes, await read_metrics(clients)))     # at the start: stage costs, record
     progress = SendProgress()
+    # The generator's own CPU over the run (sending, following, the live status; every
+    # thread of this process), per offered transaction: it shares the machine's cores with
+    # the nodes, so what it costs is what they lose. Signing was done before; the end's
+    # look-ups are after.
+    cpu_started = time.process_time()
     start = time.perf_counter() + 0.2
-    follower = asyncio.create_task(follow_blocks(config.nodes, state, pending, timings, start=start,
+    follower = asyncio.create_task(follow_blocks(config.nodes, state, index_of, timings, start=start,
                                                  stop=stop_following, poll_s=FOLLOW_POLL_S))
     status = asyncio.create_task(_write_status(config, timings, progress, state, start, stop_following,
                                                  on_status))
@@ -233,29 +245,38 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
         # included transactions that way).
         final_deadline = deadline + (0 if interrupted else timeout_s)
         while not stop_draining.is_set():
-            waiting = [i for i in pending.values() if timings.status[i] in (ACCEPTED, DUPLICATE)]
-            if not waiting:
+            waiting = _not_final(timings)
+            if not waiting.any():
                 break  # every accepted transaction is committed
             now = time.perf_counter()
             if now >= final_deadline or (now >= deadline and
-                                         all(math.isnan(timings.included[i]) for i in waiting)):
+                                         np.isnan(np.frombuffer(timings.included, dtype=np.float64)[waiting]).all()):
                 break
             await asyncio.sleep(FOLLOW_POLL_S)
     finally:
         stop_following.set()
         await asyncio.gather(follower, status, return_exceptions=True)
+        cpu_s = time.process_time() - cpu_started
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
     async with open_clients(config.nodes, timeout_s=5) as clients:
         metrics_after = dict(zip(config.nodes, await read_metrics(clients)))    # one per node serves all three
     ends = tuple(NodeEnds(url, metrics_before[url], metrics_after[url]) for url in config.nodes)
-    lost = [tx_id for tx_id, i in pending.items() if timings.status[i] in (ACCEPTED, DUPLICATE)]
+    lost = [workload.ids[i] for i in np.flatnonzero(_not_final(timings))]
     counters = RunCounters(await lost_reasons(config.nodes, lost), progress.max_in_flight_seen, state.blocks_seen,
                            state.node_switches, dict(progress.node_failures), progress.failovers,
-                           progress.failover_txs, progress.resends, progress.resend_txs)
+                           progress.failover_txs, progress.resends, progress.resend_txs, progress.unknown_resends,
+                           cpu_s, progress.sent)
     return Executed(interrupted_at, costs_file(config.nodes, metrics_before, metrics_after, os.cpu_count()), counters,
                     {url: node_verifier(metrics_after[url]) for url in config.nodes},
-                    RunNodes(NODES_SCHEMA, scheme_of(ends), ends, tuple(state.blocks[h] for h in sorted(state.blocks))))
+                    RunNodes(NODES_SCHEMA, scheme_of(ends), ends, tuple(state.blocks[h] for h in sorted(state.blocks))),
+                    progress.outcome_unknown)
+
+
+def _not_final(timings: Timings) -> np.ndarray:
+    """True for each planned transaction answered accepted (or duplicate) and not yet seen final."""
+    status = np.frombuffer(timings.status, dtype=np.uint8)
+    return ((status == ACCEPTED) | (status == DUPLICATE)) & ~final_mask(timings)
 
 
 async def read_metrics(clients: Sequence[NodeClient]) -> list[MetricsSnapshot | None]:
@@ -293,7 +314,8 @@ async def _write_status(config: GenConfig, timings: Timings, progress: SendProgr
             answered=progress.answered, in_flight=progress.in_flight, included=state.included_seen,
             committed=state.committed_seen, blocks_seen=state.blocks_seen, failovers=progress.failovers,
             resend_txs=progress.resend_txs,
-            node_failures=progress.node_failures, recent_latencies_s=sorted(latency for _, latency in state.recent))
+            node_failures=progress.node_failures,
+            recent_latencies_s=np.concatenate([latencies for _, latencies in state.recent]) if state.recent else ())
         if config.live is not None:
             tmp = config.live.with_suffix(".tmp")
             tmp.write_bytes(orjson.dumps(document))
@@ -333,9 +355,14 @@ def run_load(config: GenConfig, *, quiet: bool = False, genesis: Genesis | None 
     summary = summarize(timings, warmup_s=min(config.warmup_s, config.duration_s / 2),
                         window_end_s=min(config.duration_s, interrupted_at or math.inf))
     file_summary = load_summary(summary, target_tps=target_tps, interrupted=interrupted,
-                                block_interval_s=genesis.block_interval_ms / 1e3, failover=counters.failover())
+                                block_interval_s=genesis.block_interval_ms / 1e3,
+                                failover=counters.failover(executed.outcome_unknown.count(1),
+                                                           unknown_resolutions(executed.outcome_unknown, timings)))
     file_summary = replace(file_summary, counts=replace(file_summary.counts, lost_reasons=counters.lost_reasons),
-                           survival=survival(node_stages, summary.committed_tps))
+                           survival=survival(node_stages, summary.committed_tps),
+                           generator_cpu_s=counters.cpu_s,
+                           generator_cpu_us_per_tx=counters.cpu_s * 1e6 / counters.offered if counters.offered
+                           else None)
     config.out.mkdir(parents=True, exist_ok=True)
     write(config.out / "summary.json", file_summary)
     write_node_stages(config.out / NODE_STAGES_FILE, node_stages)

@@ -12,10 +12,19 @@ signing and no encoding.
 
 Failover, as a wallet does it: when a node does not answer - a connection error, a
 timeout (`attempt_timeout_s`, far below the request timeout, so a stopped node costs
-seconds, not the whole run) or 503 "not ready" - the *same signed batch* goes to the next
-node that is not known to be down. Resending is safe because admission is idempotent by
+seconds, not the whole run), 503 "not ready" or any other 5xx - the *same signed batch*
+goes to the next node that is not known to be down. Resending is safe because admission is idempotent by
 transaction id: a copy the first node (or its relay) already admitted is answered
-"duplicate", which counts as accepted. A node that failed is skipped for
+"duplicate", which counts as accepted.
+
+Unknown outcomes: a try whose request may have reached the node but whose answer was
+lost - the connection reset or closed under it, a timeout, a 5xx other than 503 (the
+node failed while handling it) - may or may not have been admitted. Its transactions
+are sent again like any other failover, and flagged (`SendProgress.outcome_unknown`):
+the summary counts them (`outcome_unknown_resent`) and how each was resolved - taken on
+the resend, answered `duplicate` (the lost answer had been an accept), refused, or no
+answer before the window closed. A connection refused is not one: the request never
+left. A node that failed is skipped for
 `down_for_s`, so later batches for it go straight to the others. When no node answers,
 the batch goes round the nodes again, each round waiting twice as long (3, 6, 12 s),
 until `request_timeout_s` (or `resend_for_s`, if longer) after its first try, as
@@ -43,6 +52,7 @@ the live status and the run's manifest and summary.
 from __future__ import annotations
 
 import asyncio
+import operator
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -96,6 +106,10 @@ class SendProgress:
     failover_txs: int = 0          # transactions in them
     resends: int = 0               # requests that sent again what a node refused for now (RESEND_CODES)
     resend_txs: int = 0            # transactions in them
+    unknown_resends: int = 0       # deliveries sent again after a try whose outcome is unknown
+    # Per planned transaction, 1 once a request carrying it was sent again after a try whose
+    # answer was lost (sized by `send_batches`).
+    outcome_unknown: bytearray = field(default_factory=bytearray)
 
 
 # Rejections that are "not now", not "never": the node's queues are full (they drain with
@@ -108,8 +122,17 @@ RESEND_CODES = frozenset(("mempool_full", "sender_limit", "held_full", "held_sen
 RESEND_FIRST_WAIT_S = 0.5
 RESEND_MAX_WAIT_S = 4.0
 
-# HTTP statuses that mean "this node cannot take it now, another may": not ready.
-_TRY_ANOTHER = frozenset((503,))
+# A send due within this long is waited for with a plain sleep; an interrupt then waits at
+# most this long (qmemo.load.run stops sending on Ctrl-C).
+STOP_CHECK_S = 0.05
+
+# The 5xx that says the node did not take the batch (not ready, or behind its peers):
+# another node may. Every other 5xx leaves the outcome unknown: the node failed while
+# handling the request, perhaps after admitting it.
+_NOT_TAKEN = 503
+# Transport failures before the request left (aiohttp's connect errors): no outcome to learn.
+_NEVER_SENT = frozenset({"ClientConnectorError", "ClientConnectorDNSError", "ClientConnectorCertificateError",
+                         "ClientConnectorSSLError", "ClientProxyConnectionError"})
 
 
 class _NodeHealth:
@@ -140,6 +163,8 @@ async def send_batches(batches: list[Batch], timings: Timings, config: SendConfi
     planned transaction the index of its sender's previous nonce (-1 for none;
     `Workload.previous`); without it, every `nonce_gap` is sent again."""
     health = _NodeHealth(list(nodes) or [batch.target for batch in batches], config.down_for_s)
+    if len(progress.outcome_unknown) < len(timings):
+        progress.outcome_unknown = bytearray(len(timings))
     slots = asyncio.Semaphore(config.max_in_flight)
     connector = aiohttp.TCPConnector(limit=config.connections, force_close=False)
     timeout = aiohttp.ClientTimeout(total=config.request_timeout_s)
@@ -152,8 +177,13 @@ async def send_batches(batches: list[Batch], timings: Timings, config: SendConfi
         for batch in batches:
             due = start + timings.intended[batch.last - 1]
             # Waited again until it is due: uvloop's timers count whole milliseconds of a
-            # clock read at the loop's turn, so one may fire up to ~1 ms early.
+            # clock read at the loop's turn, so one may fire up to ~1 ms early. A plain sleep
+            # when the batch is due within STOP_CHECK_S (the usual case: batches are 20 ms
+            # apart): waiting on `stop` costs a task and its cancellation per batch.
             while (delay := due - time.perf_counter()) > 0 and not stop.is_set():
+                if delay <= STOP_CHECK_S:
+                    await asyncio.sleep(delay)
+                    continue
                 try:
                     await asyncio.wait_for(stop.wait(), timeout=delay)
                 except asyncio.TimeoutError:
@@ -216,7 +246,9 @@ async def _post(batch: Batch, run: _Sending) -> None:
     timings, progress = run.timings, run.progress
     try:
         while True:
-            answer = await _deliver(run, batch.target, body, len(indices), deadline)
+            answer, resent_unknown = await _deliver(run, batch.target, body, len(indices), deadline)
+            if resent_unknown:
+                _flag_unknown(progress, indices)
             t = time.perf_counter() - run.start
             if isinstance(answer, str):
                 _mark_all(timings, indices, t, FAILED, answer)
@@ -236,6 +268,17 @@ async def _post(batch: Batch, run: _Sending) -> None:
     finally:
         progress.in_flight -= 1
         progress.answered += batch.last - batch.first
+
+
+def _flag_unknown(progress: SendProgress, indices: Sequence[int]) -> None:
+    """Transactions `indices` were sent again after a try whose answer was lost."""
+    progress.unknown_resends += 1
+    flags = progress.outcome_unknown
+    if isinstance(indices, range):
+        flags[indices.start:indices.stop] = b"\x01" * len(indices)
+    else:
+        for i in indices:
+            flags[i] = 1
 
 
 def _resendable(run: _Sending, index: int, code: str) -> bool:
@@ -268,15 +311,18 @@ async def _wait(run: _Sending, wait_s: float) -> None:
             await run.slots.acquire()
 
 
-async def _deliver(run: _Sending, target: str, body: bytes, count: int, deadline: float) -> tuple[int, bytes] | str:
+async def _deliver(run: _Sending, target: str, body: bytes, count: int,
+                   deadline: float) -> tuple[tuple[int, bytes] | str, bool]:
     """POST `body` (`count` of a batch's transactions) to the batch's `target`, then to each
     other node in turn while none answers; then round again over the nodes, each try
     waiting twice as long, until `deadline`. The answer (status, payload), or why none
-    came. A batch dropped after one round would leave a nonce gap for every sender in it,
-    and each gap costs all that sender's later transactions (held, then evicted as
+    came; and whether it was sent again after a try whose outcome is unknown. A batch
+    dropped after one round would leave a nonce gap for every sender in it, and each gap
+    costs all that sender's later transactions (held, then evicted as
     `nonce_gap_timeout`): a wallet does not give up on a nonce that soon."""
     failure = "no node"
     moved = False
+    unknown = resent_unknown = False        # a try's answer lost; a try made after that
     progress, health = run.progress, run.health
     attempt_s = run.attempt_timeout_s
     while time.monotonic() < deadline:
@@ -288,22 +334,40 @@ async def _deliver(run: _Sending, target: str, body: bytes, count: int, deadline
                 moved = True
                 progress.failovers += 1
                 progress.failover_txs += count
+            resent_unknown = resent_unknown or unknown
             try:
                 answer = await run.clients[node].post_txs(body, timeout_s=min(attempt_s, left_s))
-                if answer.status in _TRY_ANOTHER:
-                    raise _NotNow(f"http_{answer.status}")
-                return answer.status, answer.body
-            except (NodeUnreachable, _NotNow) as exc:
-                failure = str(exc) if isinstance(exc, _NotNow) else f"transport:{exc.transport}"
-                progress.node_failures[node] = progress.node_failures.get(node, 0) + 1
-                health.failed(node)
+                if answer.status >= 500:
+                    raise _NoAnswer(answer.status, answer.body)
+                return (answer.status, answer.body), resent_unknown
+            except NodeUnreachable as exc:
+                failure = f"transport:{exc.transport}"
+                # Never connected (refused, unreachable): the request did not leave. Anything
+                # else (a reset, a closed connection, no answer in time) may have been admitted.
+                unknown = unknown or exc.transport not in _NEVER_SENT
+            except _NoAnswer as exc:
+                failure = exc.reason
+                unknown = unknown or exc.status != _NOT_TAKEN
+            progress.node_failures[node] = progress.node_failures.get(node, 0) + 1
+            health.failed(node)
         attempt_s *= 2
         await asyncio.sleep(min(0.1 * run.attempt_timeout_s, max(0.0, deadline - time.monotonic())))
-    return failure
+    return failure, resent_unknown
 
 
-class _NotNow(Exception):
-    """A node answered that it cannot take the batch now (503): try another."""
+class _NoAnswer(Exception):
+    """A node answered the batch with a 5xx: no per-transaction answer. 503 says it did not
+    take it (not ready, behind); any other leaves the outcome unknown."""
+
+    def __init__(self, status: int, payload: bytes) -> None:
+        try:
+            document = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            document = None
+        code = document.get("error") if isinstance(document, dict) else None
+        self.status = status
+        self.reason = code if isinstance(code, str) and code else f"http_{status}"
+        super().__init__(self.reason)
 
 
 def _record_answer(indices: Sequence[int], timings: Timings, t: float, status: int, payload: bytes,
@@ -319,10 +383,9 @@ def _record_answer(indices: Sequence[int], timings: Timings, t: float, status: i
     results = document.get("results") if isinstance(document, dict) else None
     count = len(indices)
     if status == 200 and isinstance(results, list) and len(results) == count:
-        if document.get("accepted") == count and all(
-                isinstance(result, dict) and result.get("status") == "accepted" for result in results):
+        if document.get("accepted") == count and _all_accepted(results):
             # The usual answer below saturation: one slice write per array instead of a
-            # call per transaction (the results are still each checked above).
+            # call per transaction (the results are still each checked, in C).
             _mark_all(timings, indices, t, ACCEPTED)
             return []
         again: list[int] = []
@@ -347,6 +410,19 @@ def _record_answer(indices: Sequence[int], timings: Timings, t: float, status: i
         return again
     _mark_all(timings, indices, t, REJECTED if 400 <= status < 500 else FAILED, code or f"http_{status}")
     return []
+
+
+_status_of = operator.itemgetter("status")
+
+
+def _all_accepted(results: list) -> bool:
+    """Whether every result says "accepted": map() and list.count() run the loop in C (a
+    generator expression over them cost ~0.2 us per transaction); a result that is not
+    an object with a status makes the answer be read result by result."""
+    try:
+        return list(map(_status_of, results)).count("accepted") == len(results)
+    except (TypeError, KeyError, IndexError):
+        return False
 
 
 def _mark_all(timings: Timings, indices: Sequence[int], t: float, status: int, reason: str | None = None) -> None:

@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from qmemo.load.latency import LatencySummary, RunCounts, RunSummary
+from qmemo.load.latency import ACCEPTED, DUPLICATE, REJECTED, LatencySummary, RunCounts, RunSummary, Timings
 from qmemo.load.node_stages import Survival
 from qmemo.load.shard_summary import CrossShard, Invariants, ShardCounts
 from qmemo.records import OMIT_NONE, read_record, write_record
@@ -90,6 +90,12 @@ class Failover:
     # absent) in summaries written before the generator resent.
     resends: int | None = field(default=None, metadata=OMIT_NONE)
     resend_txs: int | None = field(default=None, metadata=OMIT_NONE)
+    # Transactions sent again after a try whose answer was lost (a reset, a timeout, a 5xx
+    # other than 503: the node may have admitted them), each counted once, and how each
+    # was resolved in the end (`unknown_resolutions`): the counts add up to the first. None
+    # (and absent) in summaries written before the generator told these apart.
+    outcome_unknown_resent: int | None = field(default=None, metadata=OMIT_NONE)
+    outcome_unknown_resolved: dict[str, int] | None = field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +119,12 @@ class LoadSummary:
     # (qmemo.load.node_stages.survival; not the headline's survival against C); None (and
     # absent) when the nodes gave no stage costs, and in summaries written before it.
     survival: Survival | None = field(default=None, metadata=OMIT_NONE)
+    # The generator's own CPU over the run - sending, following blocks, the live status,
+    # every thread of its process; not the signing before it - in all and per transaction
+    # it offered (sent): it shares the cores with the nodes, so every microsecond is theirs
+    # to lose. None (and absent) when nothing was sent, and in summaries written before.
+    generator_cpu_s: float | None = field(default=None, metadata=OMIT_NONE)
+    generator_cpu_us_per_tx: float | None = field(default=None, metadata=OMIT_NONE)
     # A sharded devnet's run (qmemo.load.shards, qmemo.load.shard_summary); absent otherwise.
     cross_shard: CrossShard | None = field(default=None, metadata=OMIT_NONE)
     shards: tuple[ShardCounts, ...] | None = field(default=None, metadata=OMIT_NONE)
@@ -139,6 +151,7 @@ class SweepRow:
     why: str
     run: str                                    # the stage's run folder
     survival_ratio: float | None = field(default=None, metadata=OMIT_NONE)   # its summary's `survival.ratio`
+    generator_cpu_us_per_tx: float | None = field(default=None, metadata=OMIT_NONE)  # its summary's
     # A sharded stage: p99 intended -> committed within shards, intended -> credited across
     # them, and whether the invariants held (qmemo.load.shard_summary).
     intra_p99_ms: float | None = field(default=None, metadata=OMIT_NONE)
@@ -154,6 +167,34 @@ class SweepRow:
 class Sweep:
     schema: str
     rows: tuple[SweepRow, ...]
+
+
+# How a transaction whose answer was once lost was resolved (`Failover.outcome_unknown_resolved`).
+RESOLVED_ACCEPTED = "accepted on a resend"          # the lost try had not admitted it
+RESOLVED_DUPLICATE = "duplicate (already admitted)"  # the lost answer had been an accept (or a relay's)
+RESOLVED_UNANSWERED = "no answer before the resend window closed"
+
+
+def unknown_resolutions(flags: bytes | bytearray, timings: Timings) -> dict[str, int]:
+    """For the planned transactions flagged in `flags` (qmemo.load.sender's
+    `outcome_unknown`), how many ended which way: accepted, duplicate, "rejected: <code>",
+    or unanswered (", final in the chain" when a block carried it all the same)."""
+    resolved: dict[str, int] = {}
+    status, committed, reasons = timings.status, timings.committed, timings.reasons
+    index = flags.find(1)
+    while index >= 0:
+        outcome = status[index]
+        if outcome == ACCEPTED:
+            key = RESOLVED_ACCEPTED
+        elif outcome == DUPLICATE:
+            key = RESOLVED_DUPLICATE
+        elif outcome == REJECTED:
+            key = f"rejected: {reasons.get(index, 'unknown')}"
+        else:
+            key = RESOLVED_UNANSWERED + (", final in the chain" if not math.isnan(committed[index]) else "")
+        resolved[key] = resolved.get(key, 0) + 1
+        index = flags.find(1, index + 1)
+    return resolved
 
 
 def _finite(value: float) -> float | None:
@@ -226,7 +267,8 @@ def sweep_row(summary: LoadSummary, run_dir: Path) -> SweepRow:
     return SweepRow(summary.target_tps, summary.committed_tps, percentiles["p50"], percentiles["p99"],
                     summary.counts.lost, summary.counts.rejected_total, summary.counts.failed,
                     summary.throughput_saturated, summary.latency_saturated, summary.generator_fell_behind,
-                    summary.why, str(run_dir), summary.survival.ratio if summary.survival else None)
+                    summary.why, str(run_dir), summary.survival.ratio if summary.survival else None,
+                    summary.generator_cpu_us_per_tx)
 
 
 # --- files ------------------------------------------------------------------------------------

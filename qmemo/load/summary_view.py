@@ -68,6 +68,13 @@ def render_summary(summary: LoadSummary, where: str | None = None) -> Group:
                      f"{failover.failover_txs:,} txs" + (f" (no answer from {failures})" if failures else ""))
         if failover.resends is not None:
             head.add_row("sent again (refused for now)", f"{failover.resends:,} requests, {failover.resend_txs:,} txs")
+        if failover.outcome_unknown_resent:
+            resolved = ", ".join(f"{k}: {v:,}" for k, v in sorted((failover.outcome_unknown_resolved or {}).items(),
+                                                                   key=lambda kv: -kv[1]))
+            head.add_row("sent again (answer lost)", f"{failover.outcome_unknown_resent:,} txs ({resolved})")
+    if summary.generator_cpu_us_per_tx is not None:
+        head.add_row("generator_cpu_us_per_tx", f"{summary.generator_cpu_us_per_tx:,.2f} "
+                     f"({summary.generator_cpu_s:,.2f} s of the generator's CPU, {counts.sent:,} sent)")
     parts: list[Any] = [head, latency]
     if summary.generator_fell_behind:
         parts.append(Text("WARNING: the generator fell behind its own schedule (p99 send lag above 100 ms): "

@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 import aiohttp
 import orjson
+from yarl import URL
 
 from qmemo import api_schema
 from qmemo.api_schema import (AccountState, BlockSummary, Health, MetricsSnapshot, NodeStatus, ReceiptStatus, TxCounts,
@@ -94,6 +95,7 @@ class NodeClient:
         self.url = url.rstrip("/")
         self._session = session
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._urls: dict[str, URL] = {}
 
     def __repr__(self) -> str:
         return f"NodeClient({self.url!r})"
@@ -180,8 +182,11 @@ class NodeClient:
     async def _answer(self, method: str, path: str, body: bytes | None, headers: dict[str, str] | None,
                       timeout_s: float | None) -> Answer:
         timeout = self._timeout if timeout_s is None else aiohttp.ClientTimeout(total=timeout_s)
+        url = self._urls.get(path)
+        if url is None:     # parsed once per path, not per request (the generator posts ~50 a second)
+            url = self._urls[path] = URL(self.url + path)
         try:
-            async with self._session.request(method, self.url + path, data=body, headers=headers,
+            async with self._session.request(method, url, data=body, headers=headers,
                                              timeout=timeout) as response:
                 return Answer(response.status, await response.read())
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:

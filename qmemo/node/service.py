@@ -256,7 +256,12 @@ class Node:
                            exc_info=task.exception())
 
     def _require_ready(self) -> tuple[Chain, Admission, BlockIntake]:
-        if self.chain is None or self.admission is None or self.intake is None or self._stopping:
+        # `sync` is set last in `start`, with the journal, persistence and queries, once the
+        # journal has been read back: a request in between met them unset and was answered
+        # 500 `internal` (after a kill-all, the generator took that as final and every later
+        # nonce of those senders waited behind the gap).
+        if self.chain is None or self.admission is None or self.intake is None or self.sync is None \
+                or self._stopping:
             raise NodeNotReady(f"{self.name} is {'stopping' if self._stopping else 'starting'}")
         return self.chain, self.admission, self.intake
 

@@ -193,6 +193,64 @@ def honest_goodput(transactions: Iterable[TxRecord], windows: list[tuple[float, 
     return InvariantResult("honest_goodput", passed, detail, figures)
 
 
+def supply_conserved(samples: Iterable[Mapping[str, Any]], nodes: Iterable[str]) -> InvariantResult:
+    """Every consistent supply sample (qmemo.scenario.supply: the height did not move while
+    the balances were read) equals the genesis total, and every node gave one at the end."""
+    consistent = [s for s in samples if s.get("ok") and s.get("consistent")]
+    off = [s for s in consistent if s["supply"] != s["expected"]]
+    ended = {s["node"] for s in consistent if s.get("at_end")}
+    missing_end = sorted(set(nodes) - ended)
+    passed = bool(consistent) and not off and not missing_end
+    figures = {"samples": len(consistent), "off": len(off), "expected": consistent[0]["expected"] if consistent else None,
+               "nodes_without_an_end_sample": missing_end,
+               "examples": [{k: s[k] for k in ("node", "height", "supply")} for s in off[:EXAMPLES]]}
+    detail = (f"{len(consistent):,} consistent samples, {len(off)} off the genesis total"
+              + (f"; no end sample from {', '.join(missing_end)}" if missing_end else ""))
+    return InvariantResult("supply_conserved", passed, detail, figures)
+
+
+def heights_converge(samples: Iterable[Mapping[str, Any]], nodes: Iterable[str], last_fault_end: float,
+                     within_s: float) -> InvariantResult:
+    """After the last fault ended (wall time), every node answers with heights at most one
+    block apart within `within_s`: the first second of samples (`metrics/<node>.jsonl`)
+    where that holds."""
+    by_second: dict[int, dict[str, int]] = {}
+    for line in samples:
+        if line["time_s"] >= last_fault_end and line.get("ok") and line.get("status"):
+            by_second.setdefault(int(line["time_s"]), {})[line["node"]] = int(line["status"]["height"])
+    wanted = set(nodes)
+    converged = next((second for second in sorted(by_second) if set(by_second[second]) == wanted
+                      and max(by_second[second].values()) - min(by_second[second].values()) <= 1), None)
+    after_s = None if converged is None else max(0.0, converged - last_fault_end)
+    passed = after_s is not None and after_s <= within_s
+    figures = {"converged_after_s": after_s, "within_s": within_s, "last_fault_end": last_fault_end,
+               "heights": by_second.get(converged) if converged is not None else None}
+    detail = (f"heights within one block {after_s:.0f} s after the last fault ended (bound {within_s:g} s)"
+              if after_s is not None else "heights never came within one block after the last fault")
+    return InvariantResult("heights_converge", passed, detail, figures)
+
+
+def all_planned_final(summary: Mapping[str, Any]) -> InvariantResult:
+    """Every transaction the generator planned is final exactly once: none failed, lost in a
+    queue, refused or left unsent - a crash strands no sender behind a nonce gap."""
+    counts = summary["counts"]
+    passed = counts["committed"] == counts["planned"]
+    figures = {key: counts.get(key) for key in ("planned", "committed", "failed", "lost", "unsent", "rejected",
+                                                "lost_reasons")}
+    failover = summary.get("failover") or {}
+    figures["outcome_unknown_resent"] = failover.get("outcome_unknown_resent")
+    figures["outcome_unknown_resolved"] = failover.get("outcome_unknown_resolved")
+    detail = (f"{counts['committed']:,} of {counts['planned']:,} planned final; failed {counts['failed']:,}, "
+              f"lost {counts['lost']:,}, refused {sum(counts['rejected'].values()):,}, unsent {counts['unsent']:,}")
+    return InvariantResult("all_planned_final", passed, detail, figures)
+
+
+def last_fault_end(timeline: Iterable[Mapping[str, Any]]) -> float | None:
+    """Wall time when the last fault was undone (restart, SIGCONT, heal, link up), from timeline.jsonl."""
+    ends = [line["time_s"] for line in timeline if line["what"] in ("restart", "SIGCONT", "heal", "link up")]
+    return max(ends, default=None)
+
+
 # --- reading a run folder ------------------------------------------------------------------
 
 def read_transactions(path: Path) -> list[TxRecord]:
@@ -232,6 +290,13 @@ def evaluate(run_dir: Path, manifest: Manifest) -> list[InvariantResult]:
     results.append(throughput_within(summary, bounds.min_committed_tps, bounds.max_p99_ms))
     if network.shards > 1:
         results.append(sharded_transfers(summary))
+    if manifest.chaos is not None:
+        nodes = list(end["tips"])
+        results.append(supply_conserved(read_jsonl(run_dir / "chain" / "supply.jsonl"), nodes))
+        ended = last_fault_end(read_jsonl(run_dir / "timeline.jsonl"))
+        samples = [line for node in nodes for line in read_jsonl(run_dir / "metrics" / f"{node}.jsonl")]
+        results.append(heights_converge(samples, nodes, ended if ended is not None else 0.0, bounds.settle_s))
+        results.append(all_planned_final(summary))
     if manifest.floods:
         windows = [(f.at_s, f.end_s) for f in manifest.floods]
         # The parser requires both bounds for a flood scenario; 0 here would only make the check fail.

@@ -13,7 +13,6 @@ typo in a manifest costs one line, not a half-built network.
 
 from __future__ import annotations
 
-import math
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,14 +20,22 @@ from typing import Any
 
 from qmemo.errors import ConfigError
 from qmemo.load.schedule import MAX_BATCH
+from qmemo.scenario.chaos import ChaosPlan, parse_chaos, schedule
+from qmemo.scenario.fields import boolean as _bool
+from qmemo.scenario.fields import integer as _integer
+from qmemo.scenario.fields import node_list as _node_list
+from qmemo.scenario.fields import number as _number
+from qmemo.scenario.fields import optional as _optional
+from qmemo.scenario.fields import plain_name as _plain_name
+from qmemo.scenario.fields import string as _string
+from qmemo.scenario.fields import table as _table
+from qmemo.scenario.fields import unknown as _unknown
 
 # Actions a perturbation can take, and the keys each one accepts besides at_s/action.
 NODE_ACTIONS = ("kill", "restart", "pause", "disconnect")
 ACTIONS = (*NODE_ACTIONS, "partition", "profile", "flood")
 FLOOD_KINDS = ("invalid-signature", "held-queue", "held-queue-funded", "oversized-block")
 TARGETINGS = ("round-robin", "random", "single")
-# Zone names become part of tc class comments and log lines: keep them plain.
-_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +148,7 @@ class Manifest:
     perturbations: tuple[Perturbation, ...]
     invariants: Bounds
     profiles: dict[str, LinkProfile]
+    chaos: ChaosPlan | None = None      # when set, `perturbations` hold its schedule too
 
     def profiles_used(self) -> list[LinkProfile]:
         names = {self.network.default_profile, *(p for _, _, p in self.network.links)}
@@ -196,80 +204,6 @@ def load_manifest(path: Path, profiles_path: Path, overrides: list[str] | None =
     return parse_manifest(raw, parse_profiles(read_toml(profiles_path)))
 
 
-# --- validation helpers: every one names the key -----------------------------------------
-
-def _table(raw: dict[str, Any], key: str) -> dict[str, Any]:
-    value = raw.get(key, {})
-    if not isinstance(value, dict):
-        raise ConfigError(f"{key} must be a table")
-    return value
-
-
-def _unknown(table: dict[str, Any], where: str, allowed: set[str]) -> None:
-    extra = sorted(set(table) - allowed)
-    if extra:
-        raise ConfigError(f"{where}{extra[0]}: unknown key")
-
-
-def _number(table: dict[str, Any], key: str, where: str, default: float | None = None, *,
-            minimum: float = 0.0, strict: bool = False) -> float:
-    value = table.get(key, default)
-    if value is None:
-        raise ConfigError(f"{where}{key}: required")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ConfigError(f"{where}{key}: must be a number, got {value!r}")
-    if value < minimum or (strict and value == minimum):
-        raise ConfigError(f"{where}{key}: must be {'>' if strict else '>='} {minimum}, got {value}")
-    return float(value)
-
-
-def _optional(table: dict[str, Any], key: str, where: str, **kwargs: Any) -> float | None:
-    return None if table.get(key) is None else _number(table, key, where, **kwargs)
-
-
-def _integer(table: dict[str, Any], key: str, where: str, default: int | None = None, *, minimum: int = 0) -> int:
-    value = table.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{where}{key}: must be a whole number, got {value!r}")
-    if value < minimum:
-        raise ConfigError(f"{where}{key}: must be >= {minimum}, got {value}")
-    return value
-
-
-def _string(table: dict[str, Any], key: str, where: str, default: str | None = None,
-            choices: tuple[str, ...] | None = None) -> str:
-    value = table.get(key, default)
-    if not isinstance(value, str) or not value:
-        raise ConfigError(f"{where}{key}: must be a non-empty string, got {value!r}")
-    if choices is not None and value not in choices:
-        raise ConfigError(f"{where}{key}: must be one of {', '.join(choices)}, got {value!r}")
-    return value
-
-
-def _bool(table: dict[str, Any], key: str, where: str) -> bool:
-    value = table.get(key, False)
-    if not isinstance(value, bool):
-        raise ConfigError(f"{where}{key}: must be true or false, got {value!r}")
-    return value
-
-
-def _node_list(value: Any, key: str, where: str, nodes: int) -> tuple[int, ...]:
-    if not isinstance(value, list) or not value:
-        raise ConfigError(f"{where}{key}: must be a non-empty list of node indexes")
-    for item in value:
-        if isinstance(item, bool) or not isinstance(item, int) or not 0 <= item < nodes:
-            raise ConfigError(f"{where}{key}: {item!r} is not a node index 0..{nodes - 1}")
-    if len(set(value)) != len(value):
-        raise ConfigError(f"{where}{key}: a node is listed twice")
-    return tuple(value)
-
-
-def _plain_name(value: str, key: str, where: str) -> str:
-    if not set(value) <= _NAME_CHARS:
-        raise ConfigError(f"{where}{key}: {value!r} may only hold a-z, 0-9, '-' and '_'")
-    return value
-
-
 # --- the sections --------------------------------------------------------------------------
 
 def parse_profiles(raw: dict[str, Any]) -> dict[str, LinkProfile]:
@@ -292,7 +226,7 @@ def parse_profiles(raw: dict[str, Any]) -> dict[str, LinkProfile]:
 
 
 def parse_manifest(raw: dict[str, Any], profiles: dict[str, LinkProfile]) -> Manifest:
-    _unknown(raw, "", {"name", "description", "network", "chain", "load", "perturbations", "invariants"})
+    _unknown(raw, "", {"name", "description", "network", "chain", "load", "perturbations", "invariants", "chaos"})
     network = _parse_network(_table(raw, "network"), profiles)
     chain = _parse_chain(_table(raw, "chain"))
     load = _parse_load(_table(raw, "load"), network.nodes)
@@ -301,6 +235,10 @@ def parse_manifest(raw: dict[str, Any], profiles: dict[str, LinkProfile]) -> Man
     perturbations = raw.get("perturbations", [])
     if not isinstance(perturbations, list):
         raise ConfigError("perturbations: must be an array of tables ([[perturbations]])")
+    chaos = parse_chaos(_table(raw, "chaos"), network.nodes, load.duration_s) if "chaos" in raw else None
+    if chaos is not None:
+        # Checked below like hand-written ones (a schedule that breaks a rule is a bug here).
+        perturbations = [*perturbations, *schedule(chaos, network.nodes, load.duration_s)]
     parsed = tuple(sorted((_parse_perturbation(p, i, network, profiles, load) for i, p in enumerate(perturbations)),
                           key=lambda p: p.at_s))
     if any(p.action == "flood" and p.kind != "oversized-block" for p in parsed) and chain.attacker_accounts < 1:
@@ -308,7 +246,7 @@ def parse_manifest(raw: dict[str, Any], profiles: dict[str, LinkProfile]) -> Man
     return Manifest(name=_plain_name(_string(raw, "name", ""), "name", ""),
                     description=_string(raw, "description", ""), network=network, chain=chain, load=load,
                     perturbations=parsed, invariants=_parse_bounds(_table(raw, "invariants"), parsed),
-                    profiles=profiles)
+                    profiles=profiles, chaos=chaos)
 
 
 def _parse_network(table: dict[str, Any], profiles: dict[str, LinkProfile]) -> Network:

@@ -7,7 +7,9 @@ node shows up as a failed sample, not a stalled sampler), and appends one JSON l
 back by qmemo.analysis.scenario_run with the same classes. Whenever a node's
 `final_height` (blocks written to its store) passes what we have seen, the new final
 blocks' hashes go to `chain/final-observed.jsonl`: the record `final_blocks_kept` later
-compares with the chains at the end.
+compares with the chains at the end. A final block that
+differs from one seen final before at its height (on any node) is also written to
+`chain/violations.jsonl` the moment it is seen.
 
 At the end, `end_state()` reads every node's chain (height -> hash), one node's
 transaction ids, and asks the nodes about accepted transactions missing from the chain
@@ -75,6 +77,7 @@ class Sampler:
         (run_dir / "chain").mkdir(parents=True, exist_ok=True)
         self.run_dir = run_dir
         self.final_seen = {node: 0 for node in urls}
+        self._final_hashes: dict[int, tuple[str, str]] = {}     # height -> (node, hash) first seen final
         self._stop = threading.Event()
         self._observed = (run_dir / "chain" / "final-observed.jsonl").open("ab")
         self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), name="sampler", daemon=True)
@@ -117,14 +120,23 @@ class Sampler:
         blocks = await read_blocks(client.with_timeout(FINAL_READ_TIMEOUT_S), self.final_seen[node] + 1, final_height)
         if not blocks:
             return
-        _write_observed(self._observed, node, blocks)
+        _write_observed(self._observed, node, blocks, self._final_hashes, self.run_dir / "chain" / "violations.jsonl")
         self.final_seen[node] = blocks[-1].height
 
 
-def _write_observed(out: IO[bytes], node: str, blocks: list[BlockSummary]) -> None:
-    for block in blocks:     # no await between lines: the node tasks never interleave a line
-        out.write(orjson.dumps({"time_s": time.time(), "node": node, "height": block.height,
-                                "hash": block.hash.hex()}) + b"\n")
+def _write_observed(out: IO[bytes], node: str, blocks: list[BlockSummary], first_final: dict[int, tuple[str, str]],
+                    violations: Path) -> None:
+    """Each block seen final, and - to `violations` - one whose hash differs from the first
+    final block seen at its height (on any node). No await between lines: the node tasks
+    never interleave a line."""
+    for block in blocks:
+        seen = {"time_s": time.time(), "node": node, "height": block.height, "hash": block.hash.hex()}
+        out.write(orjson.dumps(seen) + b"\n")
+        first = first_final.setdefault(block.height, (node, seen["hash"]))
+        if first[1] != seen["hash"]:
+            with violations.open("ab") as bad:
+                bad.write(orjson.dumps({**seen, "what": "final block differs", "first_node": first[0],
+                                        "first_hash": first[1]}) + b"\n")
     out.flush()
 
 

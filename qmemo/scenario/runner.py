@@ -35,6 +35,7 @@ from qmemo.scenario.hosts import Hosts, Process, stop_process
 from qmemo.scenario.invariants import evaluate, read_transactions
 from qmemo.scenario.manifest import Manifest
 from qmemo.scenario.observe import Sampler, end_state, wait_drained, wait_same_tip
+from qmemo.scenario.supply import SupplyWatch
 from qmemo.scenario.verdict import InvariantResult, Verdict, write
 
 HEALTH_TIMEOUT_S = 60.0
@@ -63,6 +64,7 @@ def run_scenario(manifest: Manifest, manifest_path: Path, run_dir: Path, overrid
     hosts = Hosts(hosts_mod.choose_subnet())
     restore_signals = interrupt_on_signals()     # SIGTERM/SIGHUP take the Ctrl-C path, once
     sampler: Sampler | None = None
+    supply: SupplyWatch | None = None
     started = time.time()
     results: list[InvariantResult] = []
     refused = False
@@ -83,6 +85,10 @@ def run_scenario(manifest: Manifest, manifest_path: Path, run_dir: Path, overrid
         _wait_healthy(cluster)
         sampler = Sampler(cluster.urls, run_dir)
         sampler.start()
+        if manifest.chaos is not None:
+            cluster.record("chaos schedule", seed=manifest.chaos.seed, faults=len(manifest.perturbations))
+            supply = SupplyWatch(cluster.urls, devnet / "genesis.json", run_dir)
+            supply.start()
         generator = _start_generator(cluster)
         floods = _start_floods(cluster)
         _run_timeline(cluster, generator)
@@ -94,6 +100,10 @@ def run_scenario(manifest: Manifest, manifest_path: Path, run_dir: Path, overrid
         tips = wait_same_tip(cluster.urls, manifest.invariants.settle_s, shards)
         sampler.stop()
         sampler = None
+        if supply is not None:
+            supply.sample_all(at_end=True)
+            supply.stop()
+            supply = None
         if not (run_dir / "gen" / "summary.json").exists():
             raise ScenarioAborted(f"the generator wrote no summary (exit {generator.popen.returncode}); "
                                   f"see {run_dir / 'logs' / 'gen.log'}")
@@ -105,6 +115,8 @@ def run_scenario(manifest: Manifest, manifest_path: Path, run_dir: Path, overrid
         with shielded():        # a second Ctrl-C or SIGTERM must not cut the cleanup short
             if sampler is not None:
                 sampler.stop()
+            if supply is not None:
+                supply.stop()
             problems = hosts.close()
             if refused:
                 # Nothing ran: a folder holding only the manifest would read as a run that died

@@ -87,3 +87,45 @@ async def test_an_old_kept_blocks_file_is_applied_once_and_its_block_stored(devn
         assert not (data / RECENT_BLOCKS_FILE).exists() and not list(data.glob("*.restoring"))
     with sqlite3.connect(data / "chain.sqlite") as db:
         assert db.execute("SELECT hash FROM block_encodings WHERE height = 1").fetchone()[0] == block.hash
+
+
+async def test_a_node_reading_its_journal_back_answers_not_ready_not_internal(devnet: Devnet, tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch):
+    """While `start` waits for the journal's read-back, the chain and admission exist but the
+    journal, the queries and the sync do not: a client's batch or a status look-up then met
+    them unset and was answered 500 `internal`, which a client takes as final (after a
+    kill-all, every later nonce of its senders waited behind the gap). It is 503 `not_ready`,
+    which every client sends again."""
+    from qmemo.errors import NodeNotReady
+    from qmemo.net.server import build_node
+    from qmemo.node.config import load_config
+
+    reading, release = asyncio.Event(), asyncio.Event()
+    loop = asyncio.get_running_loop()
+    read_back = Journal.read_back
+
+    def slow_read_back(journal: Journal) -> list[bytes]:
+        loop.call_soon_threadsafe(reading.set)
+        asyncio.run_coroutine_threadsafe(release.wait(), loop).result(timeout=30)
+        return read_back(journal)
+
+    monkeypatch.setattr(Journal, "read_back", slow_read_back)
+    tx = Wallet(devnet).transfer(0, 1)
+    node = build_node(load_config(None, {"genesis": devnet.genesis, "key": devnet.validator_key(0),
+                                         "data": tmp_path / "data", "port": 0, "verify_threads": 1}))
+    node.attach_peers([])
+    starting = asyncio.create_task(node.start())
+    try:
+        await asyncio.wait_for(reading.wait(), 30)
+        assert node.admission is not None and node.sync is None       # the window this test is about
+        with pytest.raises(NodeNotReady):
+            await node.submit_body(encode_frames([tx.encoded]))
+        with pytest.raises(NodeNotReady):
+            await node.transaction_status(tx.id)
+        release.set()
+        await starting
+        assert [o.status for o in (await node.submit_body(encode_frames([tx.encoded]))).outcomes()] == ["accepted"]
+    finally:
+        release.set()
+        await asyncio.gather(starting, return_exceptions=True)
+        await node.stop()

@@ -324,7 +324,7 @@ def test_the_board_shows_load_where_a_devnet_has_it(scraped):
     # committed rate; a sum over the nodes would be three times that.
     assert all(0.5 * LOAD_TPS < rate < 1.5 * LOAD_TPS for rate in admitted), admitted
     assert 0.3 * LOAD_TPS < committed < 2 * LOAD_TPS, committed
-    assert max(value("Falcon key cache")) > 0
+    assert max(value("Key cache (fast verifiers)")) > 0
     assert sum(value("Block pushes")) > 0
 
 
@@ -336,8 +336,8 @@ def test_the_board_counts_each_transaction_once_and_fits_a_short_run():
         assert not board[title]["targets"][0]["expr"].startswith("sum("), title
     windows = {w for panel in board.values() for t in panel["targets"] for w in re.findall(r"\[([^\]]+)\]", t["expr"])}
     assert windows == {"$__rate_interval"}, windows
-    for topic in ("Falcon key cache", "Falcon key cache hit rate", "Block pushes"):
+    for topic in ("Key cache (fast verifiers)", "Key cache hit rate (fast verifiers)", "Block pushes"):
         assert topic in board
     used = {name for panel in board.values() for t in panel["targets"] for name in promql_metric_names(t["expr"])}
-    assert {"qmemo_falcon_key_cache_keys", "qmemo_falcon_key_cache_hits_total", "qmemo_blocks_pushed_total",
+    assert {"qmemo_key_cache_keys", "qmemo_key_cache_hits_total", "qmemo_blocks_pushed_total",
             "qmemo_block_ids_missing_total"} <= used

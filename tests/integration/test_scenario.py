@@ -1,4 +1,4 @@
-"""Scenarios for real: lan-baseline and pause-node in short form, SIGTERM mid-run, the sweep after kill -9.
+"""Scenarios for real: lan-baseline, pause-node and chaos in short form, SIGTERM mid-run, the sweep after kill -9.
 
 Each runs `qmemo scenario run` as its own process (nodes in network namespaces, the
 generator in another) and checks its verdict, then that nothing is left behind: no
@@ -48,13 +48,13 @@ def assert_nothing_left(runner_pid: int, out: Path) -> None:
     assert processes_using(out) == []
 
 
-def finish(process: subprocess.Popen[str]) -> str:
+def finish(process: subprocess.Popen[str], timeout_s: float = RUN_TIMEOUT_S) -> str:
     try:
-        output, _ = process.communicate(timeout=RUN_TIMEOUT_S)
+        output, _ = process.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         process.send_signal(signal.SIGTERM)     # the runner's own cleanup path
         output, _ = process.communicate(timeout=60)
-        raise AssertionError(f"scenario did not finish in {RUN_TIMEOUT_S} s:\n{output}") from None
+        raise AssertionError(f"scenario did not finish in {timeout_s} s:\n{output}") from None
     return output
 
 
@@ -83,6 +83,29 @@ def test_pause_node_short_catches_up_and_leaves_nothing(tmp_path: Path) -> None:
     assert read(out).passed
     events = [orjson.loads(line)["what"] for line in (out / "timeline.jsonl").read_bytes().splitlines()]
     assert events.index("SIGSTOP") < events.index("SIGCONT") < events.index("load finished")
+    assert_nothing_left(process.pid, out)
+
+
+# The chaos scenario's 60-second form (docs/scenarios.md, "Chaos"): its faults shortened to
+# fit - one kill -9 of all three in the middle, a random fault on one node before and after.
+CHAOS_SHORT = ["load.duration_s=60", "load.tps=200", "chaos.for_s=[3, 5]", "chaos.gap_s=[6, 8]", "chaos.start_s=5",
+               "chaos.quiet_end_s=12", "chaos.kill_all_for_s=3", "invariants.drain_s=40"]
+
+
+def test_chaos_for_a_minute_keeps_every_invariant_and_prints_its_seed(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    process = scenario("chaos", out, *CHAOS_SHORT)
+    output = finish(process, timeout_s=300)      # a minute of load, its drain and settling, on a busy machine
+    assert process.returncode == 0, output
+    assert output.startswith("chaos seed 1: ") and "--set chaos.seed=1" in output.splitlines()[0]
+    verdict = read(out)
+    assert verdict.passed and [r.name for r in verdict.results] == [
+        "same_tip", "accepted_committed_once", "final_blocks_kept", "throughput_within_bounds",
+        "supply_conserved", "heights_converge", "all_planned_final"]
+    events = [orjson.loads(line) for line in (out / "timeline.jsonl").read_bytes().splitlines()]
+    killed_all = [e for e in events if e["what"] == "kill -9" and e["nodes"] == [0, 1, 2]]
+    assert len(killed_all) == 1 and 29 < killed_all[0]["t_s"] < 32
+    assert not (out / "chain" / "violations.jsonl").exists()
     assert_nothing_left(process.pid, out)
 
 

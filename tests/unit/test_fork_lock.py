@@ -19,7 +19,7 @@ from qmemo.core.finality import quorum
 from qmemo.core.fork_lock import ProducerLock, binding_locks, lock_expiry_ms, lock_for, still_binding
 from qmemo.core.genesis import next_turn_ms
 from qmemo.crypto.verifier import signer
-from qmemo.node.chain import Chain, branch_is_better
+from qmemo.node.chain import branch_is_better
 from qmemo.node.store import ChainStore
 from tests.unit.chain_kit import Devnet, falcon_keys, kernel, node_block, node_chain
 

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from qmemo.core.block import Block
 from qmemo.crypto.verifier import signer
-from qmemo.node.ledger import native
+
 from tests.unit.ledger_kit import CHAIN_ID, SMALL, Twins, address_of, ed_keys, mutate, sign_tx
 
 FUNDED = range(3, 9)

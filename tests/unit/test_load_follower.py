@@ -9,8 +9,10 @@ import math
 
 from aiohttp import web
 
+import numpy as np
+
 from qmemo.api_schema import BlockSummary
-from qmemo.load.follower import FollowState, follow_blocks, lost_reasons
+from qmemo.load.follower import FollowState, final_mask, follow_blocks, lost_reasons, plan_index
 from qmemo.net.wire import block_summary_json
 from qmemo.load.latency import ACCEPTED, Timings, summarize
 from tests.unit.scripted_http import serve
@@ -55,18 +57,18 @@ async def test_a_transaction_is_committed_only_once_final_and_follows_a_fork_swi
     for index in range(3):
         timings.mark_sent(index, 0.0)
         timings.mark_answer(index, 0.0, ACCEPTED)
-    pending = {A: 0, B: 1, C: 2}
     state, stop = FollowState(next_height=1), asyncio.Event()
-    follower = asyncio.create_task(follow_blocks([url], state, pending, timings, start=0.0, stop=stop, poll_s=0.01))
+    follower = asyncio.create_task(follow_blocks([url], state, plan_index([A, B, C]), timings, start=0.0, stop=stop,
+                                                 poll_s=0.01))
     try:
         node.chain = [("h1", [A]), ("h2", [B])]
         await _until(lambda: state.included_seen == 2)
         assert not math.isnan(timings.included[0]) and math.isnan(timings.committed[0])   # in a block, not final
-        assert set(pending) == {A, B, C}
+        assert not final_mask(timings).any()
         node.chain[1] = ("h2-other", [C])              # a fork switch replaces block 2: B is back in the pool
         node.chain.append(("h3", [B]))
         node.final_height = 3
-        await _until(lambda: not pending)
+        await _until(lambda: final_mask(timings).all())
         assert state.branch_switches == 1 and state.committed_seen == 3
         assert all(not math.isnan(timings.committed[i]) for i in range(3))
         assert all(timings.included[i] <= timings.committed[i] for i in range(3))
@@ -77,6 +79,31 @@ async def test_a_transaction_is_committed_only_once_final_and_follows_a_fork_swi
     run = summarize(timings, warmup_s=0.0)
     assert run.counts.committed == 3 and run.counts.included == 3 and run.counts.accounted == 3
     assert run.intended_to_included.count == 3 and run.included_to_committed.count == 3
+
+
+async def test_a_block_is_marked_in_bulk_once_per_transaction_and_only_for_ours():
+    """A block's ids are looked up and marked at once (numpy over the timings' arrays): only
+    planned ones, each included and committed once, a later sighting changing nothing; the
+    block's bytes are those of ours in it."""
+    from qmemo.load.follower import _see
+
+    ids = [bytes([i]) * 64 for i in range(6)]
+    timings = Timings([0.5 * i for i in range(6)])
+    state = FollowState(next_height=1, tx_bytes=np.arange(100, 106, dtype=np.int64))
+    index_of = plan_index(ids)
+    stranger = b"\xee" * 64
+
+    def block(height: int, final: bool, tx_ids: tuple[bytes, ...]) -> BlockSummary:
+        return BlockSummary(height, bytes([height]) * 64, bytes(64), 0, 0, None, len(tx_ids), bytes(64), 1, final, tx_ids)
+
+    _see(block(1, True, (ids[4], stranger, ids[1])), state, index_of, timings, 10.0)
+    _see(block(2, False, (ids[1], ids[2])), state, index_of, timings, 12.0)
+    assert (state.included_seen, state.committed_seen) == (3, 2)
+    assert [timings.included[i] for i in (1, 2, 4)] == [10.0, 12.0, 10.0] and math.isnan(timings.included[0])
+    assert final_mask(timings).tolist() == [False, True, False, False, True, False]
+    assert state.blocks[1].tx_count == 3 and state.blocks[1].ours == 2 and state.blocks[1].our_tx_bytes == 101 + 104
+    assert sorted(state.recent[0][1].tolist()) == [10.0 - 2.0, 10.0 - 0.5]      # intended -> committed of 4 and 1
+    assert state.unfinal[0][0] == 2 and state.unfinal[0][2].tolist() == [1, 2]
 
 
 async def _status_nodes(answers: list[dict[str, dict]], asked: list[list[int]]) -> tuple[list, list[str]]:

@@ -115,6 +115,23 @@ def test_the_survival_ratio_is_kept_in_the_summary_and_its_sweep_row(tmp_path):
     assert "survival" not in json.loads((write(tmp_path / "old.json", summary(1.0)), tmp_path / "old.json")[1].read_text())
 
 
+def test_the_generators_cpu_per_offered_transaction_is_in_the_summary_its_sweep_row_and_its_table(tmp_path):
+    from rich.console import Console
+
+    from qmemo.load.summary_view import render_summary
+
+    s = replace(summary(150.0), generator_cpu_s=0.25, generator_cpu_us_per_tx=2500.0)
+    write(tmp_path / "summary.json", s)
+    document = json.loads((tmp_path / "summary.json").read_text())
+    assert (document["generator_cpu_s"], document["generator_cpu_us_per_tx"]) == (0.25, 2500.0)
+    assert read_summary(tmp_path / "summary.json") == s and sweep_row(s, tmp_path).generator_cpu_us_per_tx == 2500.0
+    console = Console(width=160, record=True)
+    console.print(render_summary(s))
+    text = console.export_text()
+    assert "generator_cpu_us_per_tx" in text and "2,500.00" in text
+    assert "generator_cpu_us_per_tx" not in to_json(summary(150.0))      # older files: absent, not null
+
+
 def test_the_recorded_fixtures_are_in_the_current_schema():
     assert read_summary(FIXTURES / "devnet-run" / "summary.json").schema == SUMMARY_SCHEMA
     sweep = read_sweep(FIXTURES / "devnet-sweep" / "sweep.json")
