@@ -5,6 +5,7 @@
 #   ./devnet.sh --tps 3000 --duration 120
 #   ./devnet.sh --no-load            nodes and dashboard only, until Ctrl-C
 #   ./devnet.sh --no-monitor --duration 10 --tps 50     headless (scripts, CI)
+#   ./devnet.sh --shards 4 --cross-shard 20              4 shards x 3 nodes, 20% of transfers cross-shard
 #
 # Every process it starts is stopped by PID on Ctrl-C or at the end of the run. Each run
 # has a folder, runs/<time>/, with every process's log and the generator's results.
@@ -12,6 +13,8 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 NODES=3
+SHARDS=1
+CROSS_SHARD=""
 BASE_PORT=8000
 TPS=1000
 DURATION=60
@@ -40,7 +43,11 @@ Usage: ./devnet.sh [options]
 Starts a local qMEMO devnet (N nodes on 127.0.0.1), fires signed transactions at a
 target rate, and shows the live dashboard. Ctrl-C stops everything it started.
 
-  --nodes N          number of nodes/validators (default $NODES)
+  --nodes N          number of nodes/validators (per shard; default $NODES)
+  --shards S         shards (default $SHARDS: one chain); S > 1 starts S chains of N validators
+                     under one sharded genesis, shard k's node i on port P+k*N+i
+  --cross-shard PCT  with --shards > 1: percent of transfers to another shard's accounts
+                     (default 20); --tps is the total over all shards
   --base-port P      first node's port; node i listens on P+i (default $BASE_PORT)
   --tps T            target transactions per second (default $TPS)
   --duration S       seconds of load (default $DURATION; with --no-load: run until Ctrl-C)
@@ -80,6 +87,8 @@ COMMAND_LINE="./devnet.sh${*:+ $*}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --nodes) need_value "$@"; need_int "$1" "$2" 1; NODES=$2; shift 2 ;;
+    --shards) need_value "$@"; need_int "$1" "$2" 1; SHARDS=$2; shift 2 ;;
+    --cross-shard) need_value "$@"; [[ "$2" =~ ^[0-9]+([.][0-9]+)?$ ]] && awk "BEGIN{exit !($2 <= 100)}" || { echo "devnet.sh: --cross-shard must be a percentage from 0 to 100" >&2; exit 2; }; CROSS_SHARD=$2; shift 2 ;;
     --base-port) need_value "$@"; need_int "$1" "$2" 1024; BASE_PORT=$2; shift 2 ;;
     --tps) need_value "$@"; [[ "$2" =~ ^[0-9]+([.][0-9]+)?$ ]] && [[ ! "$2" =~ ^0+([.]0+)?$ ]] || { echo "devnet.sh: --tps must be a positive number" >&2; exit 2; }; TPS=$2; shift 2 ;;
     --duration) need_value "$@"; need_int "$1" "$2" 1; DURATION=$2; DURATION_SET=1; shift 2 ;;
@@ -103,11 +112,16 @@ while [ $# -gt 0 ]; do
     *) echo "devnet.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-[ $((BASE_PORT + NODES - 1)) -le 65535 ] || { echo "devnet.sh: ports $BASE_PORT.. do not fit $NODES nodes" >&2; exit 2; }
+if [ "$SHARDS" = 1 ] && [ -n "$CROSS_SHARD" ]; then
+  echo "devnet.sh: --cross-shard needs --shards 2 or more" >&2; exit 2
+fi
+[ "$SHARDS" -gt 1 ] && [ -z "$CROSS_SHARD" ] && CROSS_SHARD=20
+TOTAL=$((SHARDS * NODES))     # every node of every shard
+[ $((BASE_PORT + TOTAL - 1)) -le 65535 ] || { echo "devnet.sh: ports $BASE_PORT.. do not fit $TOTAL nodes" >&2; exit 2; }
 
 # Refuse ports something already listens on: our nodes would fail to bind, and the
 # health check and the load would reach someone else's chain.
-for ((i = 0; i < NODES; i++)); do
+for ((i = 0; i < TOTAL; i++)); do
   if (exec 3<>"/dev/tcp/127.0.0.1/$((BASE_PORT + i))") 2>/dev/null; then
     echo "devnet.sh: port $((BASE_PORT + i)) is already in use (another devnet?); choose --base-port" >&2
     exit 1
@@ -128,6 +142,7 @@ fi
 
 # --- the devnet: genesis, validator keys, funded accounts --------------------------------
 PARAMS="nodes=$NODES scheme=$SCHEME accounts=$ACCOUNTS block_txs=$BLOCK_TXS"
+[ "$SHARDS" -gt 1 ] && PARAMS+=" shards=$SHARDS"
 if [ "$RESET" = 1 ] || [ ! -f "$DEVNET_DIR/genesis.json" ] || [ "$(cat "$DEVNET_DIR/params" 2>/dev/null)" != "$PARAMS" ]; then
   if [ -d "$DEVNET_DIR" ] && [ -n "$(ls -A "$DEVNET_DIR")" ]; then
     # Only ever delete a folder this script made: it holds `params` or a genesis.
@@ -140,9 +155,9 @@ if [ "$RESET" = 1 ] || [ ! -f "$DEVNET_DIR/genesis.json" ] || [ "$(cat "$DEVNET_
   rm -rf "$DEVNET_DIR"
   # qmemo genesis shows a live key count (1,200 Falcon-512 accounts: ~6 s on 2 idle cores,
   # 51 s on busy ones; Ed25519 and ECDSA keys take well under a second).
-  echo "devnet.sh: generating $NODES validator and $ACCOUNTS account keys ($SCHEME) for a new devnet in $DEVNET_DIR"
+  echo "devnet.sh: generating $TOTAL validator and $ACCOUNTS account keys ($SCHEME) for a new devnet in $DEVNET_DIR"
   "$QMEMO" genesis --out "$DEVNET_DIR" --validators "$NODES" --accounts "$ACCOUNTS" --scheme "$SCHEME" \
-    --max-block-transactions "$BLOCK_TXS"
+    --max-block-transactions "$BLOCK_TXS" --shards "$SHARDS"
   echo "$PARAMS" >"$DEVNET_DIR/params"
 else
   echo "devnet.sh: reusing the devnet in $DEVNET_DIR ($PARAMS; --reset for a new one)"
@@ -151,8 +166,12 @@ fi
 RUN="$RUNS_DIR/$(date +%Y%m%d-%H%M%S)-$$"
 mkdir -p "$RUN/logs"
 echo "$COMMAND_LINE" >"$RUN/command"
-URLS=()
-for ((i = 0; i < NODES; i++)); do URLS+=("http://127.0.0.1:$((BASE_PORT + i))"); done
+URLS=()        # shard by shard: shard k's node i is URLS[k*NODES + i]
+NAMES=()       # node-<i>, or shard-<k>-node-<i>
+for ((n = 0; n < TOTAL; n++)); do
+  URLS+=("http://127.0.0.1:$((BASE_PORT + n))")
+  if [ "$SHARDS" = 1 ]; then NAMES+=("node-$n"); else NAMES+=("shard-$((n / NODES))-node-$((n % NODES))"); fi
+done
 URLS_CSV=$(IFS=,; echo "${URLS[*]}")
 
 # --- process bookkeeping: everything started is stopped, by PID ---------------------------
@@ -186,7 +205,7 @@ cleanup() {
     for _ in $(seq 30); do kill -0 "$GEN_PID" 2>/dev/null || break; sleep 0.1; done
     stop_pid "$GEN_PID" generator
   fi
-  for i in "${!NODE_PIDS[@]}"; do stop_pid "${NODE_PIDS[$i]}" "node-$i"; done
+  for i in "${!NODE_PIDS[@]}"; do stop_pid "${NODE_PIDS[$i]}" "${NAMES[$i]}"; done
   if [ -s "$RUN/logs/gen.log" ]; then
     echo
     cat "$RUN/logs/gen.log"
@@ -205,34 +224,42 @@ trap 'exit 143' TERM
 trap 'echo "devnet.sh: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
 
 # --- nodes --------------------------------------------------------------------------------
-for ((i = 0; i < NODES; i++)); do
-  peers=""
-  for ((j = 0; j < NODES; j++)); do
-    if [ "$j" != "$i" ]; then peers+="${URLS[$j]},"; fi
+for ((n = 0; n < TOTAL; n++)); do
+  k=$((n / NODES)); i=$((n % NODES))
+  peers=""; shard_peers=""      # the nodes of its shard; of every other shard (receipts)
+  for ((m = 0; m < TOTAL; m++)); do
+    if [ $((m / NODES)) = "$k" ]; then [ "$m" != "$n" ] && peers+="${URLS[$m]},"; else shard_peers+="${URLS[$m]},"; fi
   done
-  "$QMEMO" node --genesis "$DEVNET_DIR/genesis.json" --key "$DEVNET_DIR/validator-$i.keys.json" \
-    --port $((BASE_PORT + i)) --peers "${peers%,}" --data "$DEVNET_DIR/data/node-$i" --log-format "$LOG_FORMAT" \
-    --verifier "$VERIFIER" --event-loop "$EVENT_LOOP" >"$RUN/logs/node-$i.log" 2>&1 &
+  if [ "$SHARDS" = 1 ]; then key="$DEVNET_DIR/validator-$i.keys.json"; else key="$DEVNET_DIR/shard-$k-validator-$i.keys.json"; fi
+  "$QMEMO" node --genesis "$DEVNET_DIR/genesis.json" --key "$key" \
+    --port $((BASE_PORT + n)) --peers "${peers%,}" --data "$DEVNET_DIR/data/${NAMES[$n]}" --log-format "$LOG_FORMAT" \
+    --verifier "$VERIFIER" --event-loop "$EVENT_LOOP" ${shard_peers:+--shard-peers "${shard_peers%,}"} \
+    >"$RUN/logs/${NAMES[$n]}.log" 2>&1 &
   NODE_PIDS+=($!)
 done
-echo "devnet.sh: started $NODES nodes on ports $BASE_PORT-$((BASE_PORT + NODES - 1)); waiting until they are healthy"
-if ! "$QMEMO" health "${URLS[@]}" --wait 60 >"$RUN/logs/health.log"; then
+if [ "$SHARDS" = 1 ]; then
+  echo "devnet.sh: started $NODES nodes on ports $BASE_PORT-$((BASE_PORT + TOTAL - 1)); waiting until they are healthy"
+else
+  echo "devnet.sh: started $SHARDS shards of $NODES nodes on ports $BASE_PORT-$((BASE_PORT + TOTAL - 1)) (shard k's node i on $BASE_PORT+k*$NODES+i); waiting until they are healthy"
+fi
+if ! "$QMEMO" health "${URLS[@]}" --wait $((60 + 5 * TOTAL)) >"$RUN/logs/health.log"; then
   cat "$RUN/logs/health.log" >&2
-  for ((i = 0; i < NODES; i++)); do
+  for ((i = 0; i < TOTAL; i++)); do
     if ! grep -q "${URLS[$i]}: ready" "$RUN/logs/health.log"; then
-      echo "--- node-$i did not become healthy; the end of its log ($RUN/logs/node-$i.log):" >&2
-      tail -n 30 "$RUN/logs/node-$i.log" >&2
+      echo "--- ${NAMES[$i]} did not become healthy; the end of its log ($RUN/logs/${NAMES[$i]}.log):" >&2
+      tail -n 30 "$RUN/logs/${NAMES[$i]}.log" >&2
     fi
   done
   exit 1
 fi
 for i in "${!NODE_PIDS[@]}"; do
-  kill -0 "${NODE_PIDS[$i]}" 2>/dev/null || { echo "devnet.sh: node-$i exited; its log:" >&2; tail -n 30 "$RUN/logs/node-$i.log" >&2; exit 1; }
+  kill -0 "${NODE_PIDS[$i]}" 2>/dev/null || { echo "devnet.sh: ${NAMES[$i]} exited; its log:" >&2; tail -n 30 "$RUN/logs/${NAMES[$i]}.log" >&2; exit 1; }
 done
 
 # --- load ---------------------------------------------------------------------------------
 GEN_ARGS=(--devnet "$DEVNET_DIR" --nodes "$URLS_CSV" --out "$RUN/gen" --live "$RUN/gen/live.json")
 if [ -n "$BATCH" ]; then GEN_ARGS+=(--batch "$BATCH"); fi
+if [ -n "$CROSS_SHARD" ]; then GEN_ARGS+=(--cross-shard "$CROSS_SHARD"); fi
 if [ -n "$SWEEP" ]; then
   GEN_ARGS+=(--sweep "$SWEEP" --stage "$STAGE")
 else
@@ -250,7 +277,7 @@ if [ "$LOAD" = 1 ]; then
   if [ -n "$SWEEP" ]; then
     echo "devnet.sh: generator started: sweep $SWEEP, $STAGE s per stage (its log: $RUN/logs/gen.log)"
   else
-    echo "devnet.sh: generator started: $TPS TPS for $DURATION s"
+    echo "devnet.sh: generator started: $TPS TPS for $DURATION s${CROSS_SHARD:+ over $SHARDS shards, $CROSS_SHARD% cross-shard}"
   fi
 fi
 

@@ -45,6 +45,14 @@ class PeerStatus:
 
 
 @dataclass(frozen=True, slots=True)
+class ShardFigures:
+    """A shard's node (qmemo.core.shards): which shard of how many."""
+
+    index: int
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
 class NodeStatus:
     """The `/status` document: who the node is, where its chain is, whom it sees."""
 
@@ -65,6 +73,7 @@ class NodeStatus:
     peers: tuple[PeerStatus, ...]
     uptime_s: float
     ready: bool
+    shard: ShardFigures | None = field(default=None, metadata=OMIT_NONE)   # None: an unsharded chain
 
 
 # --- GET /metrics -------------------------------------------------------------------------
@@ -187,6 +196,20 @@ class StageFigures:
 
 
 @dataclass(frozen=True, slots=True)
+class ReceiptFigures:
+    """A shard's node: the cross-shard receipts it pulled, checked, pooled and credited."""
+
+    bundles_pulled: int
+    receipts_pulled: int
+    bundles_admitted: int     # valid and new: pooled
+    bundles_known: int        # pooled already, or credited already
+    rejected: dict[str, int]  # bundles refused, by rule code
+    pooled: int               # receipts waiting for a block
+    credited: int             # receipts credited by the blocks on its chain
+    pull_failures: int
+
+
+@dataclass(frozen=True, slots=True)
 class MetricsSnapshot:
     """The `/metrics` document: counters since start, percentiles of the recent samples."""
 
@@ -208,6 +231,8 @@ class MetricsSnapshot:
     event_loop_lag_ms: LagFigures
     net: NetFigures
     stages: StageFigures
+    shard: ShardFigures | None = field(default=None, metadata=OMIT_NONE)
+    receipts: ReceiptFigures | None = field(default=None, metadata=OMIT_NONE)
 
 
 # --- the smaller answers ------------------------------------------------------------------
@@ -296,6 +321,27 @@ class TxCounts:
     accepted: int
     duplicate: int
     rejected: int
+
+
+# Where a cross-shard receipt is on its destination shard (`ReceiptStatus.status`).
+CREDITED = "credited"       # a block of the node's chain credited it (`final`: a final block)
+POOLED = "pooled"           # verified, waiting for a block
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiptStatus:
+    """One receipt of `POST /receipts/status`' answer, in input order."""
+
+    id: bytes
+    status: str
+    final: bool
+
+
+def decode_receipt_statuses(document: Any, count: int, where: str = "/receipts/status") -> list[ReceiptStatus]:
+    items = _list(document, "receipts", where)
+    if len(items) != count:
+        raise DecodeError(f"{where}: {len(items)} statuses for {count} ids", code="malformed")
+    return [from_json(ReceiptStatus, item, f"{where}.receipts[{i}]") for i, item in enumerate(items)]
 
 
 # --- decoding -------------------------------------------------------------------------------

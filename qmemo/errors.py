@@ -127,6 +127,13 @@ class InvalidBlock(QmemoError):
     http_status = 422
 
 
+class InvalidReceipt(QmemoError):
+    """A cross-shard receipt that breaks a rule (qmemo.core.receipts); `code` names the rule."""
+
+    code = "invalid_receipt"
+    http_status = 422
+
+
 class ConfigError(QmemoError):
     """A configuration, genesis or command-line value that cannot be used."""
 

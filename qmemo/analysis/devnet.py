@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from qmemo.errors import ConfigError, DecodeError
+from qmemo.load.shard_summary import CrossShard, Invariants, ShardCounts
 from qmemo.load.summary import Latency, LoadSummary, Sweep, read_summary, read_sweep
 
 LATENCY_KINDS = ("intended_to_committed", "sent_to_committed", "sent_to_accepted")
@@ -62,6 +63,10 @@ class DevnetRun:
     why: str = ""                                 # those that hold, in words ("" if none)
     sweep: tuple[SweepPoint, ...] = ()
     sweep_source: Path | None = None              # sweep.json, for a sweep folder
+    # A sharded devnet's run (qmemo.load.shard_summary, as the writer's summary holds them).
+    cross_shard: CrossShard | None = None
+    shards: tuple[ShardCounts, ...] = ()
+    invariants: Invariants | None = None
 
     @property
     def committed_share(self) -> float:
@@ -105,6 +110,7 @@ def devnet_run(summary: LoadSummary, source: Path, run_id: str) -> DevnetRun:
         schedule_lag_ms=_percentiles(summary.schedule_lag_ms),
         throughput_saturated=summary.throughput_saturated, latency_saturated=summary.latency_saturated,
         why=summary.why,
+        cross_shard=summary.cross_shard, shards=summary.shards or (), invariants=summary.invariants,
     )
 
 

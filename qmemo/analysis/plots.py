@@ -56,7 +56,7 @@ def verify_distribution(path: Path, stats: Mapping[str, float], scheme: str, cap
     fig, ax = _figure(f"{scheme}: verifications per second per trial", size=(8.0, 3.6))
     box = {"med": stats["median"], "q1": stats["p25"], "q3": stats["p75"], "whislo": stats["p5"],
            "whishi": stats["p95"], "mean": stats["mean"], "fliers": [], "label": ""}
-    ax.bxp([box], vert=False, showmeans=True, widths=0.5, patch_artist=True,
+    ax.bxp([box], orientation="horizontal", showmeans=True, widths=0.5, patch_artist=True,
            boxprops={"facecolor": "#cfe2f3"}, medianprops={"color": COLOURS[3], "linewidth": 2},
            meanprops={"marker": "D", "markerfacecolor": COLOURS[2], "markeredgecolor": COLOURS[2]})
     for key, marker, colour in (("min", "<", "#555555"), ("p1", "|", COLOURS[1]), ("p99", "|", COLOURS[1]),

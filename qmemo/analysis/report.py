@@ -24,7 +24,8 @@ from pathlib import Path
 
 from qmemo.errors import ConfigError
 from qmemo.analysis import (
-    report_c, report_headline, report_memo, report_py, report_scenario, report_stages, report_verifiers, scheme_ab,
+    report_c, report_headline, report_memo, report_py, report_scenario, report_shards, report_stages, report_verifiers,
+    scheme_ab,
 )
 from qmemo.analysis.py_bench import PyBenches, load_py_benches
 from qmemo.paths import DOCS_RESULTS_DIR
@@ -53,9 +54,12 @@ def build_sections(results: Results, plot_dir: Path, devnet: Sequence[DevnetRun]
                    benches: PyBenches = PyBenches(), scenarios: Sequence[ScenarioRun] = ()) -> list[Section]:
     """Every section in report order, the answer first; plots are written into `plot_dir` as
     they are drawn."""
-    headlines = report_headline.load_headlines(results, devnet)
+    # A sharded run's committed TPS is every shard's together, not one node's rate: the headline
+    # (survival against one C core) is an unsharded run's; a sharded run's per-shard verify load
+    # is set against MEMO in its own section (report_shards).
+    headlines = report_headline.load_headlines(results, [run for run in devnet if not run.shards])
     sections = [
-        report_headline.headline_section(results, plot_dir, headlines),
+        report_headline.headline_section(results, plot_dir, headlines, [run.run_id for run in devnet if run.shards]),
         report_c.environment(results, plot_dir),
         report_c.verification(results, plot_dir),
         report_c.schemes(results, plot_dir),
@@ -66,6 +70,7 @@ def build_sections(results: Results, plot_dir: Path, devnet: Sequence[DevnetRun]
         report_memo.hardware_section(results, plot_dir),
         report_memo.footprint_section(results, plot_dir),
         report_memo.devnet_section(results, plot_dir, devnet, [entry.headline for entry in headlines]),
+        report_shards.shards_section(results, devnet),
         report_stages.stage_costs_section(results, plot_dir, devnet),
         scheme_ab.scheme_ab_section(devnet, plot_dir, results.machine_caption()),
         report_py.python_benches_section(benches),

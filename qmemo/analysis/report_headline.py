@@ -117,9 +117,10 @@ def run_block(line: Headline) -> str:
     return "\n\n".join([summary_line(line), run_table(line)])
 
 
-def c_only_block(results: Results) -> str:
-    """No devnet run: what the C baseline answers, and the commands that add the rest."""
-    lines = ["**No devnet run was given: this report holds the C baseline only.** The end-to-end answer (where "
+def c_only_block(results: Results, sharded_only: bool = False) -> str:
+    """No (unsharded) devnet run: what the C baseline answers, and the commands that add the rest."""
+    given = "No unsharded devnet run was given" if sharded_only else "No devnet run was given"
+    lines = [f"**{given}: this report holds the C baseline only.** The end-to-end answer (where "
              f"the chain saturates, how much of C survives) needs a devnet sweep: {SWEEP_HINT}, then "
              "`.venv/bin/qmemo report --devnet runs/<its folder>`.", ""]
     for verifier in ("liboqs", "fast"):
@@ -147,9 +148,15 @@ def _curves(entries: Sequence[RunHeadline]) -> dict[str, list[tuple[float, float
     return curves
 
 
-def headline_section(results: Results, plot_dir: Path, entries: Sequence[RunHeadline]) -> Section:
+def headline_section(results: Results, plot_dir: Path, entries: Sequence[RunHeadline],
+                     sharded: Sequence[str] = ()) -> Section:
+    """`sharded`: the ids of sharded runs given, whose answer is "Shards end to end" (a sharded
+    devnet's committed TPS is every shard's together, not one node's: no headline here)."""
+    aside = (f"Sharded devnet run(s) {', '.join(f'`{run_id}`' for run_id in sharded)}: each shard's load, "
+             "cross-shard transfers and invariants, and the per-shard verify load against MEMO, are in "
+             "\"Shards end to end\".") if sharded else ""
     if not entries:
-        return Section(TITLE, c_only_block(results))
+        return Section(TITLE, "\n\n".join(part for part in (aside, c_only_block(results, bool(sharded))) if part))
     blocks = [run_block(entry.headline) for entry in entries]
     labels, parts = stage_bars([row for entry in entries for row in entry.costs])
     sources = [display_path(entry.headline.committed_tps.source) for entry in entries]
@@ -162,5 +169,5 @@ def headline_section(results: Results, plot_dir: Path, entries: Sequence[RunHead
             "per transaction\". " + f"Not saturated? A sweep finds it: {SWEEP_HINT}.")
     return Section(TITLE, "\n\n".join([*blocks, image(PLOT, "p99 against committed TPS with the headline stage "
                                                             "marked; CPU per transaction against one C verify"),
-                                       note]), (PLOT,))
+                                       note, *([aside] if aside else [])]), (PLOT,))
 

@@ -31,6 +31,9 @@ def register(parser: argparse.ArgumentParser) -> None:
     rate.add_argument("--sweep", metavar="START:FACTOR:MAX",
                       help="step constant rates START, START*FACTOR, ... up to MAX until the chain saturates")
     rate.add_argument("--stage", type=float, default=20.0, help="seconds per sweep stage (default 20)")
+    rate.add_argument("--cross-shard", type=float, metavar="PCT",
+                      help="a sharded devnet: percent of transfers to accounts of other shards (default 20); "
+                           "--tps is the total over all shards")
     send = parser.add_argument_group("sending")
     send.add_argument("--batch", type=int, default=MAX_BATCH,
                       help=f"transactions per request at most (default {MAX_BATCH}); fewer, so that a batch spans "
@@ -77,7 +80,6 @@ def run(args: argparse.Namespace) -> int:
     from qmemo.load.live_status import LiveLine
     from qmemo.load.run import GenConfig, run_load, run_sweep
     from qmemo.records import to_json
-    from qmemo.load.schedule import sweep_rates
     from qmemo.load.sender import SendConfig
     from qmemo.load.summary_view import render_summary, render_sweep
     from qmemo.load.thresholds import exit_code, missed
@@ -99,6 +101,16 @@ def run(args: argparse.Namespace) -> int:
     console = Console()
     if not console.is_terminal:
         console = Console(width=120)  # a log file: wide enough for the latency table
+    from qmemo.crypto.verifier import load_any_genesis
+    from qmemo.core.shards import ShardedGenesis
+
+    # A genesis naming several shards takes the sharded run (a missing file is the run's to report).
+    sharded = load_any_genesis(config.genesis) if Path(config.genesis).is_file() else None
+    if isinstance(sharded, ShardedGenesis):
+        from qmemo.commands.gen_shards import run_sharded_command
+        return run_sharded_command(args, config, sharded, console, thresholds)
+    if args.cross_shard is not None:
+        raise ConfigError("--cross-shard needs a sharded devnet (qmemo genesis --shards)")
     json_log = args.log_format == "json"
     quiet = args.quiet or json_log  # a progress bar is not a JSON line
     if json_log:
@@ -122,19 +134,11 @@ def run(args: argparse.Namespace) -> int:
                       f"{' (from the cache)' if workload.from_cache else ''}")
         return 0
     if args.sweep:
-        import math
-
-        if not (math.isfinite(args.stage) and args.stage > 0):
-            raise ConfigError("--stage must be a positive number of seconds")
-        try:
-            start, factor, maximum = (float(x) for x in args.sweep.split(":"))
-        except ValueError:
-            raise ConfigError("--sweep takes START:FACTOR:MAX, e.g. 500:2:8000") from None
         with LiveLine(console, enabled=not quiet and console.is_terminal) as line:
             def next_stage(label: str) -> None:
                 line.label = label
 
-            rows = run_sweep(config, sweep_rates(start, factor, maximum), args.stage, quiet=quiet,
+            rows = run_sweep(config, sweep_stages(args), args.stage, quiet=quiet,
                              on_stage=next_stage, on_status=line.update)
         row_documents = [to_json(row) for row in rows]
         if json_log:
@@ -154,6 +158,22 @@ def run(args: argparse.Namespace) -> int:
         for sentence in failed_thresholds:
             console.print(f"[red]threshold missed:[/red] {sentence}", highlight=False)
     return exit_code(result.summary.counts.accounted == result.summary.counts.planned, failed_thresholds)
+
+
+def sweep_stages(args: argparse.Namespace) -> list[float]:
+    """The rates of `--sweep START:FACTOR:MAX` (with a positive `--stage`); ConfigError otherwise."""
+    import math
+
+    from qmemo.errors import ConfigError
+    from qmemo.load.schedule import sweep_rates
+
+    if not (math.isfinite(args.stage) and args.stage > 0):
+        raise ConfigError("--stage must be a positive number of seconds")
+    try:
+        start, factor, maximum = (float(x) for x in args.sweep.split(":"))
+    except ValueError:
+        raise ConfigError("--sweep takes START:FACTOR:MAX, e.g. 500:2:8000") from None
+    return sweep_rates(start, factor, maximum)
 
 
 def _thresholds(args: argparse.Namespace) -> Thresholds:

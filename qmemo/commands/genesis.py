@@ -22,7 +22,10 @@ from pathlib import Path
 
 def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, required=True, help="directory to write the devnet into")
-    parser.add_argument("--validators", type=int, default=3, help="number of validators (default 3)")
+    parser.add_argument("--validators", type=int, default=3, help="number of validators (per shard; default 3)")
+    parser.add_argument("--shards", type=int, default=1,
+                        help="shards (default 1: one chain); more writes a sharded genesis, shard k's chain id "
+                             "--chain-id + k, its validators' keys in shard-<k>-validator-<i>.keys.json")
     parser.add_argument("--accounts", type=int, default=1000, help="number of funded accounts (default 1000)")
     parser.add_argument("--scheme", default="Falcon-512",
                         help="signature scheme of the accounts and validators (default Falcon-512)")
@@ -67,10 +70,16 @@ def run(args: argparse.Namespace) -> int:
             balance=args.balance, block_interval_ms=args.block_interval_ms,
             producer_timeout_ms=args.producer_timeout_ms, max_clock_drift_ms=args.max_clock_drift_ms,
             max_block_transactions=args.max_block_transactions, min_fee=args.min_fee,
-            genesis_time_ms=args.genesis_time_ms, force=args.force),
+            genesis_time_ms=args.genesis_time_ms, force=args.force, shards=args.shards),
             on_keys=lambda done, total: bar.update(task, completed=done, total=total))
     validator_scheme = devnet.validators[0].scheme
     account_scheme = devnet.accounts[0].scheme if devnet.accounts else validator_scheme
+    if devnet.sharded is not None:
+        chains = ", ".join(str(view.chain_id) for view in devnet.sharded.views)
+        print(f"sharded devnet in {devnet.dir}: {devnet.sharded.count} shards (chains {chains}), "
+              f"{len(devnet.validators)} {validator_scheme} validators, {len(devnet.accounts)} {account_scheme} "
+              f"accounts ({time.perf_counter() - started:.1f} s)")
+        return 0
     print(f"devnet in {devnet.dir}: chain {devnet.genesis.chain_id}, genesis {devnet.genesis.hash.hex()[:16]}.., "
           f"{len(devnet.validators)} {validator_scheme} validators, {len(devnet.accounts)} {account_scheme} accounts "
           f"({time.perf_counter() - started:.1f} s)")

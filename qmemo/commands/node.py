@@ -20,6 +20,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--advertise", help="URL the other nodes reach this one at, e.g. http://203.0.113.7:8000 "
                                             "(default http://<host>:<port>; set it when binding 0.0.0.0 or behind NAT)")
     parser.add_argument("--peers", help="comma-separated peer base URLs, e.g. http://127.0.0.1:8001")
+    parser.add_argument("--shard", type=int, help="in a sharded genesis, the shard to run (default: the key's)")
+    parser.add_argument("--shard-peers", help="comma-separated base URLs of the other shards' nodes (receipts)")
     parser.add_argument("--name", help="node name in logs and metrics (default node-<validator index>)")
     parser.add_argument("--verify-threads", type=int, help="signature verification threads (default: CPU cores)")
     parser.add_argument("--verifier", choices=("fast", "liboqs"),
@@ -47,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     config = load_config(args.config, {
         "genesis": args.genesis, "key": args.key, "data": args.data, "port": args.port, "host": args.host,
-        "advertise": args.advertise, "peers": args.peers, "name": args.name, "verify_threads": args.verify_threads,
+        "advertise": args.advertise, "peers": args.peers, "shard": args.shard,
+        "shard_peers": args.shard_peers, "name": args.name, "verify_threads": args.verify_threads,
         "verifier": args.verifier, "event_loop": args.event_loop,
         "log_level": args.log_level, "log_format": args.log_format,
     })

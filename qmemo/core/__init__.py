@@ -11,6 +11,8 @@
 - `scheme_rules`  SchemeTable and SchemeRules: the schemes' ids, sizes and the one signature-length rule
 - `codec`         strict JSON field readers and integer limits
 - `finality`      quorum, final_height: a block is final once a majority of validators built on it
+- `shards`        shard_of, the sharded genesis (qmemo-genesis/2): every shard's view and the map of all
+- `receipts`      cross-shard receipts: bundles, ids, every receipt rule, a block's receipts section
 
 Nothing here does I/O, reads a clock, draws randomness or imports a signature library:
 time, keys, verifiers and scheme sizes come in as arguments. The node (qmemo.node)

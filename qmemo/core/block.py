@@ -21,6 +21,12 @@ Header encoding (little-endian; docs/protocol.md, "Blocks"):
 
 Block encoding: the signed header, then `tx_count` times (u32 length || transaction).
 
+Version 2 (the blocks of a shard in a sharded genesis, qmemo.core.shards) adds three
+fields after `merkle_root` - `receipt_count` (u32), `receipts_bytes` (u32) and
+`receipts_root` (64 bytes, H(RECEIPTS_SECTION, section)) - and its encoding ends with
+the receipts section (`receipts_bytes` bytes: the cross-shard receipts it credits,
+qmemo.core.receipts), so the transactions still start right after the header.
+
 This module only builds and parses; whether a block is valid is `qmemo.core.state`'s
 business. Pure: no I/O, no clock; signing is a callable passed in.
 """
@@ -32,7 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from qmemo.core.codec import U16_MAX, U32_MAX, U64_MAX, expect_object, hex_field, int_field
+from qmemo.core.codec import U16_MAX, U32_MAX, U64_MAX, expect_object, hex_field, int_field, parse_hex
 from qmemo.core.hashing import DIGEST_BYTES, Domain, blake3_512, split_digests
 from qmemo.core.merkle import merkle_root
 from qmemo.core.transaction import FIXED_BYTES as TX_FIXED_BYTES
@@ -40,8 +46,14 @@ from qmemo.core.transaction import Transaction
 from qmemo.errors import DecodeError, Misuse
 
 BLOCK_VERSION = 1
+SHARDED_BLOCK_VERSION = 2                     # a shard's blocks: version 1 and the receipts fields
+BLOCK_VERSIONS = (BLOCK_VERSION, SHARDED_BLOCK_VERSION)
 _HEADER = struct.Struct("<BIQ64sQHI64s")
 UNSIGNED_HEADER_BYTES = _HEADER.size          # 155
+_RECEIPTS_FIELDS = struct.Struct("<II64s")    # version 2: receipt_count, receipts_bytes, receipts_root
+SHARDED_UNSIGNED_HEADER_BYTES = UNSIGNED_HEADER_BYTES + _RECEIPTS_FIELDS.size     # 227
+# A version 2 block with no receipts still has a section: its u16 bundle count, 0.
+EMPTY_RECEIPTS_SECTION = b"\x00\x00"
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
 # The smallest a transaction can be on the wire: its length prefix, fixed part and
@@ -62,13 +74,18 @@ class BlockHeader:
     tx_count: int
     merkle_root: bytes
     signature: bytes = b""
+    # Version 2 only (zero and empty in version 1): the cross-shard receipts it credits.
+    receipt_count: int = 0
+    receipts_bytes: int = 0
+    receipts_root: bytes = b""
     encoded: bytes = field(init=False, compare=False)
     signing_digest: bytes = field(init=False, compare=False)
     hash: bytes = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
         for name, maximum in (("version", 0xFF), ("chain_id", U32_MAX), ("height", U64_MAX),
-                              ("timestamp_ms", U64_MAX), ("producer_index", U16_MAX), ("tx_count", U32_MAX)):
+                              ("timestamp_ms", U64_MAX), ("producer_index", U16_MAX), ("tx_count", U32_MAX),
+                              ("receipt_count", U32_MAX), ("receipts_bytes", U32_MAX)):
             value = getattr(self, name)
             if type(value) is not int or not 0 <= value <= maximum:
                 raise DecodeError(f"header {name} = {value!r} is outside 0..{maximum}", code="out_of_range")
@@ -80,6 +97,12 @@ class BlockHeader:
             raise DecodeError(f"header signature must be bytes, at most {U16_MAX}", code="oversized")
         unsigned = _HEADER.pack(self.version, self.chain_id, self.height, self.previous_hash,
                                 self.timestamp_ms, self.producer_index, self.tx_count, self.merkle_root)
+        if self.version == SHARDED_BLOCK_VERSION:
+            if type(self.receipts_root) is not bytes or len(self.receipts_root) != DIGEST_BYTES:
+                raise DecodeError(f"header receipts_root must be {DIGEST_BYTES} bytes", code="out_of_range")
+            unsigned += _RECEIPTS_FIELDS.pack(self.receipt_count, self.receipts_bytes, self.receipts_root)
+        elif self.receipt_count or self.receipts_bytes or self.receipts_root:
+            raise DecodeError(f"a version {self.version} header has no receipts", code="malformed")
         encoded = b"".join((unsigned, _U16.pack(len(self.signature)), self.signature))
         object.__setattr__(self, "encoded", encoded)
         object.__setattr__(self, "signing_digest", blake3_512(Domain.BLOCK_SIGNING, unsigned))
@@ -88,32 +111,45 @@ class BlockHeader:
     @classmethod
     def decode_from(cls, data: bytes, offset: int = 0) -> tuple[BlockHeader, int]:
         """Parse a signed header at `offset`; returns it and the offset just past it."""
-        end = offset + UNSIGNED_HEADER_BYTES + _U16.size
+        if len(data) < offset + 1:
+            raise DecodeError("block header truncated: 0 bytes", code="truncated")
+        version = data[offset]
+        if version not in BLOCK_VERSIONS:
+            raise DecodeError(f"block version {version} is not one of {BLOCK_VERSIONS}", code="unsupported_version")
+        unsigned = UNSIGNED_HEADER_BYTES + (_RECEIPTS_FIELDS.size if version == SHARDED_BLOCK_VERSION else 0)
+        end = offset + unsigned + _U16.size
         if len(data) < end:
             raise DecodeError(f"block header truncated: {len(data) - offset} bytes", code="truncated")
         fields = _HEADER.unpack_from(data, offset)
-        if fields[0] != BLOCK_VERSION:
-            raise DecodeError(f"block version {fields[0]} is not {BLOCK_VERSION}", code="unsupported_version")
+        receipts = _RECEIPTS_FIELDS.unpack_from(data, offset + UNSIGNED_HEADER_BYTES) \
+            if version == SHARDED_BLOCK_VERSION else (0, 0, b"")
         signature_end = end + _U16.unpack_from(data, end - _U16.size)[0]
         if len(data) < signature_end:
             raise DecodeError("block header signature truncated", code="truncated")
-        return cls(*fields, signature=bytes(data[end:signature_end])), signature_end
+        return cls(*fields, signature=bytes(data[end:signature_end]), receipt_count=receipts[0],
+                   receipts_bytes=receipts[1], receipts_root=receipts[2]), signature_end
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        document = {
             "version": self.version, "chain_id": self.chain_id, "height": self.height,
             "previous_hash": self.previous_hash.hex(), "timestamp_ms": self.timestamp_ms,
             "producer_index": self.producer_index, "tx_count": self.tx_count,
             "merkle_root": self.merkle_root.hex(), "signature": self.signature.hex(),
         }
+        if self.version == SHARDED_BLOCK_VERSION:
+            document.update(receipt_count=self.receipt_count, receipts_bytes=self.receipts_bytes,
+                            receipts_root=self.receipts_root.hex())
+        return document
 
     @classmethod
     def from_json(cls, obj: Any) -> BlockHeader:
         what = "header"
-        obj = expect_object(obj, _HEADER_KEYS, what)
+        version = obj.get("version") if isinstance(obj, dict) else None
+        sharded = version == SHARDED_BLOCK_VERSION
+        obj = expect_object(obj, _HEADER_V2_KEYS if sharded else _HEADER_KEYS, what)
         version = int_field(obj, "version", 0xFF, what)
-        if version != BLOCK_VERSION:
-            raise DecodeError(f"block version {version} is not {BLOCK_VERSION}", code="unsupported_version")
+        if version not in BLOCK_VERSIONS:
+            raise DecodeError(f"block version {version} is not one of {BLOCK_VERSIONS}", code="unsupported_version")
         return cls(
             version=version,
             chain_id=int_field(obj, "chain_id", U32_MAX, what),
@@ -124,6 +160,9 @@ class BlockHeader:
             tx_count=int_field(obj, "tx_count", U32_MAX, what),
             merkle_root=hex_field(obj, "merkle_root", what, length=DIGEST_BYTES),
             signature=hex_field(obj, "signature", what),
+            receipt_count=int_field(obj, "receipt_count", U32_MAX, what) if sharded else 0,
+            receipts_bytes=int_field(obj, "receipts_bytes", U32_MAX, what) if sharded else 0,
+            receipts_root=hex_field(obj, "receipts_root", what, length=DIGEST_BYTES) if sharded else b"",
         )
 
     def signed(self, sign: Callable[[bytes], bytes]) -> BlockHeader:
@@ -137,14 +176,17 @@ class BlockHeader:
 
 _HEADER_KEYS = frozenset(("version", "chain_id", "height", "previous_hash", "timestamp_ms", "producer_index",
                           "tx_count", "merkle_root", "signature"))
+_HEADER_V2_KEYS = _HEADER_KEYS | {"receipt_count", "receipts_bytes", "receipts_root"}
 
 
 @dataclass(frozen=True, slots=True, repr=False)
 class Block:
-    """A header and its transactions, in order."""
+    """A header and its transactions, in order; a version 2 block also its receipts section
+    (its encoding: qmemo.core.receipts decodes it; b"" in version 1)."""
 
     header: BlockHeader
     transactions: tuple[Transaction, ...]
+    receipts_section: bytes = b""
     # The encoding, kept once made (or given by `decode`): a block is encoded to be stored,
     # pushed to every peer and served to each syncing one - ~15 MB for 8,000 Falcon-512
     # transactions, which is not worth rebuilding each time.
@@ -180,18 +222,21 @@ class Block:
             for tx in self.transactions:
                 parts.append(pack(len(tx.encoded)))
                 parts.append(tx.encoded)
+            parts.append(self.receipts_section)
             encoded = b"".join(parts)
             _set_encoding(self, encoded)
         return encoded
 
     @classmethod
-    def parsed(cls, header: BlockHeader, transactions: tuple[Transaction, ...], data: bytes) -> Block:
+    def parsed(cls, header: BlockHeader, transactions: tuple[Transaction, ...], data: bytes,
+               receipts_section: bytes = b"") -> Block:
         """The block whose header and transactions were each parsed from their place in
         `data` (a caller's own decode, as `decode`'s): `data` is kept as its encoding, so
         a received block is never encoded again. Kept only where it is canonical: the
         header's bytes as it re-encodes them, and no byte more than the transactions hold."""
-        block = cls(header, transactions)
-        if data.startswith(header.encoded) and len(data) == len(header.encoded) + sum(
+        block = cls(header, transactions, receipts_section)
+        if data.startswith(header.encoded) and data.endswith(receipts_section) and \
+                len(data) == len(header.encoded) + len(receipts_section) + sum(
                 _U32.size + len(tx.encoded) for tx in transactions):
             _set_encoding(block, data)
         return block
@@ -202,32 +247,41 @@ class Block:
         if type(data) is not bytes:
             data = bytes(data)
         header, offset = BlockHeader.decode_from(data)
-        if header.tx_count > (len(data) - offset) // _MIN_TX_BYTES:
-            raise DecodeError(f"block claims {header.tx_count} transactions in {len(data) - offset} bytes",
+        if header.receipts_bytes > len(data) - offset:
+            raise DecodeError(f"block claims a {header.receipts_bytes}-byte receipts section in "
+                              f"{len(data) - offset} bytes", code="truncated")
+        body_end = len(data) - header.receipts_bytes
+        if header.tx_count > (body_end - offset) // _MIN_TX_BYTES:
+            raise DecodeError(f"block claims {header.tx_count} transactions in {body_end - offset} bytes",
                               code="truncated")
         transactions = []
         for position in range(header.tx_count):
-            if len(data) < offset + _U32.size:
+            if body_end < offset + _U32.size:
                 raise DecodeError(f"block truncated before transaction {position}", code="truncated")
             end = offset + _U32.size + _U32.unpack_from(data, offset)[0]
-            if len(data) < end:
+            if body_end < end:
                 raise DecodeError(f"block truncated in transaction {position}", code="truncated")
             transactions.append(Transaction.decode(data[offset + _U32.size:end]))
             offset = end
-        if offset != len(data):
-            raise DecodeError(f"{len(data) - offset} bytes after the last transaction", code="trailing_bytes")
-        return cls.parsed(header, tuple(transactions), data)
+        if offset != body_end:
+            raise DecodeError(f"{body_end - offset} bytes after the last transaction", code="trailing_bytes")
+        return cls.parsed(header, tuple(transactions), data, data[body_end:])
 
     def to_json(self) -> dict[str, Any]:
-        return {"header": self.header.to_json(), "transactions": [tx.to_json() for tx in self.transactions]}
+        document = {"header": self.header.to_json(), "transactions": [tx.to_json() for tx in self.transactions]}
+        if self.header.version == SHARDED_BLOCK_VERSION:
+            document["receipts"] = self.receipts_section.hex()
+        return document
 
     @classmethod
     def from_json(cls, obj: Any) -> Block:
-        obj = expect_object(obj, _BLOCK_KEYS, "block")
+        sharded = isinstance(obj, dict) and "receipts" in obj
+        obj = expect_object(obj, _BLOCK_KEYS | {"receipts"} if sharded else _BLOCK_KEYS, "block")
         if not isinstance(obj["transactions"], list):
             raise DecodeError("block.transactions must be a list", code="malformed")
         return cls(BlockHeader.from_json(obj["header"]),
-                   tuple(Transaction.from_json(tx) for tx in obj["transactions"]))
+                   tuple(Transaction.from_json(tx) for tx in obj["transactions"]),
+                   parse_hex(obj["receipts"], "block.receipts", max_length=U32_MAX) if sharded else b"")
 
     def __repr__(self) -> str:
         return f"Block({self.header!r})"
@@ -248,6 +302,8 @@ class BlockIds:
 
     header: BlockHeader
     tx_ids: tuple[bytes, ...] | None
+    # Version 2: the receipts section, pushed whole after the ids (None: not read).
+    receipts_section: bytes | None = None
 
     @property
     def height(self) -> int:
@@ -259,20 +315,27 @@ class BlockIds:
 
     @classmethod
     def of(cls, block: Block, *, with_ids: bool = True) -> BlockIds:
-        return cls(block.header, tuple(tx.id for tx in block.transactions) if with_ids else None)
+        return cls(block.header, tuple(tx.id for tx in block.transactions) if with_ids else None,
+                   block.receipts_section if with_ids and block.header.version == SHARDED_BLOCK_VERSION else None)
 
     def encode(self) -> bytes:
-        """The block ids encoding: the signed header, then `tx_count` 64-byte ids."""
+        """The block ids encoding: the signed header, then `tx_count` 64-byte ids (then, in
+        version 2, the receipts section)."""
         if self.tx_ids is None or len(self.tx_ids) != self.header.tx_count:
             raise Misuse(f"block {self.header.height}: {self.header.tx_count} transactions, "
                          f"{'no' if self.tx_ids is None else len(self.tx_ids)} ids", code="ids_not_read")
-        return self.header.encoded + b"".join(self.tx_ids)
+        section = self.receipts_section or b""
+        if len(section) != self.header.receipts_bytes:
+            raise Misuse(f"block {self.header.height}: its receipts section was not read", code="ids_not_read")
+        return self.header.encoded + b"".join(self.tx_ids) + section
 
     @staticmethod
-    def max_bytes(max_transactions: int) -> int:
+    def max_bytes(max_transactions: int, max_receipts_bytes: int = 0) -> int:
         """The longest block ids encoding of a block of at most `max_transactions`: a header
-        with the longest signature a u16 length allows, and an id per transaction."""
-        return UNSIGNED_HEADER_BYTES + _U16.size + 0xFFFF + max_transactions * DIGEST_BYTES
+        with the longest signature a u16 length allows, an id per transaction, and the
+        receipts section (at most `max_receipts_bytes`)."""
+        return UNSIGNED_HEADER_BYTES + _RECEIPTS_FIELDS.size + _U16.size + 0xFFFF + \
+            max_transactions * DIGEST_BYTES + max_receipts_bytes
 
     @classmethod
     def decode(cls, data: bytes) -> BlockIds:
@@ -280,11 +343,13 @@ class BlockIds:
         if type(data) is not bytes:
             data = bytes(data)
         header, offset = BlockHeader.decode_from(data)
-        expected = offset + header.tx_count * DIGEST_BYTES
+        ids_end = offset + header.tx_count * DIGEST_BYTES
+        expected = ids_end + header.receipts_bytes
         if len(data) != expected:
             raise DecodeError(f"{len(data) - offset} bytes of ids for {header.tx_count} transactions",
                               code="truncated" if len(data) < expected else "trailing_bytes")
-        return cls(header, split_digests(data, offset, expected))
+        return cls(header, split_digests(data, offset, ids_end),
+                   data[ids_end:] if header.version == SHARDED_BLOCK_VERSION else None)
 
     def __repr__(self) -> str:
         return f"BlockIds({self.header!r})"
@@ -296,16 +361,25 @@ _set_encoding = Block.__dict__["_encoding"].__set__
 _set_body_root = Block.__dict__["_body_root"].__set__
 
 
+def receipts_root(section: bytes) -> bytes:
+    """What a version 2 header commits its receipts section to: every byte of it."""
+    return blake3_512(Domain.RECEIPTS_SECTION, section)
+
+
 def make_block(*, chain_id: int, height: int, previous_hash: bytes, timestamp_ms: int, producer_index: int,
-               transactions: Sequence[Transaction], sign: Callable[[bytes], bytes]) -> Block:
-    """Assemble and sign a block: what a producer does once it has chosen the transactions."""
+               transactions: Sequence[Transaction], sign: Callable[[bytes], bytes],
+               receipts: tuple[int, bytes] | None = None) -> Block:
+    """Assemble and sign a block: what a producer does once it has chosen the transactions.
+    `receipts` (receipt count, section encoding) makes a version 2 block (a shard's)."""
     transactions = tuple(transactions)
     root = merkle_root([tx.id for tx in transactions])
+    count, section = receipts if receipts is not None else (0, b"")
     header = BlockHeader(
-        version=BLOCK_VERSION, chain_id=chain_id, height=height, previous_hash=previous_hash,
-        timestamp_ms=timestamp_ms, producer_index=producer_index, tx_count=len(transactions),
-        merkle_root=root,
+        version=BLOCK_VERSION if receipts is None else SHARDED_BLOCK_VERSION, chain_id=chain_id, height=height,
+        previous_hash=previous_hash, timestamp_ms=timestamp_ms, producer_index=producer_index,
+        tx_count=len(transactions), merkle_root=root, receipt_count=count, receipts_bytes=len(section),
+        receipts_root=receipts_root(section) if receipts is not None else b"",
     )
-    block = Block(header.signed(sign), transactions)
+    block = Block(header.signed(sign), transactions, section)
     _set_body_root(block, root)
     return block

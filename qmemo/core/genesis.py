@@ -44,6 +44,8 @@ from qmemo.core.transaction import ADDRESS_BYTES, derive_address
 from qmemo.errors import ConfigError, DecodeError
 
 GENESIS_FORMAT = "qmemo-genesis/1"
+# A genesis naming several shards (qmemo.core.shards parses it).
+SHARDED_GENESIS_FORMAT = "qmemo-genesis/2"
 # Balances are stored in SQLite's signed 64-bit INTEGER and every sum of balances must
 # fit a u64: capping the total supply at 2^63 - 1 guarantees both, for every block.
 MAX_TOTAL_SUPPLY = (1 << 63) - 1
@@ -89,10 +91,18 @@ class Genesis:
     validators: tuple[Validator, ...]
     balances: tuple[tuple[bytes, int], ...]   # (address, balance), in file order
     schemes: SchemeTable = field(compare=False)   # every scheme the node knows (sizes, names)
+    # A shard's view of a sharded genesis (qmemo.core.shards.Sharding): its place among the
+    # shards and the map of all of them. None: an unsharded chain (qmemo-genesis/1).
+    sharding: Any = field(default=None, compare=False)
     hash: bytes = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "hash", blake3_512(Domain.GENESIS, genesis_encoding(self)))
+        if self.sharding is None:
+            digest = blake3_512(Domain.GENESIS, genesis_encoding(self))
+        else:   # every shard's chain commits to the whole sharded genesis and to its own place in it
+            digest = blake3_512(Domain.GENESIS_SHARDED, struct.pack("<H", self.sharding.index),
+                                self.sharding.document_encoding)
+        object.__setattr__(self, "hash", digest)
 
     def scheme_name(self, scheme_id: int) -> str:
         rules = self.schemes.get(scheme_id)
@@ -156,51 +166,89 @@ def _parse(document: Any, schemes: SchemeTable) -> Genesis:
         raise ConfigError('genesis has no "min_fee" (written before fees had a minimum): add '
                           f'"min_fee": {DEFAULT_MIN_FEE} or make the devnet again with `qmemo genesis`',
                           code="bad_genesis")
+    if isinstance(document, dict) and document.get("format") == SHARDED_GENESIS_FORMAT:
+        raise ConfigError(f"genesis format is {SHARDED_GENESIS_FORMAT!r}: it names several shards, and a node "
+                          "or tool reads it with qmemo.core.shards (a node picks its shard by its key, or "
+                          "--shard)", code="bad_genesis")
     obj = expect_object(document, _KEYS, "genesis")
     if obj["format"] != GENESIS_FORMAT:
         raise ConfigError(f"genesis format is {obj['format']!r}, expected {GENESIS_FORMAT!r}", code="bad_genesis")
-    params = {key: int_field(obj, key, maximum, "genesis") for key, maximum in (
-        ("chain_id", U32_MAX), ("genesis_time_ms", U64_MAX), ("block_interval_ms", U32_MAX),
-        ("producer_timeout_ms", U32_MAX), ("max_clock_drift_ms", U32_MAX), ("max_block_transactions", U32_MAX),
-        ("min_fee", U64_MAX))}
-    _require(params["block_interval_ms"] > 0, "block_interval_ms must be positive")
-    _require(params["producer_timeout_ms"] > 0, "producer_timeout_ms must be positive")
-    # A clock running ahead may not reach into the next producer's window.
-    _require(params["max_clock_drift_ms"] < params["producer_timeout_ms"],
-             "max_clock_drift_ms must be less than producer_timeout_ms")
-    _require(params["max_block_transactions"] > 0, "max_block_transactions must be positive")
+    params = parse_params(obj, "genesis")
+    tx_scheme_ids = parse_tx_schemes(obj, schemes)
+    validators = parse_validators(_list(obj, "validators", 1, U16_MAX), schemes, "genesis.validators")
+    balances = parse_accounts(_list(obj, "accounts", 0, U32_MAX), "genesis.accounts")
+    _require(sum(balance for _, balance in balances) <= MAX_TOTAL_SUPPLY,
+             f"the total supply exceeds {MAX_TOTAL_SUPPLY} (2^63 - 1)")
+    return Genesis(**params, tx_scheme_ids=tx_scheme_ids, validators=tuple(validators),
+                   balances=tuple(balances), schemes=schemes)
 
+
+# The chain parameters every genesis format shares, and their widths.
+PARAMS = (("chain_id", U32_MAX), ("genesis_time_ms", U64_MAX), ("block_interval_ms", U32_MAX),
+          ("producer_timeout_ms", U32_MAX), ("max_clock_drift_ms", U32_MAX), ("max_block_transactions", U32_MAX),
+          ("min_fee", U64_MAX))
+
+
+def parse_params(obj: Mapping[str, Any], what: str, names: tuple[str, ...] | None = None) -> dict[str, int]:
+    """The chain parameters in `obj` (all of `PARAMS`, or those in `names`), checked."""
+    params = {key: int_field(obj, key, maximum, what) for key, maximum in PARAMS if names is None or key in names}
+    if "block_interval_ms" in params:
+        _require(params["block_interval_ms"] > 0, "block_interval_ms must be positive")
+        _require(params["producer_timeout_ms"] > 0, "producer_timeout_ms must be positive")
+        # A clock running ahead may not reach into the next producer's window.
+        _require(params["max_clock_drift_ms"] < params["producer_timeout_ms"],
+                 "max_clock_drift_ms must be less than producer_timeout_ms")
+        _require(params["max_block_transactions"] > 0, "max_block_transactions must be positive")
+    return params
+
+
+def parse_tx_schemes(obj: Mapping[str, Any], schemes: SchemeTable) -> tuple[int, ...]:
+    """The ids of the schemes `obj["tx_schemes"]` allows for transactions, in file order."""
     tx_schemes = _list(obj, "tx_schemes", 1, 255)
     tx_scheme_ids = tuple(schemes.by_name(_string(name, "tx_schemes entry")).scheme_id for name in tx_schemes)
     _require(len(set(tx_scheme_ids)) == len(tx_scheme_ids), "tx_schemes lists a scheme twice")
+    return tx_scheme_ids
 
+
+def parse_validators(entries: list[Any], schemes: SchemeTable, what: str) -> list[Validator]:
+    """A validator list (name, scheme, key), in producer order; names and keys unique."""
     validators = []
-    for index, entry in enumerate(_list(obj, "validators", 1, U16_MAX)):
-        what = f"genesis.validators[{index}]"
-        entry = expect_object(entry, _VALIDATOR_KEYS, what)
-        rules = schemes.by_name(_string(entry["scheme"], f"{what}.scheme"))
-        validators.append(Validator(index, _string(entry["name"], f"{what}.name"), rules.scheme_id,
-                                    hex_field(entry, "public_key", what, length=rules.public_key_bytes)))
+    for index, entry in enumerate(entries):
+        where = f"{what}[{index}]"
+        entry = expect_object(entry, _VALIDATOR_KEYS, where)
+        rules = schemes.by_name(_string(entry["scheme"], f"{where}.scheme"))
+        validators.append(Validator(index, _string(entry["name"], f"{where}.name"), rules.scheme_id,
+                                    hex_field(entry, "public_key", where, length=rules.public_key_bytes)))
     _require(len({v.name for v in validators}) == len(validators), "two validators share a name")
     _require(len({v.public_key for v in validators}) == len(validators), "two validators share a key")
+    return validators
 
+
+def parse_accounts(entries: list[Any], what: str) -> list[tuple[bytes, int]]:
+    """A funded account list (address, balance); each address once."""
     balances = []
-    for index, entry in enumerate(_list(obj, "accounts", 0, U32_MAX)):
-        what = f"genesis.accounts[{index}]"
-        entry = expect_object(entry, _ACCOUNT_KEYS, what)
-        balances.append((hex_field(entry, "address", what, length=ADDRESS_BYTES),
-                         int_field(entry, "balance", U64_MAX, what)))
+    for index, entry in enumerate(entries):
+        where = f"{what}[{index}]"
+        entry = expect_object(entry, _ACCOUNT_KEYS, where)
+        balances.append((hex_field(entry, "address", where, length=ADDRESS_BYTES),
+                         int_field(entry, "balance", U64_MAX, where)))
     _require(len({address for address, _ in balances}) == len(balances), "an account is listed twice")
-    _require(sum(balance for _, balance in balances) <= MAX_TOTAL_SUPPLY,
-             f"the total supply exceeds {MAX_TOTAL_SUPPLY} (2^63 - 1)")
+    return balances
 
-    return Genesis(**params, tx_scheme_ids=tx_scheme_ids, validators=tuple(validators),
-                   balances=tuple(balances), schemes=schemes)
+
+def require(condition: bool, detail: str) -> None:
+    """ConfigError ("bad_genesis") saying `detail` unless `condition` holds."""
+    _require(condition, detail)
 
 
 def _require(condition: bool, detail: str) -> None:
     if not condition:
         raise ConfigError(f"genesis: {detail}", code="bad_genesis")
+
+
+def list_field(obj: Mapping[str, Any], key: str, minimum: int, maximum: int) -> list[Any]:
+    """`obj[key]` as a list of `minimum` to `maximum` entries (ConfigError otherwise)."""
+    return _list(obj, key, minimum, maximum)
 
 
 def _list(obj: Mapping[str, Any], key: str, minimum: int, maximum: int) -> list[Any]:

@@ -43,6 +43,11 @@ class Domain(Enum):
     GENESIS = "qMEMO v1 genesis"
     # The Merkle root mixes the leaf count into the top of the padded tree.
     MERKLE_ROOT = "qMEMO v1 merkle root"
+    # Sharding (qmemo.core.shards, qmemo.core.receipts): a shard's genesis in a sharded
+    # genesis, a cross-shard receipt's id, and a block's receipts section.
+    GENESIS_SHARDED = "qMEMO v2 sharded genesis"
+    RECEIPT_ID = "qMEMO v2 cross-shard receipt id"
+    RECEIPTS_SECTION = "qMEMO v2 block receipts section"
     # Benchmarks and self-tests sign these; never a valid chain object.
     SELF_TEST = "qMEMO v1 self test"
 

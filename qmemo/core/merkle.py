@@ -135,6 +135,27 @@ def merkle_proof(tx_ids: Sequence[bytes], index: int) -> MerkleProof:
     return MerkleProof(index, len(tx_ids), tuple(siblings))
 
 
+def merkle_proofs(tx_ids: Sequence[bytes], indices: Sequence[int]) -> list[MerkleProof]:
+    """The inclusion proofs of `tx_ids[i]` for each i in `indices`, from one pass over the
+    tree: a source shard proves every cross-shard transfer of a block at once (n leaves, n
+    node hashes), where one `merkle_proof` per index would build the tree each time."""
+    for index in indices:
+        if not 0 <= index < len(tx_ids):
+            raise Misuse(f"no leaf {index} among {len(tx_ids)}", code="no_such_leaf")
+    siblings: list[list[bytes]] = [[] for _ in indices]
+    positions = list(indices)
+    nodes = [leaf_hash(tx_id) for tx_id in tx_ids]
+    height = 0
+    while len(nodes) > 1:
+        for k, position in enumerate(positions):
+            sibling = position ^ 1
+            siblings[k].append(nodes[sibling] if sibling < len(nodes) else EMPTY_SUBTREE[height])
+            positions[k] = position // 2
+        nodes = _next_level(nodes, height)
+        height += 1
+    return [MerkleProof(index, len(tx_ids), tuple(path)) for index, path in zip(indices, siblings)]
+
+
 def verify_proof(root: bytes, tx_id: bytes, proof: MerkleProof) -> bool:
     """True only if `proof` shows `tx_id` at `proof.index` under `root`; never raises."""
     if not 0 <= proof.index < proof.leaf_count <= U32_MAX or len(proof.siblings) != tree_depth(proof.leaf_count):

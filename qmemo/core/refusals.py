@@ -14,10 +14,14 @@ Pure: no I/O; the genesis is handed in (scheme names and sizes, the chain id, th
 from __future__ import annotations
 
 from qmemo.core.genesis import Genesis
-from qmemo.errors import InvalidBlock, InvalidTransaction, MempoolFull, QmemoError
+from qmemo.errors import InvalidBlock, InvalidReceipt, InvalidTransaction, MempoolFull, QmemoError
 
 # A rule whose error code is another's: the held queue's own nonce conflict.
 HELD_NONCE_CONFLICT = "held_nonce_conflict"
+# The receipt rules' sentences that share a code with another: headers that do not link
+# fail finality as much as too few producers do; a transaction of another chain fails its proof.
+RECEIPT_UNLINKED = "receipt_unlinked"
+RECEIPT_OTHER_CHAIN = "receipt_other_chain"
 
 
 def _scheme_name(genesis: Genesis | None, scheme_id: int) -> str:
@@ -90,3 +94,45 @@ def block_refusal(rule: str, position: int, a: int = 0, b: int = 0, tx_id: bytes
     error = refusal(rule, a, b, genesis)
     label = f"{tx_id.hex()[:16]}.." if tx_id is not None else "?"
     return InvalidBlock(f"transaction {position} ({label}): {error.detail}", code=error.code)
+
+
+def receipt_refusal(rule: str, a: int = 0, b: int = 0, tx_id: bytes | None = None) -> InvalidReceipt:
+    """The error for a broken receipt rule (qmemo.core.receipts), its sentence built from
+    `a` and `b` (what each means is in the table below); `tx_id`: the receipt's transaction."""
+    label = f"transaction {tx_id.hex()[:16]}.." if tx_id is not None else "the transaction"
+    if rule == "unknown_source":            # a: the receipt's source chain id
+        return InvalidReceipt(f"source chain {a} is not another shard of this genesis", code=rule)
+    if rule == "forged_header":             # a: the header's height, b: its producer index
+        return InvalidReceipt(f"the source header at height {a} (producer {b}) is not signed by a validator of the "
+                              "source shard", code=rule)
+    if rule == RECEIPT_UNLINKED:            # a: the height whose header does not follow its parent
+        return InvalidReceipt(f"the source header at height {a} does not build on the one before it",
+                              code="receipt_not_final")
+    if rule == "receipt_not_final":         # a: distinct producers shown, b: the source's quorum
+        return InvalidReceipt(f"the source block is not shown final: {a} distinct producer(s) built on it, "
+                              f"{b} needed", code=rule)
+    if rule == "wrong_proof":
+        return InvalidReceipt(f"{label} is not in the source block (its proof does not lead to the header's "
+                              "Merkle root)", code=rule)
+    if rule == RECEIPT_OTHER_CHAIN:         # a: the transaction's chain id, b: the source's
+        return InvalidReceipt(f"{label} is signed for chain {a}, not the source chain {b}", code="wrong_proof")
+    if rule == "wrong_destination":         # a: the recipient's shard, b: this shard
+        return InvalidReceipt(f"{label} pays an account of shard {a}, not of this shard ({b})", code=rule)
+    if rule == "receipt_replayed":
+        return InvalidReceipt(f"{label} was credited already", code=rule)
+    if rule == "receipt_bad_signature":
+        return InvalidReceipt(f"{label}'s signature does not verify under its sender's key", code=rule)
+    raise ValueError(f"no such receipt rule: {rule!r}")
+
+
+def receipts_refusal(rule: str, a: int = 0, b: int = 0) -> InvalidBlock:
+    """The InvalidBlock for a broken rule of a version 2 block's receipts section as a whole."""
+    if rule == "wrong_receipts_root":
+        return InvalidBlock("the receipts root does not match the receipts section", code=rule)
+    if rule == "malformed_receipts":
+        return InvalidBlock("the receipts section does not decode", code=rule)
+    if rule == "wrong_receipt_count":      # a: the header's count, b: the section's
+        return InvalidBlock(f"header says {a} receipts, the section has {b}", code=rule)
+    if rule == "too_many_receipts":        # a: the section's count, b: the limit
+        return InvalidBlock(f"{a} receipts, at most {b}", code=rule)
+    raise ValueError(f"no such receipts rule: {rule!r}")

@@ -21,14 +21,15 @@ Pure: time comes in as `now_ms`, signatures are checked by the verifier passed i
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
-from qmemo.core.block import BLOCK_VERSION, Block, BlockHeader
+from qmemo.core.block import BLOCK_VERSION, SHARDED_BLOCK_VERSION, Block, BlockHeader
 from qmemo.core.codec import U64_MAX
 from qmemo.core.genesis import Genesis, Validator, scheduled_producer
 from qmemo.core.transaction import FIXED_BYTES as TX_FIXED_BYTES
 from qmemo.core.transaction import MAX_PAYLOAD_BYTES, Transaction
+from qmemo.core.receipts import block_receipts, max_section_bytes
 from qmemo.core.refusals import block_refusal, refusal
 from qmemo.errors import InvalidBlock, InvalidTransaction
 
@@ -51,6 +52,8 @@ class ChainState:
     height: int
     tip_hash: bytes
     tip_timestamp_ms: int
+    # A shard's chain: the ids of every cross-shard receipt it credited (qmemo.core.receipts).
+    credited: set[bytes] = field(default_factory=set)
 
     @classmethod
     def from_genesis(cls, genesis: Genesis) -> ChainState:
@@ -71,6 +74,7 @@ class AppliedBlock:
     block: Block
     accounts: Mapping[bytes, Account]
     fees: int
+    credited: tuple[bytes, ...] = ()    # the ids of the cross-shard receipts it credited, in order
 
 
 class HeaderVerifier(Protocol):
@@ -126,8 +130,9 @@ def charge(balance: int, next_nonce: int, tx: Transaction) -> int:
 
 def check_header_form(genesis: Genesis, header: BlockHeader) -> None:
     """The header rules that need nothing but the genesis; InvalidBlock otherwise."""
-    _require(header.version == BLOCK_VERSION, "unsupported_version",  # a format this node knows
-             f"block version {header.version}")
+    expected = SHARDED_BLOCK_VERSION if genesis.sharding is not None else BLOCK_VERSION
+    _require(header.version == expected, "unsupported_version",  # this chain's format: 2 for a shard's
+             f"block version {header.version}, this chain's blocks are version {expected}")
     _require(header.chain_id == genesis.chain_id, "wrong_chain_id",  # a block of this chain
              f"chain id {header.chain_id}, this chain is {genesis.chain_id}")
 
@@ -156,7 +161,14 @@ def check_declared_size(genesis: Genesis, header: BlockHeader, header_bytes: int
     within the limit: what can be known of a body before decoding it."""
     _require(header.tx_count <= genesis.max_block_transactions, "too_many_transactions",  # within the limit
              f"{header.tx_count} transactions, at most {genesis.max_block_transactions}")
-    most = header_bytes + header.tx_count * max_transaction_frame_bytes(genesis)
+    if header.version == SHARDED_BLOCK_VERSION:     # a shard's block: its receipts section too
+        _require(header.receipt_count <= genesis.max_block_transactions, "too_many_receipts",
+                 f"{header.receipt_count} receipts, at most {genesis.max_block_transactions}")
+        section_most = max_section_bytes(genesis, header.receipt_count)
+        _require(header.receipts_bytes <= section_most, "block_too_large",
+                 f"a {header.receipts_bytes}-byte receipts section, at most {section_most} for "
+                 f"{header.receipt_count} receipts")
+    most = header_bytes + header.tx_count * max_transaction_frame_bytes(genesis) + header.receipts_bytes
     _require(block_bytes <= most, "block_too_large",  # no bytes beyond what its transactions can fill
              f"{block_bytes} bytes, at most {most} for {header.tx_count} transactions")
 
@@ -195,6 +207,12 @@ def apply_block(state: ChainState, block: Block, verifier: BlockVerifier, now_ms
     # The header.
     producer = check_header(genesis, header, state.height, state.tip_hash, state.tip_timestamp_ms, verifier, now_ms)
 
+    # A shard's block: the cross-shard receipts it credits - the section its header commits
+    # to, then every receipt rule (qmemo.core.receipts, `block_receipts`).
+    sharding = genesis.sharding
+    credits = block_receipts(genesis, header, block.receipts_section, state.credited, verifier) \
+        if sharding is not None else []
+
     # The body's commitment.
     if header.tx_count != len(transactions):  # the count the header commits to
         raise block_refusal("wrong_tx_count", -1, header.tx_count, len(transactions))
@@ -219,7 +237,10 @@ def apply_block(state: ChainState, block: Block, verifier: BlockVerifier, now_ms
             raise InvalidBlock(f"transaction {position} ({tx.id.hex()[:16]}..): {exc.detail}", code=exc.code) from None
         sender[0] -= cost
         sender[1] += 1
-        _touch(touched, state, tx.recipient)[0] += tx.amount
+        # A recipient of another shard is paid there, once its receipt is credited: the
+        # amount leaves this shard.
+        if sharding is None or sharding.shard_of(tx.recipient) == sharding.index:
+            _touch(touched, state, tx.recipient)[0] += tx.amount
         fees += tx.fee
 
     # Every signature valid (the cache answers for those verified at admission).
@@ -227,7 +248,12 @@ def apply_block(state: ChainState, block: Block, verifier: BlockVerifier, now_ms
         if not valid:  # signed by the key that names the sender, over this transaction
             raise block_refusal("bad_signature", position)
 
-    # The producer is paid the fees. (Balances cannot overflow: the genesis caps the supply.)
+    # The receipts' recipients are credited.
+    for credit in credits:
+        _touch(touched, state, credit.recipient)[0] += credit.amount
+
+    # The producer is paid the fees. (Balances cannot overflow: the genesis caps the supply
+    # of every shard together.)
     if fees:
         _touch(touched, state, producer.address)[0] += fees
 
@@ -235,7 +261,9 @@ def apply_block(state: ChainState, block: Block, verifier: BlockVerifier, now_ms
     changed = {address: Account(balance, nonce) for address, (balance, nonce) in touched.items()}
     state.accounts.update(changed)
     state.height, state.tip_hash, state.tip_timestamp_ms = header.height, header.hash, header.timestamp_ms
-    return AppliedBlock(block, changed, fees)
+    credited = tuple(credit.receipt_id for credit in credits)
+    state.credited.update(credited)
+    return AppliedBlock(block, changed, fees, credited)
 
 
 def _require(condition: bool, code: str, detail: str) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from qmemo.core.genesis import Genesis, genesis_from_json
 from qmemo.core.scheme_rules import SchemeTable
+from qmemo.core.shards import ShardedGenesis, any_genesis_from_json
 from qmemo.crypto.schemes import DEFAULT_VERIFIER, backend_of, get_scheme, scheme_by_id, scheme_names
 from qmemo.errors import ConfigError, UnknownScheme
 
@@ -53,6 +54,34 @@ def load_genesis(path: Path) -> Genesis:
     except OSError as exc:
         raise ConfigError(f"cannot read genesis file {path}: {exc.strerror}", code="bad_genesis") from None
     return genesis_from_json(raw, scheme_table(), str(path))
+
+
+def load_any_genesis(path: Path) -> Genesis | ShardedGenesis:
+    """Read a genesis file of either format: a chain's (qmemo-genesis/1) or the shards' (/2)."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read genesis file {path}: {exc.strerror}", code="bad_genesis") from None
+    return any_genesis_from_json(raw, scheme_table(), str(path))
+
+
+def load_shard_genesis(path: Path, public_key: bytes, shard: int | None = None) -> Genesis:
+    """The genesis a node runs: a chain's, or in a sharded genesis the view of `shard` -
+    by default the shard whose validator holds `public_key`. ConfigError if neither says."""
+    genesis = load_any_genesis(path)
+    if isinstance(genesis, Genesis):
+        if shard not in (None, 0):
+            raise ConfigError(f"{path} is not sharded: it has no shard {shard}", code="bad_genesis")
+        return genesis
+    own = genesis.shard_of_validator(public_key)
+    if shard is None:
+        if own is None:
+            raise ConfigError(f"{path} names {genesis.count} shards and this key validates none of them: give the "
+                              "shard to observe (--shard)", code="bad_genesis")
+        return genesis.view(own)
+    if own is not None and own != shard:
+        raise ConfigError(f"this key is a validator of shard {own}, not of shard {shard}", code="bad_genesis")
+    return genesis.view(shard)
 
 
 def signer(scheme: str, secret_key: bytes) -> Callable[[bytes], bytes]:

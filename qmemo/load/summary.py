@@ -22,6 +22,7 @@ from pathlib import Path
 
 from qmemo.load.latency import ACCEPTED, DUPLICATE, REJECTED, LatencySummary, RunCounts, RunSummary, Timings
 from qmemo.load.node_stages import Survival
+from qmemo.load.shard_summary import CrossShard, Invariants, ShardCounts
 from qmemo.records import OMIT_NONE, read_record, write_record
 
 # /2 had one "saturated" for all three reasons; /3 keeps the verdicts apart.
@@ -124,6 +125,10 @@ class LoadSummary:
     # to lose. None (and absent) when nothing was sent, and in summaries written before.
     generator_cpu_s: float | None = field(default=None, metadata=OMIT_NONE)
     generator_cpu_us_per_tx: float | None = field(default=None, metadata=OMIT_NONE)
+    # A sharded devnet's run (qmemo.load.shards, qmemo.load.shard_summary); absent otherwise.
+    cross_shard: CrossShard | None = field(default=None, metadata=OMIT_NONE)
+    shards: tuple[ShardCounts, ...] | None = field(default=None, metadata=OMIT_NONE)
+    invariants: Invariants | None = field(default=None, metadata=OMIT_NONE)
 
     @property
     def limited(self) -> bool:
@@ -147,6 +152,11 @@ class SweepRow:
     run: str                                    # the stage's run folder
     survival_ratio: float | None = field(default=None, metadata=OMIT_NONE)   # its summary's `survival.ratio`
     generator_cpu_us_per_tx: float | None = field(default=None, metadata=OMIT_NONE)  # its summary's
+    # A sharded stage: p99 intended -> committed within shards, intended -> credited across
+    # them, and whether the invariants held (qmemo.load.shard_summary).
+    intra_p99_ms: float | None = field(default=None, metadata=OMIT_NONE)
+    cross_p99_ms: float | None = field(default=None, metadata=OMIT_NONE)
+    invariants_hold: bool | None = field(default=None, metadata=OMIT_NONE)
 
     @property
     def limited(self) -> bool:

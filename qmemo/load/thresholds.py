@@ -21,6 +21,8 @@ EXIT_OK = 0                 # the run ended and every planned transaction is acc
 EXIT_FAILED = 1             # an error (one red line) or planned transactions unaccounted for
 EXIT_USAGE = 2              # argparse: unknown flag or a value of the wrong type
 EXIT_THRESHOLD_MISSED = 3   # the run is sound but missed --max-p99-ms or --min-committed-share
+EXIT_INVARIANTS = 4         # a sharded run whose invariants failed: supply not conserved, or a
+                            # cross-shard transfer not credited exactly once (qmemo.load.shard_summary)
 EXIT_INTERRUPTED = 130      # Ctrl-C before the run could finish its files
 
 
@@ -54,8 +56,11 @@ def missed(summary: LoadSummary, thresholds: Thresholds) -> list[str]:
     return out
 
 
-def exit_code(all_accounted: bool, missed_thresholds: list[str]) -> int:
-    """A broken run (transactions unaccounted for) outranks a missed threshold."""
+def exit_code(all_accounted: bool, missed_thresholds: list[str], invariants_hold: bool = True) -> int:
+    """A broken run (transactions unaccounted for) outranks broken invariants, which outrank
+    a missed threshold."""
     if not all_accounted:
         return EXIT_FAILED
+    if not invariants_hold:
+        return EXIT_INVARIANTS
     return EXIT_THRESHOLD_MISSED if missed_thresholds else EXIT_OK

@@ -164,7 +164,8 @@ def build(shape: PlanShape, accounts: list[Account], *, scheme: str, chain_id: i
     return Workload(ids, batches, from_cache, previous_nonces(senders))
 
 
-def _sign_all(senders: list[tuple[int, int]], accounts: list[Account], *, scheme: str, chain_id: int, fee: int,
+def _sign_all(senders: list[tuple[int, int]] | list[tuple[int, int, bytes]], accounts: list[Account], *, scheme: str,
+              chain_id: int, fee: int,
               progress: Callable[[int], None] | None) -> tuple[list[bytes], list[bytes]]:
     """Every planned transaction signed: (ids, encodings) in plan order."""
     workers = os.cpu_count() or 1
@@ -223,9 +224,11 @@ def _exit_with_parent(parent_pid: int) -> None:
     os._exit(1)
 
 
-def _sign_range(senders: list[tuple[int, int]], context: dict[str, object] | None) -> tuple[list[bytes], list[bytes]]:
+def _sign_range(senders: list[tuple[int, int]] | list[tuple[int, int, bytes]],
+                context: dict[str, object] | None) -> tuple[list[bytes], list[bytes]]:
     """(ids, encodings) of these (account index, nonce) transfers (`context`: accounts, signer,
-    chain id, fee; None in a worker process: its own)."""
+    chain id, fee; None in a worker process: its own). An item may name its recipient third
+    (a sharded plan's: qmemo.load.shard_workload); else it is the next account."""
     context = _worker_context if context is None else context
     accounts: list[Account] = context["accounts"]      # type: ignore[assignment]
     signer = context["signer"]
@@ -233,9 +236,10 @@ def _sign_range(senders: list[tuple[int, int]], context: dict[str, object] | Non
     scheme_id = signer.info.scheme_id                   # type: ignore[attr-defined]
     payload = bytes(PAYLOAD_BYTES)
     ids, encodings = [], []
-    for account_index, nonce in senders:
+    for item in senders:
+        account_index, nonce = item[0], item[1]
         account = accounts[account_index]
-        recipient = accounts[(account_index + 1) % len(accounts)].address
+        recipient = item[2] if len(item) > 2 else accounts[(account_index + 1) % len(accounts)].address
         tx = Transaction(chain_id, scheme_id, account.public_key, nonce, recipient, 1, fee, payload)  # type: ignore[arg-type]
         tx = tx.signed(lambda digest, sk=account.secret_key: signer.sign(sk, digest))  # type: ignore[attr-defined]
         ids.append(tx.id)

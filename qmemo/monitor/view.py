@@ -160,9 +160,14 @@ def _fmt(value: float | None, spec: str = ",.0f", suffix: str = "") -> str:
 
 
 def render(snapshot: Snapshot) -> Group:
-    """The whole dashboard for one snapshot: the headline figure live first, then each node."""
+    """The whole dashboard for one snapshot: the headline figure live first, then each node
+    (a sharded devnet's grouped by shard)."""
+    from qmemo.monitor.shards_view import shards_table    # it reads this module's values
+
     rows = node_rows(snapshot)
-    return Group(headline_table(snapshot, rows), _nodes_table(rows), _chain_table(snapshot, rows),
+    shards = shards_table(snapshot)     # a sharded devnet: its nodes grouped by shard
+    return Group(headline_table(snapshot, rows), _nodes_table(rows), *([shards] if shards is not None else []),
+                 _chain_table(snapshot, rows),
                  _baseline_table(snapshot, rows), stages_table(snapshot, rows))
 
 

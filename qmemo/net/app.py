@@ -95,5 +95,7 @@ def make_app(node: Node) -> web.Application:
         web.post("/peer/block", handlers.peer_block),
         web.post("/peer/block_ids", handlers.peer_block_ids),
         web.get("/peer/blocks", handlers.peer_blocks),
+        web.post("/receipts/status", handlers.post_receipts_status),
+        web.get("/peer/receipts", handlers.peer_receipts),
     ])
     return app

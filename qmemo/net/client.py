@@ -33,8 +33,8 @@ import orjson
 from yarl import URL
 
 from qmemo import api_schema
-from qmemo.api_schema import (AccountState, BlockSummary, Health, MetricsSnapshot, NodeStatus, TxCounts, TxResult,
-                              TxStatus)
+from qmemo.api_schema import (AccountState, BlockSummary, Health, MetricsSnapshot, NodeStatus, ReceiptStatus, TxCounts,
+                              TxResult, TxStatus)
 from qmemo.errors import DecodeError, Misuse, NodeApiError, NodeRefused, NodeUnreachable
 from qmemo.node.answers import BlockAnswer
 from qmemo.records import from_json
@@ -147,6 +147,12 @@ class NodeClient:
         body = orjson.dumps({"ids": [tx_id.hex() for tx_id in tx_ids]})
         return await self._call("POST", "/txs/status", body,
                                 lambda document: api_schema.decode_tx_statuses(document, len(tx_ids)))
+
+    async def receipt_statuses(self, receipt_ids: Sequence[bytes]) -> list[ReceiptStatus]:
+        """Where each cross-shard receipt is on this shard's node, in order (at most 1,000)."""
+        body = orjson.dumps({"ids": [rid.hex() for rid in receipt_ids]})
+        return await self._call("POST", "/receipts/status", body,
+                                lambda document: api_schema.decode_receipt_statuses(document, len(receipt_ids)))
 
     async def accounts(self, addresses: Sequence[bytes]) -> list[AccountState]:
         """Each address's balance and nonces, in order (at most 10,000: docs/api.md)."""

@@ -29,6 +29,7 @@ MAX_BLOCKS_IDS = 100            # ids only: what the load generator's follower a
 MAX_ACCOUNTS = 10_000           # per POST /accounts
 MAX_STATUS_IDS = 1_000          # per POST /txs/status: like a /txs batch
 DEFAULT_SYNC_PAGE = 20          # GET /peer/blocks without a limit
+MAX_RECEIPT_WAIT_MS = 30_000    # GET /peer/receipts' long poll at most
 
 # Where read_body notes how many bytes it really read (the metrics count those, not the
 # Content-Length header a client may lie in).
@@ -129,6 +130,21 @@ class Handlers:
         parsed = await self._hex_list(request, "ids", MAX_STATUS_IDS, DIGEST_BYTES)
         statuses = await self.node.transaction_statuses(parsed)
         return self.json({"statuses": [wire.tx_status_json(status) for status in statuses]})
+
+    async def post_receipts_status(self, request: web.Request) -> web.Response:
+        """POST /receipts/status {"ids": [...]}: where each cross-shard receipt is on this shard."""
+        parsed = await self._hex_list(request, "ids", MAX_STATUS_IDS, DIGEST_BYTES)
+        return self.json(wire.receipt_statuses_json(parsed, self.node.receipt_statuses(parsed)))
+
+    async def peer_receipts(self, request: web.Request) -> web.Response:
+        """GET /peer/receipts?shard=K&from=H&limit=N: our final blocks' receipt bundles for
+        shard K, as a binary batch (another shard's node pulls them)."""
+        shard = query_int(request, "shard", None, 0, 0xFFFF)
+        from_height = query_int(request, "from", None, 1, U64_MAX)
+        limit = query_int(request, "limit", 20, 0, wire.MAX_SYNC_BLOCKS)
+        wait_s = query_int(request, "wait_ms", 0, 0, MAX_RECEIPT_WAIT_MS) / 1000
+        chain_id, covered, bundles = await self.node.receipt_bundles(shard, from_height, limit, wait_s)
+        return web.Response(body=wire.encode_receipt_batch(chain_id, covered, bundles), content_type=BINARY_TYPE)
 
     # --- blocks ---------------------------------------------------------------------------------
 

@@ -6,7 +6,8 @@ Calls (docs/api.md, "Peer calls"):
 - `POST /peer/block`   one block encoding (the push again, whole, when the peer lacks a
   transaction);
 - `GET  /status`       the peer's tip (small JSON, polled every `sync_interval_s`);
-- `GET  /peer/blocks`  block encodings from a height, as a binary batch (sync).
+- `GET  /peer/blocks`  block encodings from a height, as a binary batch (sync);
+- `GET  /peer/receipts` another shard's receipt bundles for ours (qmemo.node.receipt_transport).
 
 Every failure - refused connection, timeout, an unexpected status - becomes a
 `PeerError` naming the peer, so the node's tasks handle one error type; a peer that
@@ -21,7 +22,7 @@ import asyncio
 import aiohttp
 
 from qmemo.errors import DecodeError, PeerError, PeerRefused
-from qmemo.net.wire import MAX_SYNC_BLOCKS, decode_block_batch, loads
+from qmemo.net.wire import MAX_SYNC_BLOCKS, decode_block_batch, decode_receipt_batch, loads
 from qmemo.node.metrics import NodeMetrics
 from qmemo.node.peers import PeerTip
 from qmemo.node.stages import RELAY, thread_cpu_ns
@@ -91,6 +92,18 @@ class HttpPeer:
         limit = min(limit, MAX_SYNC_BLOCKS)
         _, payload = await self._call("GET", f"/peer/blocks?from={from_height}&limit={limit}")
         return decode_block_batch(payload, limit)
+
+    async def receipts(self, shard: int, from_height: int, limit: int,
+                       wait_s: float = 0.0) -> tuple[int, int, list[bytes]]:
+        """(its chain id, the highest height covered, its final blocks' receipt bundles for
+        `shard` from `from_height`; a long poll of up to `wait_s` while none is final there):
+        qmemo.node.receipt_transport.ReceiptSource."""
+        _, payload = await self._call("GET", f"/peer/receipts?shard={shard}&from={from_height}&limit={limit}"
+                                             f"&wait_ms={round(wait_s * 1000)}")
+        try:
+            return decode_receipt_batch(payload)
+        except DecodeError as exc:
+            raise PeerError(f"{self.url} answered receipts that do not decode: {exc}") from None
 
     async def _call(self, method: str, path: str, *, body: bytes | None = None,
                     accept: tuple[int, ...] = (200,)) -> tuple[int, bytes]:

@@ -23,7 +23,7 @@ import uvloop
 from aiohttp import web
 
 from qmemo.crypto.keys import load_keys
-from qmemo.crypto.verifier import load_genesis
+from qmemo.crypto.verifier import load_shard_genesis
 from qmemo.errors import ConfigError, KeyFileError
 from qmemo.net.app import make_app
 from qmemo.net.client_faults import NodeRunner
@@ -43,11 +43,10 @@ def run_node(config: NodeConfig) -> None:
 
 def build_node(config: NodeConfig) -> Node:
     """The node for `config`, not started (reads the genesis and the key file)."""
-    genesis = load_genesis(config.genesis)
     keys = load_keys(config.key)
     if len(keys) != 1:
         raise KeyFileError(f"{config.key} holds {len(keys)} keys; a node's key file holds exactly one")
-    return Node(config, genesis, keys[0])
+    return Node(config, load_shard_genesis(config.genesis, keys[0].public_key, config.shard), keys[0])
 
 
 async def serve(config: NodeConfig, *, stop: asyncio.Event | None = None) -> None:
@@ -61,7 +60,9 @@ async def serve(config: NodeConfig, *, stop: asyncio.Event | None = None) -> Non
         loop.add_signal_handler(sig, stop.set)
     session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64))
     node.attach_peers([HttpPeer(url, session, node.metrics, config.url, config.peer_timeout_s)
-                       for url in config.peers])
+                       for url in config.peers],
+                      [HttpPeer(url, session, node.metrics, config.url, config.peer_timeout_s)
+                       for url in config.shard_peers])
     runner = NodeRunner(make_app(node), access_log=None, handle_signals=False, shutdown_timeout=5.0)
     await runner.setup()
     site = web.TCPSite(runner, config.host, config.port, reuse_address=True)

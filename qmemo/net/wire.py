@@ -23,6 +23,8 @@ Pure: no I/O, no node state.
 
 from __future__ import annotations
 
+import struct
+
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -59,6 +61,30 @@ def encode_block_batch(blocks: Sequence[bytes]) -> bytes:
 def decode_block_batch(body: bytes, max_count: int) -> list[bytes]:
     """The block encodings of a binary block batch (not yet decoded)."""
     return decode_frames(body, max_count, "block")
+
+
+# The answer of GET /peer/receipts: a first frame of (u32 the source's chain id, u64 the
+# highest height the answer covers), then one frame per receipt bundle (qmemo.core.receipts).
+_RECEIPTS_HEAD = struct.Struct("<IQ")
+MAX_RECEIPT_BUNDLES = 10_000
+
+
+def encode_receipt_batch(chain_id: int, covered: int, bundles: Sequence[bytes]) -> bytes:
+    return encode_frames([_RECEIPTS_HEAD.pack(chain_id, covered), *bundles])
+
+
+def decode_receipt_batch(body: bytes) -> tuple[int, int, list[bytes]]:
+    """(chain id, covered height, bundle encodings) of a GET /peer/receipts answer."""
+    frames = decode_frames(body, MAX_RECEIPT_BUNDLES + 1, "receipt bundle")
+    if not frames or len(frames[0]) != _RECEIPTS_HEAD.size:
+        raise DecodeError("a receipts answer starts with its chain id and covered height", code="malformed")
+    chain_id, covered = _RECEIPTS_HEAD.unpack(frames[0])
+    return chain_id, covered, frames[1:]
+
+
+def receipt_statuses_json(ids: Sequence[bytes], statuses: Sequence[tuple[str, bool]]) -> dict[str, Any]:
+    return {"receipts": [{"id": rid.hex(), "status": status, "final": final}
+                         for rid, (status, final) in zip(ids, statuses)]}
 
 
 # --- JSON in -----------------------------------------------------------------------------

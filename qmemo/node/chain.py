@@ -31,7 +31,7 @@ executor by the service, in order).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass
 
 from typing import Any
@@ -40,6 +40,7 @@ from qmemo.core.block import Block
 from qmemo.core.finality import final_height
 from qmemo.core.fork_lock import ProducerLock, binding_locks, lock_for
 from qmemo.core.genesis import Genesis
+from qmemo.core.receipts import Credit, ReceiptVerifier, block_receipts
 from qmemo.core.state import Account, HeaderVerifier, check_header
 from qmemo.errors import StoreError
 from qmemo.node.ledger import NodeBlock, account_of, block_error, native
@@ -53,22 +54,31 @@ class RecentBlock:
     changed: bytes       # (address, balance, nonce) per account it touched, after it (what the store writes)
     undo: bytes          # the same accounts before it (the ledger restores them)
     parent_timestamp_ms: int
+    credited: tuple[bytes, ...] = ()     # the cross-shard receipts it credited (a shard's block)
 
 
 def apply_to_ledger(genesis: Genesis, ledger: Any, block: NodeBlock, tip_height: int, tip_hash: bytes,
-                    tip_timestamp_ms: int, verifier: HeaderVerifier, table: int, now_ms: int) -> tuple[bytes, bytes]:
+                    tip_timestamp_ms: int, verifier: HeaderVerifier, table: int, now_ms: int, *,
+                    credited: Container[bytes] = frozenset(),
+                    receipts: ReceiptVerifier | None = None) -> tuple[bytes, bytes, list[Credit]]:
     """apply_block, the node's way: the header rules in Python (qmemo.core.state.check_header),
-    the body's in the ledger, in apply_block's order and with its codes and sentences.
-    Returns what the block changed and what undoes it; InvalidBlock (nothing changed) if
-    a rule is broken. tests/unit/test_apply_block.py runs every mutation through both."""
+    a shard's receipts by the core's rules (qmemo.core.receipts, against `credited` and
+    through `receipts`, default `verifier`), the body's rules and every credit in the
+    ledger, in apply_block's order and with its codes and sentences. Returns what the
+    block changed, what undoes it and its credits; InvalidBlock (nothing changed) if a
+    rule is broken. tests/unit/test_apply_block.py runs every mutation through both."""
     header = block.header
     producer = check_header(genesis, header, tip_height, tip_hash, tip_timestamp_ms, verifier, now_ms)
+    credits: list[Credit] = []
+    if genesis.sharding is not None:
+        credits = block_receipts(genesis, header, block.receipts, credited, receipts or verifier)  # type: ignore[arg-type]
+    packed = b"".join(credit.recipient + credit.amount.to_bytes(8, "little") for credit in credits)
     try:
         changed, undo, _ = ledger.apply(block.body, header.tx_count, header.merkle_root,
-                                        genesis.max_block_transactions, producer.address, table)
+                                        genesis.max_block_transactions, producer.address, table, packed)
     except native().BlockRefused as refused:
         raise block_error(refused, block.body, genesis) from None
-    return changed, undo
+    return changed, undo, credits
 
 
 def branch_is_better(ours: Sequence[Block | NodeBlock], theirs: Sequence[Block | NodeBlock], quorum: int = 1) -> bool:
@@ -119,6 +129,11 @@ class Chain:
         # Our blocks a switch undid (qmemo.core.fork_lock); kept in the store with the branch
         # (`keep_branch`), so a restart does not forget them and build on the other side at once.
         self.locks: list[ProducerLock] = store.producer_locks() if validator_index is not None else []
+        # A shard's chain: every cross-shard receipt it credited, final (the store's) and on
+        # its undoable blocks - a receipt is credited once (qmemo.core.receipts). The node's
+        # receipts room checks receipts through `receipts` (None: the header verifier).
+        self.credited: set[bytes] = store.credited_receipts() if self.genesis.sharding is not None else set()
+        self.receipts: ReceiptVerifier | None = None
 
     # --- the tip --------------------------------------------------------------------------
 
@@ -132,9 +147,12 @@ class Chain:
         ledger: apply_block's rules in its order, the accounts changed, how to undo that
         remembered. InvalidBlock (and nothing changed) if a rule is broken."""
         header = block.header
-        changed, undo = apply_to_ledger(self.genesis, self.ledger, block, self.height, self.tip_hash,
-                                        self.tip_timestamp_ms, verifier, table, now_ms)
-        self.recent.append(RecentBlock(block, changed, undo, self.tip_timestamp_ms))
+        changed, undo, credits = apply_to_ledger(self.genesis, self.ledger, block, self.height, self.tip_hash,
+                                                 self.tip_timestamp_ms, verifier, table, now_ms,
+                                                 credited=self.credited, receipts=self.receipts)
+        credited = tuple(credit.receipt_id for credit in credits)
+        self.credited.update(credited)
+        self.recent.append(RecentBlock(block, changed, undo, self.tip_timestamp_ms, credited))
         self.height, self.tip_hash, self.tip_timestamp_ms = header.height, header.hash, header.timestamp_ms
 
     def rollback_to(self, height: int, *, now_ms: int = 0) -> list[NodeBlock]:
@@ -148,6 +166,7 @@ class Chain:
         while self.recent and self.recent[-1].block.height > height:
             entry = self.recent.pop()
             self.ledger.undo(entry.undo)
+            self.credited.difference_update(entry.credited)
             header = entry.block.header
             self.height = header.height - 1
             self.tip_hash = header.previous_hash

@@ -73,6 +73,14 @@ class NodeConfig:
     advertise: str | None = setting(None, "URL other nodes reach this node at (default http://<host>:<port>)",
                                     example="http://203.0.113.7:8000")
     peers: tuple[str, ...] = setting((), "peer base URLs, e.g. [\"http://127.0.0.1:8001\"]")
+    # A sharded genesis (qmemo.core.shards): which shard this node runs - a validator's key
+    # names its own; an observer needs this - and the other shards' nodes, which it pulls
+    # cross-shard receipts from (qmemo.node.receipt_transport).
+    shard: int | None = setting(None, "the shard this node runs (default: its validator key's)", low=0,
+                                example=0)
+    shard_peers: tuple[str, ...] = setting((), "base URLs of the other shards' nodes (receipts are pulled from them)")
+    receipt_pull_interval_s: float = setting(0.25, "how often a shard's node asks another shard for receipts, "
+                                             "seconds", low=0, above=True)
     name: str | None = setting(None, "name in logs and metrics (default: node-<validator index>, or node-<port>)",
                                example="node-0")
     verify_threads: int = setting(help="signature verification threads (default: the CPU cores this process may use)",

@@ -38,6 +38,7 @@ import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from qmemo.core.block import BlockHeader
 from qmemo.core.genesis import Genesis
@@ -72,6 +73,9 @@ class BlockIntake:
         self._sync_wanted = asyncio.Event()      # a pushed block did not connect: ask the peers now
         self._validating_to: dict[int, int] = {}  # top height of each branch being validated -> how many
         self._validated = asyncio.Event()        # one finished (applied, kept out or refused)
+        # A shard's node: its receipts room (qmemo.node.receipts), whose verify path a
+        # block's receipts take before the chain lock, as its transactions do.
+        self.receipts: Any = None
 
     # --- what the other rooms may ask -------------------------------------------------------
 
@@ -155,11 +159,12 @@ class BlockIntake:
         started, cpu_started = time.perf_counter(), thread_cpu_ns()
         try:
             header, offset = BlockHeader.decode_from(encoded_ids)
-            expected = offset + header.tx_count * DIGEST_BYTES
+            ids_end = offset + header.tx_count * DIGEST_BYTES
+            expected = ids_end + header.receipts_bytes      # a shard's block: its receipts section follows
             if len(encoded_ids) != expected:
                 raise DecodeError(f"{len(encoded_ids) - offset} bytes of ids for {header.tx_count} transactions",
                                   code="truncated" if len(encoded_ids) < expected else "trailing_bytes")
-            body = self.admission.ledger.rebuild(bytes(encoded_ids[offset:]) if offset else encoded_ids)
+            body = self.admission.ledger.rebuild(bytes(encoded_ids[offset:ids_end]))
         except DecodeError as exc:
             self.metrics.blocks_rejected[exc.code] += 1
             raise
@@ -167,7 +172,8 @@ class BlockIntake:
             self.metrics.stages.lap(BLOCK_VALIDATE, cpu_started)
         if body is None:
             return BlockAnswer(BlockStatus.MISSING, header.height)
-        return await self._receive(NodeBlock(header, body), time.perf_counter() - started)
+        return await self._receive(NodeBlock(header, body, bytes(encoded_ids[ids_end:])),
+                                   time.perf_counter() - started)
 
     async def _receive(self, block: NodeBlock, decode_s: float) -> BlockAnswer:
         chain = self.chain
@@ -291,6 +297,8 @@ class BlockIntake:
         if root_ok and producer_ok:   # a forged header or body costs us nothing more
             missed = await self.pool.verify_body(block.body, "block")
             self.metrics.verify.count_cache(block.tx_count - missed, 0)
+            if self.receipts is not None and header.receipt_count:
+                await self.receipts.preverify_section(block.receipts)
         self.metrics.validation["merkle"].observe(merkle_s)
         self.metrics.validation["signatures"].observe(time.perf_counter() - started)
 
@@ -315,6 +323,8 @@ class BlockIntake:
         interval_s = (header.timestamp_ms - entry.parent_timestamp_ms) / 1000
         metrics = self.metrics
         metrics.tx_committed += header.tx_count
+        if self.receipts is not None:
+            self.receipts.counters.credited += header.receipt_count
         metrics.last_block_interval_s = interval_s
         metrics.block_interval.observe(interval_s)
         metrics.missed_slots += (header.producer_index - (header.height - 1)) % len(self.genesis.validators)
@@ -332,6 +342,8 @@ class BlockIntake:
 
     def _undone(self, blocks: list[NodeBlock]) -> None:
         self.metrics.tx_committed -= sum(block.tx_count for block in blocks)
+        if self.receipts is not None:
+            self.receipts.counters.credited -= sum(block.header.receipt_count for block in blocks)
         self.admission.blocks_undone([block.body for block in blocks])
         self._tip_changed.set()
 

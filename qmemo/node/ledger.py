@@ -26,7 +26,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from qmemo.core.block import Block, BlockHeader, BlockIds
+from qmemo.core.block import SHARDED_BLOCK_VERSION, Block, BlockHeader, BlockIds
 from qmemo.core.genesis import Genesis
 from qmemo.core.hashing import split_digests
 from qmemo.core.refusals import HELD_NONCE_CONFLICT, block_refusal, refusal
@@ -84,6 +84,8 @@ def new_ledger(genesis: Genesis, limits: PoolLimits) -> Any:
     for scheme_id, rules in genesis.schemes.by_id.items():
         ledger.set_scheme(scheme_id, scheme_id in genesis.tx_scheme_ids, rules.public_key_bytes,
                           rules.min_signature_bytes, rules.max_signature_bytes)
+    if genesis.sharding is not None:    # a shard's chain: another shard's recipients are paid there
+        ledger.set_shard(genesis.sharding.index, genesis.sharding.count)
     return ledger
 
 
@@ -130,10 +132,12 @@ def account_of(ledger: Any, address: bytes) -> Account:
 
 @dataclass(frozen=True, slots=True, repr=False)
 class NodeBlock:
-    """A block as the node holds it: its header, and its body as the ledger's `BlockBody`."""
+    """A block as the node holds it: its header, and its body as the ledger's `BlockBody`;
+    a shard's block (version 2) also its receipts section, as encoded."""
 
     header: BlockHeader
     body: Any       # _qmemo_ledger.BlockBody
+    receipts: bytes = b""
     _encoding: list[bytes] = field(default_factory=list, compare=False)
 
     @property
@@ -151,7 +155,7 @@ class NodeBlock:
     def encode(self) -> bytes:
         """The block encoding (signed header, then the framed transactions), made once."""
         if not self._encoding:
-            self._encoding.append(self.header.encoded + self.body.body)
+            self._encoding.append(self.header.encoded + self.body.body + self.receipts)
         return self._encoding[0]
 
     def ids(self) -> bytes:
@@ -159,11 +163,14 @@ class NodeBlock:
         return self.body.ids()
 
     def block_ids(self, *, with_ids: bool = True) -> BlockIds:
-        return BlockIds(self.header, split_digests(self.body.ids()) if with_ids else None)
+        sharded = self.header.version == SHARDED_BLOCK_VERSION
+        return BlockIds(self.header, split_digests(self.body.ids()) if with_ids else None,
+                        self.receipts if with_ids and sharded else None)
 
     def ids_encoding(self) -> bytes:
-        """What a producer pushes (`BlockIds.encode`): the signed header and the ids."""
-        return self.header.encoded + self.body.ids()
+        """What a producer pushes (`BlockIds.encode`): the signed header and the ids (and a
+        shard's block its receipts section, whole)."""
+        return self.header.encoded + self.body.ids() + self.receipts
 
     def transactions(self) -> list[Transaction]:
         """Its transactions as objects (for JSON answers and tests; never on the hot path)."""
@@ -173,7 +180,7 @@ class NodeBlock:
 
     def to_block(self) -> Block:
         """The core's `Block` (the reference's form), its encoding kept."""
-        return Block.parsed(self.header, tuple(self.transactions()), self.encode())
+        return Block.parsed(self.header, tuple(self.transactions()), self.encode(), self.receipts)
 
     def __repr__(self) -> str:
         return f"NodeBlock({self.header!r})"
@@ -183,9 +190,12 @@ def body_of(ledger_module: ModuleType, table: int, genesis: Genesis, data: bytes
     """A block encoding as a NodeBlock, decoded and hashed by the kernel; DecodeError with
     `Block.decode`'s own message if it is malformed anywhere."""
     header, offset = BlockHeader.decode_from(data)
-    body = ledger_module.decode_body(table, genesis.chain_id, bytes(data[offset:]) if offset else data,
-                                     header.tx_count)
+    end = len(data) - header.receipts_bytes
+    if end < offset:
+        Block.decode(data)          # raises the canonical DecodeError
+    body = ledger_module.decode_body(table, genesis.chain_id, bytes(data[offset:end]) if offset or end < len(data)
+                                     else data, header.tx_count)
     if body is None:
         Block.decode(data)          # raises the canonical DecodeError
         raise AssertionError("the kernel refused a block body that Block.decode accepts")
-    return NodeBlock(header, body)
+    return NodeBlock(header, body, bytes(data[end:]))

@@ -166,6 +166,14 @@ class VerifyMetrics:
             self.latency[path].observe_many(seconds)
             self.window.add(len(seconds), time.monotonic())
 
+    def add_path(self, path: str) -> None:
+        """Count a path beside VERIFY_PATHS (a shard's node: "receipt")."""
+        with self.lock:
+            self.count.setdefault(path, 0)
+            self.seconds.setdefault(path, 0.0)
+            self.cpu_ns.setdefault(path, 0)
+            self.latency.setdefault(path, Distribution(VERIFY_BUCKETS_S))
+
     def record_summary(self, path: str, count: int, total_ns: int, samples_ns: Sequence[int],
                        cpu_ns: int | None = None) -> None:
         """`record` for native jobs: `count` verifications taking `total_ns` in all, a few

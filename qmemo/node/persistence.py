@@ -101,7 +101,7 @@ class Persistence:
         block = entry.block
         header = block.header
         self.store.append_final(header.height, header.hash, header.encoded, block.ids(),
-                                block.body.spans(len(header.encoded)), block.encode, entry.changed)
+                                block.body.spans(len(header.encoded)), block.encode, entry.changed, entry.credited)
 
     async def keep(self) -> None:
         """The journal becomes every unsettled transaction, relayed ones too (the undoable

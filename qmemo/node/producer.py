@@ -34,7 +34,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from qmemo.core.block import BLOCK_VERSION, BlockHeader
+from qmemo.core.block import BLOCK_VERSION, SHARDED_BLOCK_VERSION, BlockHeader, receipts_root
 from qmemo.core.fork_lock import ProducerLock
 from qmemo.core.genesis import Genesis, next_turn_ms, scheduled_producer
 from qmemo.errors import PeerError, PeerRefused, QmemoError
@@ -64,7 +64,9 @@ class Producer:
     def __init__(self, genesis: Genesis, validator_index: int, sign: Sign, ledger: Any,
                  intake: BlockIntake, peers: Sequence[PeerLink], peer_views: dict[str, PeerView],
                  log: logging.LoggerAdapter, clock: Callable[[], int],
-                 spawn: Callable[[Any], None]) -> None:
+                 spawn: Callable[[Any], None], receipts: Any = None) -> None:
+        """`receipts`: a shard's receipts room (qmemo.node.receipts), whose pooled receipts
+        its blocks credit (None: an unsharded chain's producer)."""
         self.genesis = genesis
         self.validator_index = validator_index
         self._sign = sign
@@ -75,6 +77,7 @@ class Producer:
         self.log = log
         self.clock = clock
         self._spawn = spawn
+        self.receipts = receipts
         self._reported_locks: set[ProducerLock] = set()
         self._whole_below: dict[str, int] = {}     # peer URL -> our blocks below this height go whole
 
@@ -141,11 +144,17 @@ class Producer:
         arrival order), commit to them (the Merkle root, in C), sign the header, apply."""
         started = thread_cpu_ns()
         body = self.ledger.select(self.genesis.max_block_transactions)
-        header = BlockHeader(version=BLOCK_VERSION, chain_id=self.genesis.chain_id, height=height,
+        receipts: dict[str, Any] = {}
+        section = b""
+        if self.receipts is not None:   # a shard's block: version 2, crediting the pooled receipts
+            count, section = self.receipts.select(self.genesis.max_block_transactions)
+            receipts = {"version": SHARDED_BLOCK_VERSION, "receipt_count": count, "receipts_bytes": len(section),
+                        "receipts_root": receipts_root(section)}
+        header = BlockHeader(**{"version": BLOCK_VERSION, **receipts}, chain_id=self.genesis.chain_id, height=height,
                              previous_hash=parent_hash, timestamp_ms=timestamp_ms,
                              producer_index=self.validator_index, tx_count=body.count,
                              merkle_root=body.merkle_root()).signed(self._sign)
-        block = NodeBlock(header, body)
+        block = NodeBlock(header, body, section)
         self.intake.metrics.stages.lap(BLOCK_BUILD, started)    # apply counts the block's txs
         self.intake.apply(block, produced=True, record_state=False)
         return block

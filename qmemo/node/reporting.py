@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from qmemo import __version__
 from qmemo.api_schema import (METRICS_SCHEMA, STATUS_SCHEMA, BlockFigures, CacheFigures, IntervalFigures,
                               KeyCacheFigures, LagFigures, MempoolFigures, MetricsSnapshot, NetFigures, NodeStatus,
-                              PeerStatus, ProcessFigures, TxFigures, VerifyFigures)
+                              PeerStatus, ProcessFigures, ReceiptFigures, ShardFigures, TxFigures, VerifyFigures)
 from qmemo.crypto.schemes import key_cache_stats, key_cache_stats_by_scheme
 from qmemo.node.metrics import Distribution, process_usage
 from qmemo.node.stages import VERIFY, loop_other_ns, stage_figures, thread_cpu_ns
@@ -47,7 +47,21 @@ def node_status(node: Node) -> NodeStatus:
         mempool_held=node.ledger.sizes()[1], validator=node.validator_index,
         scheme=node.scheme_name(), block_interval_ms=node.genesis.block_interval_ms,
         peers=tuple(PeerStatus(v.url, v.reachable, v.height, v.tip_hash, v.error) for v in node.peer_views.values()),
-        uptime_s=round(node.metrics.uptime_s(), 3), ready=node.ready)
+        uptime_s=round(node.metrics.uptime_s(), 3), ready=node.ready, shard=_shard(node))
+
+
+def _shard(node: Node) -> ShardFigures | None:
+    sharding = node.genesis.sharding
+    return ShardFigures(sharding.index, sharding.count) if sharding is not None else None
+
+
+def _receipts(node: Node) -> ReceiptFigures | None:
+    room = node.receipts
+    if room is None:
+        return None
+    c = room.counters
+    return ReceiptFigures(c.bundles_pulled, c.receipts_pulled, c.bundles_admitted, c.bundles_known, dict(c.rejected),
+                          room.pooled_receipts, c.credited, c.pull_failures)
 
 
 def metrics_snapshot(node: Node) -> MetricsSnapshot:
@@ -86,7 +100,8 @@ def metrics_snapshot(node: Node) -> MetricsSnapshot:
         process=ProcessFigures(cpu_s, rss, event_loop_name()),
         event_loop_lag_ms=LagFigures(_ms(lag[0]), _ms(lag[1]), _ms(m.loop_lag.max_recent())),
         net=NetFigures(m.bytes_in, m.bytes_out),
-        stages=stage_figures(m.stages, stage_ns, stage_txs, cpu_s, m.tx_accepted, time.monotonic(), on_loop))
+        stages=stage_figures(m.stages, stage_ns, stage_txs, cpu_s, m.tx_accepted, time.monotonic(), on_loop),
+        shard=_shard(node), receipts=_receipts(node))
 
 
 def event_loop_name() -> str:

@@ -41,7 +41,7 @@ from qmemo.core.state import Account
 from qmemo.crypto.admit_kernel import AdmitKernel
 from qmemo.crypto.keys import NamedKey
 from qmemo.crypto.verifier import signer
-from qmemo.errors import MempoolFull, NodeBehind, NodeNotReady, SetupError, UnknownScheme
+from qmemo.errors import DecodeError, MempoolFull, NodeBehind, NodeNotReady, NotFound, SetupError, UnknownScheme
 from qmemo.node import reporting
 from qmemo.node.admission import Admission, Admitted, frame_items
 from qmemo.node.answers import BlockAnswer, BlockStatus, Item, TxOutcome, TxStatus
@@ -58,11 +58,16 @@ from qmemo.node.peers import PeerLink, PeerView, Relay
 from qmemo.node.persistence import Persistence, count_committed
 from qmemo.node.producer import Producer
 from qmemo.node.queries import ChainQueries
+from qmemo.node.receipt_transport import ReceiptOutbox, ReceiptPuller, ReceiptSource
+from qmemo.node.receipts import ReceiptRoom
 from qmemo.node.store import ChainStore
 from qmemo.node.sync import Sync
 from qmemo.node.verify_pool import VerifyPool
 
 EXPIRY_INTERVAL_S = 1.0     # how often held transactions are checked against their time to live
+# A receipts long poll looks at the final height this often: a check is a comparison, and
+# 50 ms is small beside a 2 s block (qmemo.node.receipt_transport).
+LONG_POLL_CHECK_S = 0.05
 
 
 def admission_kernel(genesis: Genesis, verifier: str) -> AdmitKernel:
@@ -87,11 +92,14 @@ class Node:
         self.genesis = genesis
         self.clock = config.clock
         self.validator_index = next((v.index for v in genesis.validators if v.public_key == key.public_key), None)
-        self.name = config.name or (f"node-{self.validator_index}" if self.validator_index is not None
-                                    else f"node-{config.port}")
+        shard = f"shard-{genesis.sharding.index}-" if genesis.sharding is not None else ""
+        self.name = config.name or (f"{shard}node-{self.validator_index}" if self.validator_index is not None
+                                    else f"{shard}node-{config.port}")
         self.log = node_logger(self.name, config.log_level)
         self._sign = signer(key.scheme, key.secret_key)
         self.metrics = NodeMetrics(VerifyMetrics(threads=config.verify_threads))
+        if genesis.sharding is not None:
+            self.metrics.verify.add_path("receipt")    # cross-shard transfers verified again
         self.kernel = admission_kernel(genesis, config.verifier)
         self.limits = PoolLimits(config.mempool_max_txs, config.mempool_max_bytes, config.mempool_max_per_sender,
                                  config.mempool_held_window, config.mempool_held_max_txs,
@@ -111,6 +119,11 @@ class Node:
         self.journal: Journal | None = None
         self.sync: Sync | None = None
         self.queries: ChainQueries | None = None
+        # A shard's node (qmemo.core.shards): its receipts room, the bundles it serves the
+        # other shards, and the other shards' nodes it pulls from.
+        self.receipts: ReceiptRoom | None = None
+        self.outbox: ReceiptOutbox | None = None
+        self.shard_peers: list[ReceiptSource] = []
         self._store_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{self.name}-store")
         self._store_reader = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"{self.name}-read")
         self._tasks: list[asyncio.Task] = []
@@ -121,7 +134,8 @@ class Node:
 
     # --- lifecycle --------------------------------------------------------------------------
 
-    def attach_peers(self, peers: Sequence[PeerLink]) -> None:
+    def attach_peers(self, peers: Sequence[PeerLink], shard_peers: Sequence[ReceiptSource] = ()) -> None:
+        self.shard_peers = list(shard_peers)
         self.peers = list(peers)
         self.peer_views = {peer.url: PeerView(peer.url) for peer in self.peers}
         self.relay = Relay(self.peers, self.metrics, self.log, flush_s=self.config.relay_flush_s,
@@ -146,6 +160,10 @@ class Node:
                                    self.relay.enqueue if self.relay else (lambda frames, count: None))
         self.intake = BlockIntake(self.genesis, self.chain, self.admission, self.verify_pool, self.metrics,
                                   self.log, self.clock, self._store_writer)
+        if genesis.sharding is not None:     # before the restore: kept blocks credit receipts too
+            self.receipts = self.intake.receipts = ReceiptRoom(genesis, self.chain, self.verify_pool, self.ledger,
+                                                                self.log)
+            self.outbox = ReceiptOutbox(genesis, self.chain, store, self.kernel.table, self._store_reader)
         self.journal = journal = Journal(config.data, self.name, self.log, self.metrics.stages)
         journaled = await loop.run_in_executor(self._store_reader, journal.read_back)
         self.persistence = Persistence(config.data, store, self.intake, self.admission, journal,
@@ -165,9 +183,13 @@ class Node:
         self._spawn(self.sync.watch_pauses(), "pause-watch")
         if self.relay:
             self._spawn(self.relay.run(), "relay")
+        if self.receipts is not None:
+            self._spawn(ReceiptPuller(self.receipts, self.shard_peers, self.log,
+                                      interval_s=config.receipt_pull_interval_s).run(), "receipts")
         if self.validator_index is not None:
             producer = Producer(self.genesis, self.validator_index, self._sign, self.ledger, self.intake,
-                                self.peers, self.peer_views, self.log, self.clock, self._spawn_short)
+                                self.peers, self.peer_views, self.log, self.clock, self._spawn_short,
+                                receipts=self.receipts)
             self._spawn(producer.run(self.sync.synced), "producer")
         self._producer_running = True
 
@@ -364,6 +386,34 @@ class Node:
         if answer is not None and answer.status == BlockStatus.SYNC:
             intake.request_sync()    # we lack what it builds on: ask the peers now
         return answer
+
+    # --- cross-shard receipts (a shard's node) -------------------------------------------------
+
+    async def receipt_bundles(self, shard: int, from_height: int, limit: int,
+                              wait_s: float = 0.0) -> tuple[int, int, list[bytes]]:
+        """(our chain id, the highest height covered, the receipt bundles of our final blocks
+        from `from_height` for `shard`): what another shard's node pulls. With `wait_s`, a
+        long poll: until a block at `from_height` is final, or `wait_s` passes. NotFound (404)
+        on an unsharded chain."""
+        chain, _, _ = self._require_ready()
+        if self.outbox is None or self.genesis.sharding is None:
+            raise NotFound(f"{self.name} runs an unsharded chain: it has no receipts")
+        if not 0 <= shard < self.genesis.sharding.count:
+            raise DecodeError(f"this genesis has shards 0 to {self.genesis.sharding.count - 1}", code="out_of_range")
+        deadline_ms = self.clock() + wait_s * 1000
+        while limit and min(chain.final_height, chain.served_height) < from_height and self.clock() < deadline_ms \
+                and not self._stopping:
+            await asyncio.sleep(LONG_POLL_CHECK_S)
+        covered, bundles = await self.outbox.answer(shard, from_height, limit) if limit else (from_height - 1, [])
+        return self.genesis.chain_id, covered, bundles
+
+    def receipt_statuses(self, receipt_ids: Sequence[bytes]) -> list[tuple[str, bool]]:
+        """(status, final) of each receipt on this shard: "credited" (final or not), "pooled"
+        (verified, waiting for a block) or "unknown". NotFound (404) on an unsharded chain."""
+        self._require_ready()
+        if self.receipts is None:
+            raise NotFound(f"{self.name} runs an unsharded chain: it credits no receipts")
+        return self.receipts.statuses(receipt_ids)
 
     # --- reporting ------------------------------------------------------------------------------
 

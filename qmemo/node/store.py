@@ -14,7 +14,9 @@ Tables (docs/protocol.md, "Storage"):
   where each lies in its encoding (qmemo.node.store_index, `SPAN`);
 - `block_tx_keys(height, key, position)`: the transaction index, partitioned by block
   (qmemo.node.store_index says why and what a look-up costs);
-- `accounts(address, balance, nonce)`: the state as of the final tip.
+- `accounts(address, balance, nonce)`: the state as of the final tip;
+- `receipts(id, height)`: a shard's credited cross-shard receipts (qmemo.core.receipts),
+  each with the final block that credited it: a receipt is credited once, restarts included.
 
 Why qmemo-store/4: format 3 kept its index in one tree keyed by 8 bytes of each id, and
 went through SQLite's write-ahead log. Ids are hashes, so once the index outgrew a block
@@ -94,7 +96,8 @@ _SCHEMA = ("CREATE TABLE IF NOT EXISTS metadata (key TEXT PRIMARY KEY, value BLO
     address BLOB PRIMARY KEY,
     balance INTEGER NOT NULL,
     nonce   INTEGER NOT NULL
-) WITHOUT ROWID""")
+) WITHOUT ROWID""",
+           "CREATE TABLE IF NOT EXISTS receipts (id BLOB PRIMARY KEY, height INTEGER NOT NULL) WITHOUT ROWID")
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,12 +190,13 @@ class ChainStore:
     # --- writing ------------------------------------------------------------------------
 
     def append_final(self, height: int, block_hash: bytes, header: bytes, ids: bytes, spans: bytes,
-                     encoding: Callable[[], bytes], accounts: bytes) -> None:
+                     encoding: Callable[[], bytes], accounts: bytes, receipt_ids: Sequence[bytes] = ()) -> None:
         """Store a validated final block, atomically, from values a block gives cheaply: its
         signed `header` encoding, `ids` (its transactions' ids, 64 bytes each, in order),
         `spans` (`store_index.SPAN` per transaction: where it lies in the block's encoding),
         `encoding` (makes its encoding; called only if `keep_branch` did not store it) and
-        `accounts`: `ACCOUNT` per account it changed, after it. StoreError if it does not extend the stored tip
+        `accounts` (`ACCOUNT` per account it changed, after it) and `receipt_ids` (the
+        cross-shard receipts it credited). StoreError if it does not extend the stored tip
         (`not_the_next_block`), if its parts disagree (`bad_block_parts`), or if it holds a
         transaction twice (`duplicate_transaction`); nothing is written then."""
         try:
@@ -218,6 +222,7 @@ class ChainStore:
                 self._write_encoding(height, block_hash, encoding())
             self._db.execute(store_index.INSERT, (height, rows))
             self._write_accounts(accounts)
+            self._db.executemany("INSERT INTO receipts (id, height) VALUES (?, ?)", ((r, height) for r in receipt_ids))
         self.height, self.tip_hash = height, block_hash
 
     def append(self, applied: AppliedBlock) -> None:
@@ -228,7 +233,12 @@ class ChainStore:
         self.append_final(header.height, header.hash, header.encoded, b"".join(tx.id for tx in transactions),
                           store_index.spans_of(len(header.encoded), [len(tx.encoded) for tx in transactions]),
                           block.encode, b"".join(ACCOUNT.pack(address, account.balance, account.nonce)
-                                                 for address, account in applied.accounts.items()))
+                                                 for address, account in applied.accounts.items()),
+                          applied.credited)
+
+    def credited_receipts(self) -> set[bytes]:
+        """Every receipt id the final blocks credited (read at start)."""
+        return {receipt for (receipt,) in self._all("SELECT id FROM receipts")}
 
     def keep_branch(self, fork_height: int, blocks: list[tuple[int, bytes, bytes]],
                     locks: Sequence[ProducerLock] | None = None) -> None:

@@ -17,19 +17,26 @@ NODE_PORT = 8000
 
 def genesis_arguments(manifest: Manifest, out: str) -> list[str]:
     """`qmemo genesis`: the manifest's validators, and the generator's and attacker's accounts together."""
-    chain = manifest.chain
-    return ["genesis", "--out", out, "--validators", str(manifest.network.nodes),
+    chain, network = manifest.chain, manifest.network
+    return ["genesis", "--out", out, "--validators", str(network.per_shard),
             "--accounts", str(chain.accounts + chain.attacker_accounts), "--scheme", chain.scheme,
             "--block-interval-ms", str(chain.block_interval_ms),
-            "--max-block-transactions", str(chain.max_block_transactions)]
+            "--max-block-transactions", str(chain.max_block_transactions),
+            *(["--shards", str(network.shards)] if network.shards > 1 else [])]
 
 
 def node_arguments(i: int, devnet: str, data: str, host: str, peers: Sequence[str], *,
-                   advertise: str | None = None, verify_threads: int | None = None) -> list[str]:
-    """`qmemo node` for validator i, listening on `host`:NODE_PORT and peering with `peers` (URLs)."""
-    command = ["node", "--genesis", f"{devnet}/genesis.json", "--key", f"{devnet}/validator-{i}.keys.json",
+                   advertise: str | None = None, verify_threads: int | None = None,
+                   shard: tuple[int, int] | None = None, shard_peers: Sequence[str] = ()) -> list[str]:
+    """`qmemo node` for validator i, listening on `host`:NODE_PORT and peering with `peers` (URLs).
+    `shard` (shard, validator index in it): a sharded devnet's node, pulling receipts from
+    `shard_peers` (the other shards' nodes)."""
+    key = f"validator-{i}.keys.json" if shard is None else f"shard-{shard[0]}-validator-{shard[1]}.keys.json"
+    command = ["node", "--genesis", f"{devnet}/genesis.json", "--key", f"{devnet}/{key}",
                "--data", data, "--host", host, "--port", str(NODE_PORT), "--peers", ",".join(peers),
                "--name", f"node-{i}"]
+    if shard_peers:
+        command += ["--shard-peers", ",".join(shard_peers)]
     if advertise:
         command += ["--advertise", advertise]
     if verify_threads is not None:
@@ -44,6 +51,8 @@ def gen_arguments(load: Load, devnet: str, accounts: str, nodes: Sequence[str], 
                "--target", load.targeting, "--out", out, "--quiet"]
     if load.resend_for_s:
         command += ["--resend-for", f"{load.resend_for_s:g}"]
+    if load.cross_shard_pct is not None:
+        command += ["--cross-shard", f"{load.cross_shard_pct:g}"]
     if load.schedule:
         command += ["--schedule", load.schedule] + (["--ramp"] if load.ramp else [])
     else:

@@ -73,10 +73,15 @@ class Cluster:
                                           self.run_dir / "logs" / f"relay-{i}.log")
 
     def start_node(self, i: int) -> None:
-        peers = [self.peer_url(i, j) for j in range(self.manifest.network.nodes) if j != i]
+        network = self.manifest.network
+        shard = network.shard_of(i)     # a sharded devnet: peers in its shard, receipts from the others
+        peers = [self.peer_url(i, j) for j in range(network.nodes) if j != i and network.shard_of(j) == shard]
+        others = [self.url(j) for j in range(network.nodes) if network.shard_of(j) != shard]
         command = [str(Path(sys.executable).parent / "qmemo"),
                    *node_arguments(i, str(self.devnet), str(self.devnet / f"data/node-{i}"),
-                                   self.hosts.hosts[f"node-{i}"].address, peers, verify_threads=1)]
+                                   self.hosts.hosts[f"node-{i}"].address, peers, verify_threads=1,
+                                   shard=(shard, i % network.per_shard) if network.shards > 1 else None,
+                                   shard_peers=others)]
         self.nodes[i] = self.hosts.spawn(f"node-{i}", f"node-{i}", command, self.run_dir / "logs" / f"node-{i}.log")
 
     def healthy(self, i: int) -> bool:
@@ -90,16 +95,24 @@ class Cluster:
 
     # --- perturbations ----------------------------------------------------------------------
 
-    def next_producer(self) -> int:
-        """The primary producer of the next block, from the first node that answers."""
-        for i in range(self.manifest.network.nodes):
+    def next_producer(self, shard: int = 0) -> int:
+        """The node of the primary producer of `shard`'s next block, from the first of its nodes that answers."""
+        network = self.manifest.network
+        members = network.shard_nodes(shard)
+        for i in members:
             height = asyncio.run(_height(self.url(i)))
             if height is not None:
-                return height % self.manifest.network.nodes   # block h+1: validator h mod n
-        return 0
+                return members[height % network.per_shard]   # block h+1: validator h mod n
+        return members[0]
+
+    @property
+    def shard_urls(self) -> list[dict[str, str]]:
+        """Each shard's nodes, by name: every shard keeps its own chain and tip."""
+        network = self.manifest.network
+        return [{f"node-{i}": self.url(i) for i in network.shard_nodes(k)} for k in range(network.shards)]
 
     def perturb(self, p: Perturbation) -> list[FollowUp]:
-        nodes = (self.next_producer(),) if p.producer else p.nodes
+        nodes = (self.next_producer(p.shard),) if p.producer else p.nodes
         end = p.end_s
         if p.action == "kill":
             for i in nodes:

@@ -54,6 +54,28 @@ def same_tip(tips: Mapping[str, tuple[int, str] | None]) -> InvariantResult:
     return InvariantResult("same_tip", passed, detail, figures)
 
 
+def same_tip_per_shard(tips: Mapping[str, tuple[int, str] | None], groups: list[list[str]]) -> InvariantResult:
+    """A sharded devnet: within each shard, all nodes answer on the same (height, tip hash)."""
+    parts = [same_tip({node: tips.get(node) for node in group}) for group in groups]
+    detail = "; ".join(f"shard {k}: {part.detail}" for k, part in enumerate(parts))
+    return InvariantResult("same_tip", all(part.passed for part in parts), detail,
+                           {f"shard-{k}": part.figures for k, part in enumerate(parts)})
+
+
+def sharded_transfers(summary: Mapping[str, Any]) -> InvariantResult:
+    """A sharded devnet: the generator's invariants from every shard's final state - supply
+    conserved, every debited cross-shard transfer credited exactly once (qmemo.load.shard_summary)."""
+    checks = summary.get("invariants") or {}
+    cross = summary.get("cross_shard") or {}
+    passed = bool(checks.get("supply_conserved")) and bool(checks.get("credited_exactly_once")) and \
+        cross.get("lost", 1) == 0
+    detail = (f"{cross.get('credited', 0):,} of {cross.get('committed', 0):,} debited cross-shard transfers credited, "
+              f"{cross.get('lost', '?')} lost; supply conserved: {checks.get('supply_conserved')}, credited exactly "
+              f"once: {checks.get('credited_exactly_once')} ({checks.get('accounts_off', '?')} accounts off); "
+              f"intended -> credited p99 {cross.get('p99_ms_intended_to_credited')} ms")
+    return InvariantResult("cross_shard", passed, detail, {"invariants": checks, "cross_shard": cross})
+
+
 def accepted_once(transactions: Iterable[TxRecord], chain_ids: Counter[str],
                   evictions: Mapping[str, str | None],
                   missing_status: Mapping[str, int] | None = None) -> InvariantResult:
@@ -110,6 +132,20 @@ def final_blocks_kept(observed: Iterable[tuple[str, int, str]],
     detail = (f"{count:,} final-block observations over {len(by_height):,} heights: {len(lost)} lost, "
               f"{len(changed)} changed, {len(conflicts)} heights final with two different blocks")
     return InvariantResult("final_blocks_kept", passed, detail, figures)
+
+
+def final_blocks_kept_per_shard(observed: Iterable[tuple[str, int, str]],
+                                end_chains: Mapping[str, Mapping[int, str] | None],
+                                groups: list[list[str]]) -> InvariantResult:
+    """A sharded devnet: `final_blocks_kept` within each shard (two shards' blocks at one
+    height are two chains' blocks, not a conflict)."""
+    observed = list(observed)
+    parts = [final_blocks_kept([o for o in observed if o[0] in group],
+                               {node: chain for node, chain in end_chains.items() if node in group})
+             for group in groups]
+    detail = "; ".join(f"shard {k}: {part.detail}" for k, part in enumerate(parts))
+    return InvariantResult("final_blocks_kept", all(part.passed for part in parts), detail,
+                           {f"shard-{k}": part.figures for k, part in enumerate(parts)})
 
 
 def throughput_within(summary: Mapping[str, Any], min_committed_tps: float | None,
@@ -238,17 +274,22 @@ def evaluate(run_dir: Path, manifest: Manifest) -> list[InvariantResult]:
     run_dir = Path(run_dir)
     end = orjson.loads((run_dir / "chain" / "end.json").read_bytes())
     tips = {node: (tuple(tip) if tip else None) for node, tip in end["tips"].items()}
-    results = [same_tip(tips)]
+    network = manifest.network
+    groups = [[f"node-{i}" for i in network.shard_nodes(k)] for k in range(network.shards)]
+    results = [same_tip_per_shard(tips, groups) if network.shards > 1 else same_tip(tips)]
     transactions = read_transactions(run_dir / "gen" / "transactions.csv")
     chain_ids = Counter((run_dir / "chain" / "tx-ids.txt").read_text().split())
     results.append(accepted_once(transactions, chain_ids, end["evictions"], end["missing_status"]))
     observed = [(o["node"], o["height"], o["hash"]) for o in read_jsonl(run_dir / "chain" / "final-observed.jsonl")]
     end_chains = {node: ({int(h): block_hash for h, block_hash in chain.items()} if chain is not None else None)
                   for node, chain in end["chains"].items()}
-    results.append(final_blocks_kept(observed, end_chains))
+    results.append(final_blocks_kept_per_shard(observed, end_chains, groups) if network.shards > 1
+                   else final_blocks_kept(observed, end_chains))
     summary = orjson.loads((run_dir / "gen" / "summary.json").read_bytes())
     bounds = manifest.invariants
     results.append(throughput_within(summary, bounds.min_committed_tps, bounds.max_p99_ms))
+    if network.shards > 1:
+        results.append(sharded_transfers(summary))
     if manifest.chaos is not None:
         nodes = list(end["tips"])
         results.append(supply_conserved(read_jsonl(run_dir / "chain" / "supply.jsonl"), nodes))

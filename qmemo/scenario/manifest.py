@@ -60,6 +60,19 @@ class Network:
     zones: tuple[str, ...]                       # zone of node i
     default_profile: str
     links: tuple[tuple[str, str, str], ...]      # (zone, zone, profile), unordered pairs
+    # A sharded devnet (qmemo.core.shards): `nodes` split evenly, node n is validator
+    # n % per_shard of shard n // per_shard.
+    shards: int = 1
+
+    @property
+    def per_shard(self) -> int:
+        return self.nodes // self.shards
+
+    def shard_of(self, node: int) -> int:
+        return node // self.per_shard
+
+    def shard_nodes(self, shard: int) -> list[int]:
+        return list(range(shard * self.per_shard, (shard + 1) * self.per_shard))
 
     def profile_between(self, zone_a: str, zone_b: str, overrides: dict[frozenset[str], str] | None = None) -> str:
         pair = frozenset((zone_a, zone_b))
@@ -91,6 +104,7 @@ class Load:
     target_nodes: tuple[int, ...]
     batch: int
     resend_for_s: float = 0.0       # qmemo gen --resend-for: a batch no node answered is tried again
+    cross_shard_pct: float | None = None   # qmemo gen --cross-shard (a sharded network only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +115,7 @@ class Perturbation:
     action: str
     nodes: tuple[int, ...] = ()
     producer: bool = False            # the node: whoever produces the next block at at_s
+    shard: int = 0                    # with producer: whose shard's next block
     for_s: float | None = None        # pause/disconnect/partition length, kill/restart downtime
     groups: tuple[tuple[int, ...], ...] = ()
     zones: tuple[str, str] | None = None
@@ -215,6 +230,8 @@ def parse_manifest(raw: dict[str, Any], profiles: dict[str, LinkProfile]) -> Man
     network = _parse_network(_table(raw, "network"), profiles)
     chain = _parse_chain(_table(raw, "chain"))
     load = _parse_load(_table(raw, "load"), network.nodes)
+    if load.cross_shard_pct is not None and network.shards < 2:
+        raise ConfigError("load.cross_shard_pct: needs network.shards of 2 or more")
     perturbations = raw.get("perturbations", [])
     if not isinstance(perturbations, list):
         raise ConfigError("perturbations: must be an array of tables ([[perturbations]])")
@@ -234,10 +251,13 @@ def parse_manifest(raw: dict[str, Any], profiles: dict[str, LinkProfile]) -> Man
 
 def _parse_network(table: dict[str, Any], profiles: dict[str, LinkProfile]) -> Network:
     where = "network."
-    _unknown(table, where, {"nodes", "zones", "default_profile", "links"})
+    _unknown(table, where, {"nodes", "zones", "default_profile", "links", "shards"})
     nodes = _integer(table, "nodes", where, 3, minimum=1)
     if nodes > 32:
         raise ConfigError(f"network.nodes: at most 32 on one machine, got {nodes}")
+    shards = _integer(table, "shards", where, 1, minimum=1)
+    if nodes % shards:
+        raise ConfigError(f"network.shards: {nodes} nodes do not split evenly into {shards} shards")
     zones = table.get("zones", ["local"] * nodes)
     if not isinstance(zones, list) or len(zones) != nodes or not all(isinstance(z, str) and z for z in zones):
         raise ConfigError(f"network.zones: must list one zone name per node ({nodes})")
@@ -262,7 +282,7 @@ def _parse_network(table: dict[str, Any], profiles: dict[str, LinkProfile]) -> N
         if profile not in profiles:
             raise ConfigError(f"{at}profile: unknown profile {profile!r}")
         links.append((pair[0], pair[1], profile))
-    return Network(nodes, tuple(zones), default, tuple(links))
+    return Network(nodes, tuple(zones), default, tuple(links), shards)
 
 
 def _parse_chain(table: dict[str, Any]) -> Chain:
@@ -278,7 +298,7 @@ def _parse_chain(table: dict[str, Any]) -> Chain:
 def _parse_load(table: dict[str, Any], nodes: int) -> Load:
     where = "load."
     _unknown(table, where, {"tps", "duration_s", "schedule", "ramp", "poisson", "targeting", "target_nodes", "batch",
-                            "resend_for_s"})
+                            "resend_for_s", "cross_shard_pct"})
     schedule = table.get("schedule")
     if schedule is not None:
         _string(table, "schedule", where)
@@ -287,11 +307,12 @@ def _parse_load(table: dict[str, Any], nodes: int) -> Load:
                 targeting=_string(table, "targeting", where, "round-robin", TARGETINGS),
                 target_nodes=_node_list(table.get("target_nodes", list(range(nodes))), "target_nodes", where, nodes),
                 batch=_integer(table, "batch", where, MAX_BATCH, minimum=1),
-                resend_for_s=_number(table, "resend_for_s", where, 0.0))
+                resend_for_s=_number(table, "resend_for_s", where, 0.0),
+                cross_shard_pct=_optional(table, "cross_shard_pct", where))
 
 
 _PERTURBATION_KEYS = {
-    "kill": {"node", "nodes", "for_s"}, "restart": {"node", "nodes", "for_s"},
+    "kill": {"node", "nodes", "for_s", "shard"}, "restart": {"node", "nodes", "for_s", "shard"},
     "pause": {"node", "nodes", "for_s"}, "disconnect": {"node", "nodes", "for_s"},
     "partition": {"groups", "for_s"}, "profile": {"zones", "profile"},
     "flood": {"kind", "rate", "for_s", "target_nodes"},
@@ -318,7 +339,11 @@ def _parse_perturbation(table: Any, index: int, network: Network, profiles: dict
         for_s = _number(table, "for_s", where, 0.0 if action == "restart" else None)
         if action in ("pause", "disconnect") and for_s == 0:
             raise ConfigError(f"{where}for_s: a {action} must last more than 0 s")
-        return Perturbation(at_s, action, nodes=nodes, producer=producer, for_s=for_s)
+        shard = _integer(table, "shard", where, 0)
+        if shard >= network.shards or ("shard" in table and not producer):
+            raise ConfigError(f"{where}shard: names the shard whose producer is meant (node = \"producer\"), "
+                              f"0 to {network.shards - 1}")
+        return Perturbation(at_s, action, nodes=nodes, producer=producer, for_s=for_s, shard=shard)
     if action == "partition":
         groups = table.get("groups")
         if not isinstance(groups, list) or len(groups) < 2:

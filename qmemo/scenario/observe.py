@@ -23,7 +23,7 @@ import asyncio
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -174,34 +174,44 @@ def wait_drained(urls: dict[str, str], drain_s: float) -> dict[str, dict[str, in
         time.sleep(0.5)
 
 
-def wait_same_tip(urls: dict[str, str], settle_s: float) -> dict[str, Tip | None]:
-    """Poll until every node reports one tip, or `settle_s` passes: the last tips seen."""
+def wait_same_tip(urls: dict[str, str], settle_s: float,
+                  groups: Sequence[Iterable[str]] | None = None) -> dict[str, Tip | None]:
+    """Poll until every node reports one tip - the same within each of `groups` (a sharded
+    devnet's shards; default: all nodes together) - or `settle_s` passes: the last tips seen."""
     deadline = time.monotonic() + settle_s
+    groups = [list(group) for group in groups] if groups else [list(urls)]
     while True:
         current = tips(urls)
-        values = set(current.values())
-        if None not in values and len(values) == 1 or time.monotonic() > deadline:
+        settled = all(None not in (values := {current[node] for node in group}) and len(values) == 1
+                      for group in groups)
+        if settled or time.monotonic() > deadline:
             return current
         time.sleep(0.2)
 
 
 def end_state(urls: dict[str, str], accepted: Iterable[str] | None, run_dir: Path,
-              final_tips: dict[str, Tip | None], mempools: dict[str, dict[str, Any] | None]) -> None:
-    """Write chain/end.json (tips, each chain's hashes, mempools, evictions, others' statuses) and chain/tx-ids.txt."""
-    asyncio.run(_end_state(urls, accepted, run_dir, final_tips, mempools))
+              final_tips: dict[str, Tip | None], mempools: dict[str, dict[str, Any] | None],
+              groups: Sequence[Iterable[str]] | None = None) -> None:
+    """Write chain/end.json (tips, each chain's hashes, mempools, evictions, others' statuses) and chain/tx-ids.txt
+    (the longest chain's ids of each of `groups`: a sharded devnet's shards; default all nodes as one)."""
+    asyncio.run(_end_state(urls, accepted, run_dir, final_tips, mempools, groups))
 
 
 async def _end_state(urls: dict[str, str], accepted: Iterable[str] | None, run_dir: Path,
-                     final_tips: dict[str, Tip | None], mempools: dict[str, dict[str, Any] | None]) -> None:
+                     final_tips: dict[str, Tip | None], mempools: dict[str, dict[str, Any] | None],
+                     groups: Sequence[Iterable[str]] | None = None) -> None:
     chains: dict[str, dict[int, str] | None] = {}
-    reference: list[BlockSummary] | None = None
+    group_of = {node: k for k, group in enumerate(groups or [urls]) for node in group}
+    references: dict[int, list[BlockSummary]] = {}
     async with open_clients(list(urls.values()), timeout_s=30.0) as clients:
         for node, client in zip(urls, clients):
             blocks = await read_blocks(client, 1)
             chains[node] = {b.height: b.hash.hex() for b in blocks} if blocks is not None else None
+            reference = references.get(group_of[node])
             if blocks is not None and (reference is None or len(blocks) > len(reference)):
-                reference = blocks
-        ids = [tx_id.hex() for block in reference or [] for tx_id in block.tx_ids or ()]
+                references[group_of[node]] = blocks
+        ids = [tx_id.hex() for reference in references.values() for block in reference
+               for tx_id in block.tx_ids or ()]
         (run_dir / "chain" / "tx-ids.txt").write_text("\n".join(ids) + "\n")
         in_chain = set(ids)
         missing = [tx_id for tx_id in (accepted or []) if tx_id not in in_chain]

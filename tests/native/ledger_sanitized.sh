@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ledger_sanitized.sh - the node's ledger (qmemo/node/native) built with AddressSanitizer and
 # UBSan, and the differential tests (the ledger against qmemo.core, random histories and
-# every block mutation) run against that build. Usage:
+# every block mutation, every receipt rule on a shard's ledger) run against that build. Usage:
 #
 #   tests/native/ledger_sanitized.sh [SEEDS]     # SEEDS extra random histories (default 0)
 #
@@ -23,7 +23,8 @@ export LD_PRELOAD="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libub
 # Python's own allocations are not ours to judge: leaks off; every sanitizer report fails the run.
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 cd "$ROOT"
-"$PY" -m pytest -q -p no:cacheprovider tests/unit/test_ledger_admission.py tests/unit/test_apply_block.py
+"$PY" -m pytest -q -p no:cacheprovider tests/unit/test_ledger_admission.py tests/unit/test_apply_block.py \
+  tests/unit/test_receipts.py tests/unit/test_receipt_room.py
 if [ "${1:-0}" -gt 0 ]; then
   "$PY" - "$1" <<'PYEOF'
 import sys

@@ -138,7 +138,12 @@ def test_wrong_chain_id_in_header(net):
 
 
 def test_unsupported_block_version(net):
-    run_block_processing(net, net.next_block(version=2), "unsupported_version")
+    run_block_processing(net, net.next_block(version=3), "unsupported_version")
+
+
+def test_a_shards_block_version_on_an_unsharded_chain(net):
+    run_block_processing(net, net.next_block(version=2, receipts_bytes=0, receipts_root=bytes(64)),
+                         "unsupported_version")
 
 
 def test_timestamp_before_the_slot_opens(net):

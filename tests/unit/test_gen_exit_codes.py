@@ -104,3 +104,11 @@ def test_nothing_committed_misses_a_p99_bound():
     summary = finished_run(Path("."), commit_delay_s=0.1, committed_share=0.0).file_summary
     assert t.missed(summary, t.Thresholds(max_p99_ms=10_000)) == \
         ["p99 intended -> committed latency not measured (nothing committed) > --max-p99-ms 10000"]
+
+
+def test_failed_invariants_exit_4_below_unaccounted_and_above_thresholds():
+    from qmemo.load.thresholds import EXIT_FAILED, EXIT_INVARIANTS, EXIT_OK, exit_code
+    assert exit_code(True, [], invariants_hold=False) == EXIT_INVARIANTS == 4
+    assert exit_code(True, ["p99 too high"], invariants_hold=False) == EXIT_INVARIANTS
+    assert exit_code(False, [], invariants_hold=False) == EXIT_FAILED
+    assert exit_code(True, [], invariants_hold=True) == EXIT_OK

@@ -209,3 +209,33 @@ def test_a_passed_flag_that_contradicts_the_results_is_refused(tmp_path: Path) -
     (tmp_path / "invariants.json").write_bytes(orjson.dumps(document))
     with pytest.raises(ConfigError, match="disagrees"):
         read(tmp_path)
+
+
+def test_a_sharded_devnet_needs_one_tip_per_shard_not_one_overall():
+    from qmemo.scenario.invariants import same_tip_per_shard
+    tips = {"node-0": (5, "aa"), "node-1": (5, "aa"), "node-2": (7, "bb"), "node-3": (7, "bb")}
+    assert same_tip_per_shard(tips, [["node-0", "node-1"], ["node-2", "node-3"]]).passed
+    split = same_tip_per_shard({**tips, "node-3": (7, "cc")}, [["node-0", "node-1"], ["node-2", "node-3"]])
+    assert not split.passed and "shard 1: 2 different tips" in split.detail
+
+
+def test_cross_shard_transfers_pass_only_credited_once_with_supply_conserved():
+    from qmemo.scenario.invariants import sharded_transfers
+    good = {"invariants": {"supply_conserved": True, "credited_exactly_once": True, "accounts_off": 0},
+            "cross_shard": {"committed": 40, "credited": 40, "lost": 0, "p99_ms_intended_to_credited": 9000.0}}
+    assert sharded_transfers(good).passed and "40 of 40" in sharded_transfers(good).detail
+    doubled = {**good, "invariants": {**good["invariants"], "credited_exactly_once": False, "accounts_off": 1}}
+    assert not sharded_transfers(doubled).passed
+    lost = {**good, "cross_shard": {**good["cross_shard"], "credited": 39, "lost": 1}}
+    assert not sharded_transfers(lost).passed
+    assert not sharded_transfers({}).passed      # an unsharded summary proves nothing here
+
+
+def test_two_shards_final_blocks_at_one_height_are_no_conflict():
+    from qmemo.scenario.invariants import final_blocks_kept_per_shard
+    observed = [("node-0", 1, "a"), ("node-1", 1, "a"), ("node-2", 1, "b"), ("node-3", 1, "b")]
+    chains = {"node-0": {1: "a"}, "node-1": {1: "a"}, "node-2": {1: "b"}, "node-3": {1: "b"}}
+    groups = [["node-0", "node-1"], ["node-2", "node-3"]]
+    assert final_blocks_kept_per_shard(observed, chains, groups).passed
+    forked = final_blocks_kept_per_shard([*observed, ("node-3", 1, "c")], chains, groups)
+    assert not forked.passed and "shard 1:" in forked.detail

@@ -20,7 +20,7 @@ from tests.conftest import REPO_ROOT
 SCENARIOS = REPO_ROOT / "scenarios"
 PROFILES = parse_profiles(read_toml(SCENARIOS / "profiles.toml"))
 SHIPPED = ["lan-baseline", "wan-three-continents", "kill-producer", "kill-all", "pause-node", "oversized-block-flood", "disconnect-restart-reprofile",
-           "partition-minority", "invalid-signature-flood", "held-queue-flood", "propagation"]
+           "partition-minority", "invalid-signature-flood", "held-queue-flood", "propagation", "shards-kill-partition"]
 
 
 def valid() -> dict[str, Any]:
@@ -129,7 +129,27 @@ MUTATIONS = {
     "p99 bound zero": (_set("invariants.max_p99_ms", 0), "invariants.max_p99_ms: must be > 0"),
     "unknown invariant key": (_set("invariants.max_p50_ms", 1), "invariants.max_p50_ms: unknown key"),
     "block interval too short": (_set("chain.block_interval_ms", 10), "chain.block_interval_ms: must be >= 100"),
+    "nodes that do not split into shards": (_set("network.shards", 2), "network.shards: 3 nodes do not split"),
+    "cross-shard traffic without shards": (_set("load.cross_shard_pct", 20), "load.cross_shard_pct: needs"),
+    "a shard named without the producer": (_set("perturbations.0.shard", 0), "perturbations.0.shard"),
 }
+
+
+def test_a_sharded_manifest_splits_its_nodes_and_starts_each_in_its_shard() -> None:
+    from qmemo.scenario.argv import gen_arguments, genesis_arguments, node_arguments
+
+    manifest = load_manifest(SCENARIOS / "shards-kill-partition.toml", SCENARIOS / "profiles.toml")
+    network = manifest.network
+    assert (network.shards, network.per_shard) == (2, 3)
+    assert [network.shard_of(n) for n in range(6)] == [0, 0, 0, 1, 1, 1] and network.shard_nodes(1) == [3, 4, 5]
+    kill = manifest.perturbations[0]
+    assert kill.producer and kill.shard == 0
+    genesis = genesis_arguments(manifest, "/d")
+    assert genesis[genesis.index("--validators") + 1] == "3" and genesis[genesis.index("--shards") + 1] == "2"
+    node = node_arguments(4, "/d", "/d/data", "10.0.0.5", ["http://p"], shard=(1, 1), shard_peers=["http://o"])
+    assert "/d/shard-1-validator-1.keys.json" in node and node[node.index("--shard-peers") + 1] == "http://o"
+    gen = gen_arguments(manifest.load, "/d", "/d/honest.keys.json", ["http://a"], "/out")
+    assert gen[gen.index("--cross-shard") + 1] == "20"
 
 
 @pytest.mark.parametrize("case", sorted(MUTATIONS))

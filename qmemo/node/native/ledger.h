@@ -171,6 +171,9 @@ typedef struct ledger {
 	/* the chain's rules (genesis) */
 	uint32_t chain_id;
 	uint64_t min_fee;
+	/* a shard's chain (qmemo.core.shards): an account is this shard's if
+	 * u32le(address[0:4]) % shard_count == shard_index; 0 shards: an unsharded chain */
+	uint32_t shard_index, shard_count;
 	scheme_rule schemes[256];
 	/* limits */
 	uint64_t max_txs, max_bytes;
@@ -297,13 +300,25 @@ typedef struct {
 } apply_result;
 
 #define CHANGED_BYTES (ADDR_BYTES + 16)
+#define CREDIT_BYTES (ADDR_BYTES + 8)   /* a cross-shard receipt's credit: (address, u64 amount) */
 #define UNDO_BYTES (ADDR_BYTES + 1 + 16)
 
 /* 0 applied; 1 refused (result->code, position, why); -1 out of memory. `verify` checks a
- * signature the verified set does not hold (the kernel's table; NULL: such a signature is bad). */
+ * signature the verified set does not hold (the kernel's table; NULL: such a signature is bad).
+ * `credits` (ncredits x CREDIT_BYTES): the cross-shard receipts the block credits, checked
+ * by the caller (qmemo.core.receipts), added after the transactions, before the fees. */
 int ledger_apply(ledger *l, const block_view *v, uint32_t header_tx_count, const uint8_t *header_merkle_root,
                  uint32_t max_block_txs, const uint8_t *producer, const qmemo_admit_table *table,
-                 apply_result *result);
+                 const uint8_t *credits, size_t ncredits, apply_result *result);
+/* Is this address one of this ledger's shard's (always, on an unsharded chain)? */
+static inline int ledger_home(const ledger *l, const uint8_t *addr) {
+	if (l->shard_count < 2) {
+		return 1;
+	}
+	uint32_t prefix = (uint32_t) addr[0] | (uint32_t) addr[1] << 8 | (uint32_t) addr[2] << 16 |
+	                  (uint32_t) addr[3] << 24;
+	return prefix % l->shard_count == l->shard_index;
+}
 int ledger_undo(ledger *l, const uint8_t *undo, size_t nundo);
 void apply_result_free(apply_result *result);
 

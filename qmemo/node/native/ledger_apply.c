@@ -5,9 +5,10 @@
  *
  * Order (apply_block's): the count the header commits to, the block limit, the Merkle
  * root, each id once; then per transaction in block order its form, nonce and balance on
- * a scratch copy of the accounts it touches; then every signature (the verified set
- * answers for those verified at admission; the rest are verified here); then the fees to
- * the producer. Nothing changes unless all pass.
+ * a scratch copy of the accounts it touches (a recipient of another shard is not credited
+ * here: its shard credits it from a receipt); then every signature (the verified set
+ * answers for those verified at admission; the rest are verified here); then the
+ * cross-shard receipts' credits and the fees to the producer. Nothing changes unless all pass.
  */
 #include "ledger.h"
 
@@ -95,7 +96,7 @@ static uint64_t get64(const uint8_t *p) {
 /* Body checks, then the change: 0 applied, 1 refused, -1 out of memory. */
 static int apply_checked(ledger *l, const block_view *v, uint32_t header_tx_count, const uint8_t *header_root,
                          uint32_t max_block_txs, const uint8_t *producer, const qmemo_admit_table *table,
-                         apply_result *r, scratch *s) {
+                         const uint8_t *credits, size_t ncredits, apply_result *r, scratch *s) {
 	size_t n = v->n;
 	if (header_tx_count != n) {   /* the count the header commits to */
 		return refuse_block(r, C_WRONG_TX_COUNT, SIZE_MAX, header_tx_count, (i128) n);
@@ -152,11 +153,14 @@ static int apply_checked(ledger *l, const block_view *v, uint32_t header_tx_coun
 		}
 		sender->balance -= cost;
 		sender->nonce += 1;
-		touched *recipient = touch(l, s, view_recipient(v, i));
-		if (!recipient) {
-			return -1;
+		const uint8_t *to = view_recipient(v, i);
+		if (ledger_home(l, to)) {   /* another shard's recipient is paid there, from a receipt */
+			touched *recipient = touch(l, s, to);
+			if (!recipient) {
+				return -1;
+			}
+			recipient->balance += rec->amount;
 		}
-		recipient->balance += rec->amount;
 		fees += rec->fee;
 	}
 	/* every signature valid: the verified set, else verified now */
@@ -173,6 +177,14 @@ static int apply_checked(ledger *l, const block_view *v, uint32_t header_tx_coun
 		if (!good) {
 			return refuse_block(r, C_BAD_SIGNATURE, i, 0, 0);
 		}
+	}
+	/* the cross-shard receipts' recipients are credited */
+	for (size_t k = 0; k < ncredits; k++) {
+		touched *paid = touch(l, s, credits + k * CREDIT_BYTES);
+		if (!paid) {
+			return -1;
+		}
+		paid->balance += get64(credits + k * CREDIT_BYTES + ADDR_BYTES);
 	}
 	/* the producer is paid the fees */
 	if (fees) {
@@ -215,14 +227,15 @@ static int apply_checked(ledger *l, const block_view *v, uint32_t header_tx_coun
 
 int ledger_apply(ledger *l, const block_view *v, uint32_t header_tx_count, const uint8_t *header_merkle_root,
                  uint32_t max_block_txs, const uint8_t *producer, const qmemo_admit_table *table,
-                 apply_result *result) {
+                 const uint8_t *credits, size_t ncredits, apply_result *result) {
 	memset(result, 0, sizeof *result);
 	result->position = SIZE_MAX;
 	scratch s = {0};
 	if (dmap_init(&s.index, ADDR_BYTES, touched_key, &s) != 0) {
 		return -1;
 	}
-	int rc = apply_checked(l, v, header_tx_count, header_merkle_root, max_block_txs, producer, table, result, &s);
+	int rc = apply_checked(l, v, header_tx_count, header_merkle_root, max_block_txs, producer, table, credits,
+	                       ncredits, result, &s);
 	dmap_free(&s.index);
 	free(s.items);
 	if (rc != 0) {

@@ -243,6 +243,38 @@ static PyObject *BlockBody_spans(BlockBodyObject *self, PyObject *arg) {
 	return out;
 }
 
+/* outgoing(index, count) -> positions (u32 each) of the transactions whose recipient is not
+ * of shard `index` of `count` (qmemo.core.shards): a final block's cross-shard transfers. */
+static PyObject *BlockBody_outgoing(BlockBodyObject *self, PyObject *args) {
+	unsigned int index, count;
+	if (!PyArg_ParseTuple(args, "II", &index, &count)) {
+		return NULL;
+	}
+	if (count < 1 || index >= count) {
+		PyErr_SetString(PyExc_ValueError, "a shard index is below the shard count, and the count at least 1");
+		return NULL;
+	}
+	uint8_t *positions = malloc(self->n ? (size_t) self->n * 4 : 1);
+	if (!positions) {
+		return PyErr_NoMemory();
+	}
+	size_t n = 0;
+	const uint8_t *body = (const uint8_t *) PyBytes_AS_STRING(self->body);
+	for (Py_ssize_t i = 0; i < self->n; i++) {
+		const uint8_t *to = body + self->recs[i].record_offset + RECIPIENT_AT;
+		uint32_t prefix = (uint32_t) to[0] | (uint32_t) to[1] << 8 | (uint32_t) to[2] << 16 | (uint32_t) to[3] << 24;
+		if (prefix % count != index) {
+			for (int b = 0; b < 4; b++) {
+				positions[n * 4 + (size_t) b] = (uint8_t) ((uint32_t) i >> (8 * b));
+			}
+			n++;
+		}
+	}
+	PyObject *out = PyBytes_FromStringAndSize((const char *) positions, (Py_ssize_t) (n * 4));
+	free(positions);
+	return out;
+}
+
 static PyObject *BlockBody_records(BlockBodyObject *self, PyObject *unused) {
 	(void) unused;
 	return PyByteArray_FromStringAndSize((const char *) self->recs, self->n * (Py_ssize_t) sizeof(qmemo_admit_record));
@@ -335,6 +367,8 @@ static PyMethodDef BlockBody_methods[] = {
 	 "spans(base): (u32 offset, u32 length) per transaction, where each encoding lies, offsets\n"
 	 "counted from `base` bytes before the body (a block's header length: into its encoding)."},
 	{"records", (PyCFunction) BlockBody_records, METH_NOARGS, "The kernel's records (a bytearray)."},
+	{"outgoing", (PyCFunction) BlockBody_outgoing, METH_VARARGS,
+	 "outgoing(index, count) -> u32 positions of the transactions paying another shard's accounts."},
 	{"verify", (PyCFunction) BlockBody_verify, METH_VARARGS,
 	 "verify(ledger, table, part, parts) -> (checked, valid, 0, ns, []): signatures not known verified."},
 	{NULL, NULL, 0, NULL},
@@ -771,6 +805,21 @@ static PyObject *Ledger_set_scheme(LedgerObject *self, PyObject *args) {
 	Py_RETURN_NONE;
 }
 
+/* set_shard(index, count): this ledger's chain is shard `index` of `count` (qmemo.core.shards). */
+static PyObject *Ledger_set_shard(LedgerObject *self, PyObject *args) {
+	unsigned int index, count;
+	if (!ready(self) || !PyArg_ParseTuple(args, "II", &index, &count)) {
+		return NULL;
+	}
+	if (count < 1 || index >= count) {
+		PyErr_SetString(PyExc_ValueError, "a shard index is below the shard count, and the count at least 1");
+		return NULL;
+	}
+	self->l.shard_index = index;
+	self->l.shard_count = count;
+	Py_RETURN_NONE;
+}
+
 static PyObject *Ledger_set_account(LedgerObject *self, PyObject *args) {
 	PyObject *addr;
 	unsigned long long balance, nonce;
@@ -1109,17 +1158,23 @@ static PyObject *Ledger_rebuild(LedgerObject *self, PyObject *ids) {
 	return body;
 }
 
-/* apply(body, tx_count, merkle_root, max_block_txs, producer|None, table) -> (changed, undo, fees);
- * BlockRefused(code, position, a, b) and nothing changed if a rule is broken. */
+/* apply(body, tx_count, merkle_root, max_block_txs, producer|None, table[, credits]) -> (changed, undo, fees);
+ * BlockRefused(code, position, a, b) and nothing changed if a rule is broken. `credits`:
+ * the cross-shard receipts the block credits, (address, u64 amount) each, already checked. */
 static PyObject *Ledger_apply(LedgerObject *self, PyObject *args) {
 	BlockBodyObject *body;
 	unsigned long tx_count, max_block_txs;
-	PyObject *root, *producer;
+	PyObject *root, *producer, *credits = NULL;
 	unsigned long long table;
-	if (!ready(self) || !PyArg_ParseTuple(args, "O!kOkOK", &BlockBodyType, &body, &tx_count, &root, &max_block_txs,
-	                                      &producer, &table) ||
+	if (!ready(self) || !PyArg_ParseTuple(args, "O!kOkOK|O", &BlockBodyType, &body, &tx_count, &root, &max_block_txs,
+	                                      &producer, &table, &credits) ||
 	        !exact_bytes(root, "merkle_root", ID_BYTES) ||
-	        (producer != Py_None && !exact_bytes(producer, "producer", ADDR_BYTES))) {
+	        (producer != Py_None && !exact_bytes(producer, "producer", ADDR_BYTES)) ||
+	        (credits && !exact_bytes(credits, "credits", -1))) {
+		return NULL;
+	}
+	if (credits && PyBytes_GET_SIZE(credits) % CREDIT_BYTES) {
+		PyErr_SetString(PyExc_ValueError, "credits are whole (address, u64 amount) records");
 		return NULL;
 	}
 	block_view v = view_of(body);
@@ -1127,7 +1182,9 @@ static PyObject *Ledger_apply(LedgerObject *self, PyObject *args) {
 	int rc = ledger_apply(&self->l, &v, (uint32_t) tx_count, (const uint8_t *) PyBytes_AS_STRING(root),
 	                      (uint32_t) max_block_txs,
 	                      producer == Py_None ? NULL : (const uint8_t *) PyBytes_AS_STRING(producer),
-	                      (const qmemo_admit_table *) (uintptr_t) table, &r);
+	                      (const qmemo_admit_table *) (uintptr_t) table,
+	                      credits ? (const uint8_t *) PyBytes_AS_STRING(credits) : NULL,
+	                      credits ? (size_t) PyBytes_GET_SIZE(credits) / CREDIT_BYTES : 0, &r);
 	if (rc < 0) {
 		return PyErr_NoMemory();
 	}
@@ -1315,6 +1372,7 @@ static Py_ssize_t Ledger_len(LedgerObject *self) { return self->ready ? (Py_ssiz
 static PyMethodDef Ledger_methods[] = {
 	{"set_scheme", (PyCFunction) Ledger_set_scheme, METH_VARARGS,
 	 "set_scheme(id, allowed, public_key_bytes, min_signature_bytes, max_signature_bytes)"},
+	{"set_shard", (PyCFunction) Ledger_set_shard, METH_VARARGS, "set_shard(index, count): a shard's chain"},
 	{"set_account", (PyCFunction) Ledger_set_account, METH_VARARGS, "set_account(address, balance, nonce)"},
 	{"account", (PyCFunction) Ledger_account, METH_O, "(balance, nonce), or None if absent."},
 	{"accounts", (PyCFunction) Ledger_accounts, METH_NOARGS, "Every account, packed."},
@@ -1331,7 +1389,7 @@ static PyMethodDef Ledger_methods[] = {
 	{"select", (PyCFunction) Ledger_select, METH_O, "The first max_count pending, as a BlockBody."},
 	{"rebuild", (PyCFunction) Ledger_rebuild, METH_O, "A BlockBody of these pending ids, or None."},
 	{"apply", (PyCFunction) Ledger_apply, METH_VARARGS,
-	 "apply(body, tx_count, merkle_root, max_block_txs, producer, table) -> (changed, undo, fees)"},
+	 "apply(body, tx_count, merkle_root, max_block_txs, producer, table[, credits]) -> (changed, undo, fees)"},
 	{"undo", (PyCFunction) Ledger_undo, METH_O, "Restore the accounts an apply changed."},
 	{"block_applied", (PyCFunction) Ledger_block_applied, METH_VARARGS,
 	 "block_applied(body, now) -> (evictions, relay_frames, relay_count)"},

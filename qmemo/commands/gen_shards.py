@@ -1,0 +1,90 @@
+"""`qmemo gen` on a sharded devnet: one run or a sweep over every shard (qmemo.load.shards).
+
+Called by qmemo.commands.gen when the genesis names several shards; the flags are gen's
+(`--tps` is the total over all shards), with `--cross-shard PCT` (default 20). Exit
+status as gen's, plus 4 when an invariant failed (docs/devnet.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from qmemo.core.shards import ShardedGenesis
+    from qmemo.load.run import GenConfig
+    from qmemo.load.thresholds import Thresholds
+
+DEFAULT_CROSS_SHARD_PCT = 20.0      # the research's "conservative + 20% cross-shard" scenario
+
+
+def run_sharded_command(args: argparse.Namespace, config: GenConfig, sharded: ShardedGenesis, console: Console,
+                        thresholds: Thresholds) -> int:
+    from qmemo.errors import ConfigError
+    from qmemo.load.run import offsets_for
+    from qmemo.load.shard_view import render_shard_sweep, render_sharded
+    from qmemo.load.shards import _prepare, run_sharded, shard_nodes
+    from qmemo.load.summary import SWEEP_SCHEMA, Sweep, sweep_row, write
+    from qmemo.load.summary_view import render_summary
+    from qmemo.load.thresholds import exit_code, missed
+
+    pct = DEFAULT_CROSS_SHARD_PCT if args.cross_shard is None else args.cross_shard
+    if not (math.isfinite(pct) and 0 <= pct <= 100):
+        raise ConfigError("--cross-shard must be a percentage from 0 to 100")
+    quiet = args.quiet or args.log_format == "json"
+    if args.prepare_only:
+        if config.cache_dir is None:
+            raise ConfigError("--prepare-only needs the workload cache (drop --no-cache)")
+        offsets, _ = offsets_for(replace(config, tps=config.tps / sharded.count))
+
+        async def prepare() -> int:
+            nodes = await shard_nodes(config.nodes, sharded)
+            shards = await _prepare(config, sharded, nodes, offsets, pct, quiet)
+            return sum(len(shard.work.ids) for shard in shards)
+
+        console.print(f"workload ready: {asyncio.run(prepare()):,} signed transactions over {sharded.count} shards")
+        return 0
+    if args.sweep:
+        from qmemo.commands.gen import sweep_stages
+
+        rows = []
+        for number, rate in enumerate(sweep_stages(args), 1):
+            if not quiet:
+                console.print(f"stage {rate:,.0f} TPS over {sharded.count} shards ({number})")
+            stage = replace(config, tps=rate, duration_s=args.stage, out=config.out / f"stage-{rate:g}tps")
+            result = run_sharded(stage, sharded, pct, quiet=quiet)
+            rows.append(_row(sweep_row(result.file_summary, result.out), result.file_summary))
+            if rows[-1].limited or result.interrupted:
+                break
+        config.out.mkdir(parents=True, exist_ok=True)
+        write(config.out / "sweep.json", Sweep(SWEEP_SCHEMA, tuple(rows)))
+        console.print(render_shard_sweep(rows))
+        console.print(f"sweep table: {config.out / 'sweep.json'}")
+        return 0
+    result = run_sharded(config, sharded, pct, quiet=quiet)
+    summary = result.file_summary
+    failed = missed(summary, thresholds)
+    if args.log_format == "json":
+        from qmemo.node.log import json_event
+        from qmemo.records import to_json
+
+        json_event("gen", "run finished", out=str(result.out), thresholds_missed=failed, **to_json(summary))
+    else:
+        console.print(render_summary(summary, str(result.out)))
+        console.print(render_sharded(summary))
+        for sentence in failed:
+            console.print(f"[red]threshold missed:[/red] {sentence}", highlight=False)
+    return exit_code(result.all_accounted, failed, summary.invariants is None or summary.invariants.hold)
+
+
+def _row(row: Any, summary: Any) -> Any:
+    """A sweep row with the sharded figures: intra- and cross-shard p99, the invariants."""
+    intra = [s.p99_ms_intra for s in summary.shards or () if s.p99_ms_intra is not None]
+    return replace(row, intra_p99_ms=max(intra) if intra else None,
+                   cross_p99_ms=summary.cross_shard.p99_ms_intended_to_credited if summary.cross_shard else None,
+                   invariants_hold=summary.invariants.hold if summary.invariants else None)
