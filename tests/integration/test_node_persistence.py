@@ -129,3 +129,30 @@ async def test_a_node_reading_its_journal_back_answers_not_ready_not_internal(de
         release.set()
         await asyncio.gather(starting, return_exceptions=True)
         await node.stop()
+
+
+async def test_every_transaction_of_a_node_written_block_reads_back_by_id_from_its_store(devnet: Devnet,
+                                                                                      tmp_path: Path):
+    # The node stores a final block through `append_final` with the spans its ledger gives
+    # (`BlockBody.spans(len(header))`), not the core's `spans_of`: each span must land on its
+    # transaction's encoding in the stored block, payloads of differing lengths included.
+    genesis_ms = orjson.loads(devnet.genesis.read_bytes())["genesis_time_ms"]
+    clock = ManualClock(genesis_ms)
+    wallet = Wallet(devnet)
+    blocks = [[wallet.transfer(i % 4, (i + 1) % 4, payload=bytes([i]) * (i * 37)) for i in range(6)],
+              [wallet.transfer(i % 4, (i + 2) % 4, payload=b"x" * (500 - i)) for i in range(5)]]
+    data = tmp_path / "data"
+    async with running_node(devnet, data, devnet.validator_key(0), finality_depth=1, clock=clock) as node:
+        for height, txs in enumerate(blocks, start=1):
+            assert [o.status for o in await node.submit(txs)] == ["accepted"] * len(txs)
+            clock.advance(500)
+            await _until(lambda height=height: node.height == height, f"block {height}")
+        clock.advance(500)              # one more block makes the last one final
+        await _until(lambda: node.height == len(blocks) + 1, "the block after")
+        await _until(lambda: node.store.height >= len(blocks), "the blocks written to the store")
+        for height, txs in enumerate(blocks, start=1):
+            for tx in txs:
+                found = node.store.transaction(tx.id)
+                assert found is not None and found.height == height
+                assert found.tx.encoded == tx.encoded
+                assert node.store.block_ids(height).tx_ids[found.position] == tx.id
