@@ -83,7 +83,7 @@ class Persistence:
                 self.chain.written(entry.block.height)
             if self.journal.wants_compaction():
                 try:
-                    await self.journal.compact(*self.admission.unsettled())
+                    await self.journal.compact(*self._unsettled())
                 except OSError:         # the journal still holds everything: only bigger
                     self.log.exception("compacting the journal %s failed", self.journal.path)
 
@@ -104,9 +104,9 @@ class Persistence:
                                 block.body.spans(len(header.encoded)), block.encode, entry.changed, entry.credited)
 
     async def keep(self) -> None:
-        """The journal becomes every unsettled transaction, relayed ones too (the undoable
-        blocks already are in the store)."""
-        frames, count = self.admission.unsettled()
+        """The journal becomes every unsettled transaction, relayed ones too, and those of
+        any applied block the store has not taken (`_unsettled`)."""
+        frames, count = self._unsettled()
         await self.journal.compact(frames, count)
         if count:
             self.log.info("kept %d accepted, uncommitted transaction(s) in %s", count, self.journal.path)
@@ -134,7 +134,21 @@ class Persistence:
             restoring.unlink()
         await self._readmit(journaled, str(self.journal.path))
         await self._restore_transactions()
-        await self.journal.compact(*self.admission.unsettled())
+        await self.journal.compact(*self._unsettled())
+
+    def _unsettled(self) -> tuple[bytes, int]:
+        """What the journal must hold: the transactions of the applied blocks not yet in the
+        store (oldest first: their nonces come before the pool's), then the pool's unsettled
+        ones, framed. A block leaves the pool when it is applied but reaches the store only
+        when its write returns (`BlockIntake.make_durable`, on another thread, or never if the
+        store refuses): a compaction in between that kept only the pool lost its
+        transactions to a SIGKILL. A block body is framed as the journal is."""
+        frames, count = self.admission.unsettled()
+        blocks = self.chain.not_durable()
+        if not blocks:
+            return frames, count
+        return (b"".join([*(block.body.body for block in blocks), frames]),
+                count + sum(block.tx_count for block in blocks))
 
     async def _restore_blocks(self, records: list[bytes], source: str) -> None:
         """Apply, with full validation, the undoable blocks from `source`, as far as they

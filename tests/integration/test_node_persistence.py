@@ -156,3 +156,50 @@ async def test_every_transaction_of_a_node_written_block_reads_back_by_id_from_i
                 assert found is not None and found.height == height
                 assert found.tx.encoded == tx.encoded
                 assert node.store.block_ids(height).tx_ids[found.position] == tx.id
+
+
+async def test_a_compaction_while_a_block_is_being_stored_keeps_that_blocks_transactions(
+        devnet: Devnet, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # A block leaves the pool when it is applied, but reaches the store only when its write
+    # (`keep_branch`) returns. A compaction in between must keep its transactions: a SIGKILL
+    # then would find them neither in the store nor in the journal.
+    import threading
+
+    from qmemo.node.store import ChainStore
+
+    genesis_ms = orjson.loads(devnet.genesis.read_bytes())["genesis_time_ms"]
+    clock = ManualClock(genesis_ms)
+    tx = Wallet(devnet).transfer(0, 1)
+    storing, release = threading.Event(), threading.Event()
+    keep_branch = ChainStore.keep_branch
+
+    def slow_keep_branch(store: ChainStore, *args, **kwargs) -> None:
+        storing.set()
+        release.wait(30)
+        keep_branch(store, *args, **kwargs)
+
+    compactions: list[int] = []
+    compact = Journal.compact
+
+    async def counted_compact(journal: Journal, frames: bytes, count: int) -> None:
+        await compact(journal, frames, count)
+        compactions.append(count)
+
+    data = tmp_path / "data"
+    async with running_node(devnet, data, devnet.validator_key(0), finality_depth=3, clock=clock) as node:
+        assert [o.status for o in await node.submit([tx])] == ["accepted"]
+        monkeypatch.setattr(ChainStore, "keep_branch", slow_keep_branch)
+        monkeypatch.setattr(Journal, "compact", counted_compact)
+        monkeypatch.setattr(Journal, "wants_compaction", lambda journal: True)
+        try:
+            clock.advance(500)                  # block 1 is built, applied, and held in its write
+            await _until(lambda: node.chain.height == 1 and bool(compactions), "block 1 applied, a compaction")
+            assert storing.is_set() and node.chain.durable_height == 0
+            reader = Journal(data, "reader")
+            try:
+                assert reader.read_back() == [tx.encoded]   # what a SIGKILL now would leave
+            finally:
+                reader.close()
+        finally:
+            release.set()
+        await _until(lambda: node.chain.durable_height == 1, "block 1 stored")
