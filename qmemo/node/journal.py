@@ -174,16 +174,21 @@ class Journal:
                 done.set_result(None)
 
     def _write(self, batch: list[bytes], count: int) -> None:
+        # Where this entry begins, from the file itself: after a failure whose cut failed
+        # too, a count kept here would be short, and a later cut would take from entries
+        # answered "accepted" since.
+        start = os.fstat(self._file.fileno()).st_size
         try:
             written = _write_entry(self._file, batch)
+            os.fsync(self._file.fileno())
         except OSError:
-            # Part of the entry may be in the file (a disk that filled mid-write): cut it off,
-            # or the entries answered after it would follow a torn one, which ends the read.
+            # Part of the entry may be in the file (a disk that filled mid-write), or all of it
+            # unsynced: cut it off - its clients hear it failed - or the entries answered after
+            # it would follow a torn one, which ends the read.
             with contextlib.suppress(OSError):     # the write's own error is the one to report
-                self._file.truncate(self.size_bytes)
+                self._file.truncate(start)
             raise
-        os.fsync(self._file.fileno())
-        self.size_bytes += written
+        self.size_bytes = start + written
         self.fsyncs += 1
         self.records += count
 

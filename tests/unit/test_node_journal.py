@@ -252,3 +252,38 @@ async def test_a_write_that_fails_half_way_leaves_no_torn_entry_before_the_next(
     await journal.append([b"after"])
     journal.close()
     assert _reopened(tmp_path) == [b"before", b"after"]
+
+
+async def test_a_failed_fsync_does_not_make_a_later_failure_cut_into_an_answered_entry(tmp_path: Path, monkeypatch):
+    # An fsync that fails leaves its entry's bytes in the file. A later write that fails
+    # cuts the file back to where that write began - not to the size the journal counted,
+    # which would cut into the entry answered "accepted" in between.
+    import os
+
+    import qmemo.node.journal as journal_module
+
+    journal = Journal(tmp_path, "test")
+    journal.read_back()
+    await journal.append([b"first"])
+
+    def fsync_fails(fd):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(journal_module.os, "fsync", fsync_fails)
+    with pytest.raises(StoreError):
+        await journal.append([b"fsync-failed"])
+    monkeypatch.undo()
+    await journal.append([b"answered-accepted"])
+
+    def writev_fails(fd, views):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(journal_module.os, "writev", writev_fails)
+    with pytest.raises(StoreError):
+        await journal.append([b"refused"])
+    monkeypatch.undo()
+    await journal.append([b"last"])
+    journal.close()
+    reopened = _reopened(tmp_path)
+    assert reopened[0] == b"first" and reopened[-2:] == [b"answered-accepted", b"last"]
+    assert journal.size_bytes == (tmp_path / JOURNAL_FILE).stat().st_size
