@@ -215,10 +215,12 @@ class Journal:
                 size += _write_entry(out, [chunk])
             os.fsync(out.fileno())
         tmp.replace(self.path)
-        _fsync_dir(self.path.parent)       # the rename itself survives a crash
+        # The new file from here on, even if the folder's fsync fails: appends to the old,
+        # unlinked one would be lost at the next start.
         self._file.close()
         self._file = self.path.open("ab", buffering=0)
         self.size_bytes = self.compacted_bytes = size
+        _fsync_dir(self.path.parent)       # the rename itself survives a crash
 
     def close(self) -> None:
         """After the last append (the node is stopping)."""

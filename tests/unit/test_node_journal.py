@@ -287,3 +287,25 @@ async def test_a_failed_fsync_does_not_make_a_later_failure_cut_into_an_answered
     reopened = _reopened(tmp_path)
     assert reopened[0] == b"first" and reopened[-2:] == [b"answered-accepted", b"last"]
     assert journal.size_bytes == (tmp_path / JOURNAL_FILE).stat().st_size
+
+
+async def test_appends_after_a_compaction_whose_directory_fsync_failed_reach_the_new_file(tmp_path: Path,
+                                                                                         monkeypatch):
+    # The rename is done when the folder's fsync fails: the journal is the new file, and
+    # appends must go there, not to the old one the rename unlinked.
+    import qmemo.node.journal as journal_module
+
+    journal = Journal(tmp_path, "test")
+    journal.read_back()
+    await journal.append([b"settled", b"unsettled"])
+
+    def fsync_dir_fails(path):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(journal_module, "_fsync_dir", fsync_dir_fails)
+    with pytest.raises(OSError):
+        await journal.compact(encode_frames([b"unsettled"]), 1)
+    monkeypatch.undo()
+    await journal.append([b"after"])
+    journal.close()
+    assert _reopened(tmp_path) == [b"unsettled", b"after"]
