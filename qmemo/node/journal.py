@@ -87,6 +87,7 @@ class Journal:
         self._batch: list[bytes] = []       # framed buffers waiting for the next write
         self._batch_records = 0
         self._batch_done: asyncio.Future | None = None
+        self._writing: asyncio.Future | None = None     # the batch being written now
         self._writer: asyncio.Task | None = None
         self._failure_log = Throttle(FAILURE_LOG_INTERVAL_S)
         self.size_bytes = 0
@@ -144,6 +145,13 @@ class Journal:
         if count:
             self._enqueue(frames, count).add_done_callback(_retrieved)
 
+    async def settled(self) -> None:
+        """Return once everything appended so far - queued, relayed ones included, or being
+        written - is on disk. StoreError (500) if the disk refused it."""
+        waiting = self._batch_done if self._batch else self._writing
+        if waiting is not None and not waiting.done():
+            await asyncio.shield(waiting)
+
     def _enqueue(self, frames: bytes, count: int) -> asyncio.Future:
         """Add to the batch the writer takes next; the future of that batch's fsync."""
         self._batch.append(frames)
@@ -159,6 +167,7 @@ class Journal:
         while self._batch:
             batch, count, done = self._batch, self._batch_records, self._batch_done
             self._batch, self._batch_records, self._batch_done = [], 0, None
+            self._writing = done
             try:
                 await loop.run_in_executor(self._executor, self._timed(self._write), batch, count)
             except OSError as exc:

@@ -298,13 +298,18 @@ class Node:
         native call, then checked, verified and committed by the ledger. MempoolFull (429) if
         the pool has no room at all; DecodeError / TooLarge for a broken framing, before
         anything is counted. A client's accepted transactions are journaled (fsync'd) before
-        this returns; a peer's are queued for the journal's next group commit."""
+        this returns, and so is the first copy of any it sent again (duplicate); a peer's are
+        queued for the journal's next group commit."""
         _, admission, _ = self._require_ready()
         batch = admission.decode(body, self.config.max_batch_txs)
         self._admission_with_room(batch.count, from_peer)
         # A client's batch goes on to the peers (a peer's came from one: the mesh is one hop).
         admitted = await admission.admit(batch, relay=not from_peer and self.relay is not None)
         await self._journal(admitted.journal_frames, admitted.journal_count, from_peer)
+        if not from_peer and admitted.batch.counts()[1]:
+            # "duplicate" promises what "accepted" does: the first copy may be a peer's,
+            # queued for the next group commit, or another request's, still being written.
+            await self.journal.settled()
         return admitted
 
     async def _journal(self, frames: bytes, count: int, from_peer: bool) -> None:

@@ -203,3 +203,35 @@ async def test_a_compaction_while_a_block_is_being_stored_keeps_that_blocks_tran
         finally:
             release.set()
         await _until(lambda: node.chain.durable_height == 1, "block 1 stored")
+
+
+async def test_a_clients_duplicate_is_answered_once_the_first_copy_is_on_disk(
+        devnet: Devnet, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # A peer's batch goes to the journal's next group commit without waiting; a client that
+    # sends one of its transactions too hears "duplicate" - a promise like "accepted" - only
+    # once that copy is written: a SIGKILL in between would lose what it was promised.
+    import threading
+
+    tx = Wallet(devnet).transfer(0, 1)
+    writing, release = threading.Event(), threading.Event()
+    write = Journal._write
+
+    def held_write(journal: Journal, batch: list[bytes], count: int) -> None:
+        writing.set()
+        release.wait(30)
+        write(journal, batch, count)
+
+    async with running_node(devnet, tmp_path / "data", devnet.validator_key(0), finality_depth=3,
+                            clock=ManualClock(orjson.loads(devnet.genesis.read_bytes())["genesis_time_ms"])) as node:
+        monkeypatch.setattr(Journal, "_write", held_write)
+        try:
+            relayed = await node.submit_body(encode_frames([tx.encoded]), from_peer=True)
+            assert [o.status for o in relayed.outcomes()] == ["accepted"]
+            await _until(writing.is_set, "the peer's batch in its journal write")
+            resent = asyncio.create_task(node.submit_body(encode_frames([tx.encoded])))
+            await asyncio.sleep(0.2)
+            assert not resent.done() and node.journal.records == 0
+        finally:
+            release.set()
+        assert [o.status for o in (await resent).outcomes()] == ["duplicate"]
+        assert node.journal.records == 1

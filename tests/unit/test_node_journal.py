@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
+import threading
 from pathlib import Path
 
 import pytest
@@ -309,3 +310,31 @@ async def test_appends_after_a_compaction_whose_directory_fsync_failed_reach_the
     await journal.append([b"after"])
     journal.close()
     assert _reopened(tmp_path) == [b"unsettled", b"after"]
+
+
+async def test_settled_waits_for_queued_and_in_flight_appends(tmp_path: Path, monkeypatch):
+    # A relayed transaction is queued without waiting (append_soon); a client that sends it
+    # again hears "duplicate" only once it is on disk: `settled` waits for the write in
+    # flight and for what is queued behind it.
+    journal = Journal(tmp_path, "test")
+    journal.read_back()
+    release = threading.Event()
+    write = journal._write
+
+    def held_write(batch, count):
+        release.wait(5)
+        write(batch, count)
+
+    monkeypatch.setattr(journal, "_write", held_write)
+    journal.append_soon(encode_frames([b"first"]), 1)
+    await asyncio.sleep(0.05)                       # the writer has taken it: in flight
+    journal.append_soon(encode_frames([b"second"]), 1)      # queued behind it
+    settled = asyncio.create_task(journal.settled())
+    await asyncio.sleep(0.05)
+    assert not settled.done() and journal.records == 0
+    release.set()
+    await asyncio.wait_for(settled, 5)
+    assert journal.records == 2
+    await journal.settled()                         # nothing pending: returns at once
+    journal.close()
+    assert _reopened(tmp_path) == [b"first", b"second"]
