@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from qmemo.core.block import Block
 from qmemo.crypto.verifier import signer
+from qmemo.node.ledger import account_of, native
 
 from tests.unit.ledger_kit import CHAIN_ID, SMALL, Twins, address_of, ed_keys, mutate, sign_tx
 
@@ -177,3 +178,18 @@ def test_random_histories_agree(seed):
             twins.undo_last()
         else:
             twins.expire(now - rng.uniform(0, 5))
+
+
+def test_a_balance_past_two_to_the_64_is_an_overflow_not_out_of_memory_and_changes_nothing():
+    # The genesis caps the supply below 2^64, so only an inconsistent ledger gets here; it
+    # must say so (OverflowError), not claim memory ran out, and leave every account as it was.
+    twins = Twins()
+    rich = address_of(ed_keys()[3])
+    twins.ledger.set_account(rich, 2**64 - 1, 0)
+    block = twins.block_of([])
+    body = native().decode_body(twins.kernel.table, CHAIN_ID, block.encode()[len(block.header.encoded):], 0)
+    producer = twins.genesis.validators[block.header.producer_index].address
+    with pytest.raises(OverflowError, match="past 2\\^64"):
+        twins.ledger.apply(body, 0, block.header.merkle_root, twins.genesis.max_block_transactions, producer,
+                           twins.kernel.table, rich + (1).to_bytes(8, "little"))
+    assert account_of(twins.ledger, rich).balance == 2**64 - 1

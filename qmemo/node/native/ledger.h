@@ -303,7 +303,8 @@ typedef struct {
 #define CREDIT_BYTES (ADDR_BYTES + 8)   /* a cross-shard receipt's credit: (address, u64 amount) */
 #define UNDO_BYTES (ADDR_BYTES + 1 + 16)
 
-/* 0 applied; 1 refused (result->code, position, why); -1 out of memory. `verify` checks a
+/* 0 applied; 1 refused (result->code, position, why); -1 out of memory; -2 a balance past
+ * 2^64 (the genesis caps the supply below it: the ledger is inconsistent, nothing changed). `verify` checks a
  * signature the verified set does not hold (the kernel's table; NULL: such a signature is bad).
  * `credits` (ncredits x CREDIT_BYTES): the cross-shard receipts the block credits, checked
  * by the caller (qmemo.core.receipts), added after the transactions, before the fees. */

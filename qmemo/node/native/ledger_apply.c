@@ -196,7 +196,7 @@ static int apply_checked(ledger *l, const block_view *v, uint32_t header_tx_coun
 	}
 	for (uint32_t k = 0; k < s->n; k++) {
 		if (s->items[k].balance > U64_MAX_128) {
-			return -1;   /* the genesis caps the supply below 2^64: a bug, not a block */
+			return -2;   /* the genesis caps the supply below 2^64: a bug, not a block */
 		}
 	}
 	/* commit */

@@ -1185,6 +1185,11 @@ static PyObject *Ledger_apply(LedgerObject *self, PyObject *args) {
 	                      (const qmemo_admit_table *) (uintptr_t) table,
 	                      credits ? (const uint8_t *) PyBytes_AS_STRING(credits) : NULL,
 	                      credits ? (size_t) PyBytes_GET_SIZE(credits) / CREDIT_BYTES : 0, &r);
+	if (rc == -2) {
+		PyErr_SetString(PyExc_OverflowError, "a balance past 2^64 after this block: the genesis caps the supply "
+		                                     "below it, so this ledger is inconsistent (nothing was changed)");
+		return NULL;
+	}
 	if (rc < 0) {
 		return PyErr_NoMemory();
 	}
