@@ -53,19 +53,23 @@ def run_sharded_command(args: argparse.Namespace, config: GenConfig, sharded: Sh
         from qmemo.commands.gen import sweep_stages
 
         rows = []
+        accounted = True
         for number, rate in enumerate(sweep_stages(args), 1):
             if not quiet:
                 console.print(f"stage {rate:,.0f} TPS over {sharded.count} shards ({number})")
             stage = replace(config, tps=rate, duration_s=args.stage, out=config.out / f"stage-{rate:g}tps")
             result = run_sharded(stage, sharded, pct, quiet=quiet)
             rows.append(_row(sweep_row(result.file_summary, result.out), result.file_summary))
+            accounted = accounted and result.all_accounted
             if rows[-1].limited or result.interrupted:
                 break
         config.out.mkdir(parents=True, exist_ok=True)
         write(config.out / "sweep.json", Sweep(SWEEP_SCHEMA, tuple(rows)))
         console.print(render_shard_sweep(rows))
         console.print(f"sweep table: {config.out / 'sweep.json'}")
-        return 0
+        # A stage past the latency bounds ends the sweep (what it looks for); a transaction
+        # unaccounted for or a broken invariant at any stage fails it, as in a single run.
+        return exit_code(accounted, [], all(row.invariants_hold is not False for row in rows))
     result = run_sharded(config, sharded, pct, quiet=quiet)
     summary = result.file_summary
     failed = missed(summary, thresholds)

@@ -112,3 +112,26 @@ def test_failed_invariants_exit_4_below_unaccounted_and_above_thresholds():
     assert exit_code(True, ["p99 too high"], invariants_hold=False) == EXIT_INVARIANTS
     assert exit_code(False, [], invariants_hold=False) == EXIT_FAILED
     assert exit_code(True, [], invariants_hold=True) == EXIT_OK
+
+
+@pytest.mark.parametrize(("hold", "accounted", "code"), [
+    (True, True, t.EXIT_OK), (False, True, t.EXIT_INVARIANTS), (True, False, t.EXIT_FAILED)])
+def test_a_sharded_sweep_fails_on_a_broken_invariant_or_a_lost_transaction(monkeypatch, tmp_path, hold, accounted,
+                                                                            code):
+    # A sweep stops at the first stage past the latency bounds (what it looks for, exit 0);
+    # a stage whose invariants broke or whose transactions are unaccounted for fails it.
+    import qmemo.load.shards
+    from qmemo.load.shard_summary import Invariants
+
+    assert main(["genesis", "--out", str(tmp_path / "devnet"), "--shards", "2", "--validators", "1",
+                 "--accounts", "4", "--scheme", "Ed25519"]) == 0
+    invariants = Invariants(hold, True, 100, 100, 0, 0, 0)
+
+    def fake_run_sharded(config, sharded, pct, quiet=False, on_status=None):
+        run = finished_run(config.out, commit_delay_s=0.5)
+        return qmemo.load.shards.ShardedResult(replace(run.file_summary, invariants=invariants), config.out, False,
+                                               accounted)
+
+    monkeypatch.setattr(qmemo.load.shards, "run_sharded", fake_run_sharded)
+    assert main(["gen", "--devnet", str(tmp_path / "devnet"), "--nodes", "http://127.0.0.1:9",
+                 "--out", str(tmp_path / "run"), "--quiet", "--sweep", "100:2:400", "--stage", "1"]) == code
