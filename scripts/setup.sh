@@ -8,7 +8,8 @@
 #
 # Steps, in order:
 #   1. apt      Debian packages: compilers, cmake/ninja, OpenSSL, libsodium and
-#               libsecp256k1 headers (the C benchmarks' classical baselines), the
+#               libsecp256k1 headers (the admission kernel's classical verifies, the C
+#               benchmarks' baselines), the
 #               Prometheus server (a test scrapes a live devnet with it), and the
 #               container engine's tools (docker.io, docker-compose, debootstrap,
 #               iptables, nftables) for the image and the container tests.
@@ -90,10 +91,13 @@ OQS_CMAKE_FLAGS=(
 PROFILE="${QMEMO_SETUP_PROFILE:-full}"
 case "$PROFILE" in full|image) ;; *) echo "setup: ERROR: QMEMO_SETUP_PROFILE=$PROFILE (full or image)" >&2; exit 2 ;; esac
 # What building qMEMO needs (the image installs these only).
-APT_PACKAGES=(build-essential cmake ninja-build pkg-config libssl-dev python3-venv python3-dev)
+# libsodium and libsecp256k1: the admission kernel's Ed25519 and ECDSA verifies (and the C
+# benchmarks' classical baselines).
+APT_PACKAGES=(build-essential cmake ninja-build pkg-config libssl-dev python3-venv python3-dev
+              libsodium-dev libsecp256k1-dev)
 if [ "$PROFILE" = full ]; then
-# git: the devnet records its commit; libsodium and libsecp256k1: the C benchmarks' baselines.
-APT_PACKAGES+=(git libsodium-dev libsecp256k1-dev valgrind clang libclang-rt-14-dev)
+# git: the devnet records its commit.
+APT_PACKAGES+=(git valgrind clang libclang-rt-14-dev)
 # valgrind: callgrind instruction counts of the Falcon verifiers; clang and its
 # compiler-rt (libFuzzer, sanitizers): the differential fuzz targets (Falcon verifier,
 # admission kernel).
