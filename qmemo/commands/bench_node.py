@@ -81,7 +81,7 @@ def _print(document: dict[str, Any]) -> None:
     c_rate = f"{baseline['ops_per_s']:,.0f}/s" if "ops_per_s" in baseline else "none"
     console.print(f"C single-core verify: {c_rate} ({source}); same run, one Python thread: "
                   + ", ".join(f"{k} {refs[k]['ops_per_s']:,.0f}/s" for k in REFERENCES if k in refs))
-    console.print(f"two Python threads verifying at once: {refs['two_threads_verify']['speedup']:.2f}x one "
+    console.print(f"two threads in the kernel's verify at once: {refs['two_threads_verify']['speedup']:.2f}x one "
                   "(the cores this machine really gave us; ~2x when idle)")
     head = document["headline"]
     console.print(f"headline ({head['verifier']} verifier, {head['threads']} verify thread): "
