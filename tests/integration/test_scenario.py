@@ -92,16 +92,22 @@ CHAOS_SHORT = ["load.duration_s=60", "load.tps=200", "chaos.for_s=[3, 5]", "chao
                "chaos.quiet_end_s=12", "chaos.kill_all_for_s=3", "invariants.drain_s=40"]
 
 
-def test_chaos_for_a_minute_keeps_every_invariant_and_prints_its_seed(tmp_path: Path) -> None:
+def test_chaos_for_a_minute_keeps_every_invariant_a_minute_can_judge_and_prints_its_seed(tmp_path: Path) -> None:
     out = tmp_path / "run"
     process = scenario("chaos", out, *CHAOS_SHORT)
     output = finish(process, timeout_s=300)      # a minute of load, its drain and settling, on a busy machine
-    assert process.returncode == 0, output
     assert output.startswith("chaos seed 1: ") and "--set chaos.seed=1" in output.splitlines()[0]
     verdict = read(out)
-    assert verdict.passed and [r.name for r in verdict.results] == [
+    assert [r.name for r in verdict.results] == [
         "same_tip", "accepted_committed_once", "final_blocks_kept", "throughput_within_bounds",
-        "supply_conserved", "heights_converge", "all_planned_final"]
+        "supply_conserved", "heights_converge", "all_planned_final", "resources_flat"]
+    assert all(r.passed for r in verdict.results if r.name != "resources_flat"), output
+    # No process life runs long enough under a minute's load to tell a leak from a warm-up:
+    # the check says so and fails (so the run does), rather than passing on nothing.
+    resources = verdict.results[-1]
+    assert not resources.passed and resources.detail.startswith("no process life could be judged"), resources.detail
+    assert resources.figures["samples_without_pid_start_or_fds"] == 0       # every sample named its life
+    assert process.returncode == 1, output
     events = [orjson.loads(line) for line in (out / "timeline.jsonl").read_bytes().splitlines()]
     killed_all = [e for e in events if e["what"] == "kill -9" and e["nodes"] == [0, 1, 2]]
     assert len(killed_all) == 1 and 29 < killed_all[0]["t_s"] < 32
