@@ -385,8 +385,17 @@ def read_jsonl(path: Path) -> list[Any]:
     return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
 
 
+def not_judged(manifest: Manifest) -> dict[str, str]:
+    """Invariants `manifest` has and asks to leave out, each with the reason. `evaluate()`
+    skips them; the runner records them in the verdict and prints them, so that a run
+    which left a check out is not read as one that passed it."""
+    if manifest.chaos is not None and not manifest.chaos.judge_resources:
+        return {"resources_flat": "left out by chaos.judge_resources = false"}
+    return {}
+
+
 def evaluate(run_dir: Path, manifest: Manifest) -> list[InvariantResult]:
-    """Every invariant of `manifest` over the run folder the runner filled."""
+    """Every invariant of `manifest` over the run folder the runner filled, but those it leaves out (`not_judged`)."""
     run_dir = Path(run_dir)
     end = orjson.loads((run_dir / "chain" / "end.json").read_bytes())
     tips = {node: (tuple(tip) if tip else None) for node, tip in end["tips"].items()}
@@ -414,7 +423,8 @@ def evaluate(run_dir: Path, manifest: Manifest) -> list[InvariantResult]:
         samples = [line for node in nodes for line in read_jsonl(run_dir / "metrics" / f"{node}.jsonl")]
         results.append(heights_converge(samples, nodes, ended if ended is not None else 0.0, bounds.settle_s))
         results.append(all_planned_final(summary))
-        results.append(resources_flat(process_samples(samples, nodes), load_window(timeline)))
+        if "resources_flat" not in not_judged(manifest):
+            results.append(resources_flat(process_samples(samples, nodes), load_window(timeline)))
     if manifest.floods:
         windows = [(f.at_s, f.end_s) for f in manifest.floods]
         # The parser requires both bounds for a flood scenario; 0 here would only make the check fail.

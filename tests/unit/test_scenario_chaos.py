@@ -14,7 +14,7 @@ from dataclasses import replace
 from qmemo.api_schema import ProcessFigures
 from qmemo.errors import ConfigError
 from qmemo.records import to_json
-from qmemo.scenario.chaos import CHAOS_ACTIONS, ChaosPlan, schedule
+from qmemo.scenario.chaos import CHAOS_ACTIONS, ChaosPlan, parse_chaos, schedule
 from qmemo.scenario.invariants import (LIFE_WARMUP_S, all_planned_final, heights_converge, last_fault_end,
                                        load_window, process_samples, resources_flat, supply_conserved)
 from qmemo.scenario.manifest import load_manifest
@@ -22,7 +22,7 @@ from tests.unit.api_documents import metrics_snapshot
 
 SCENARIOS = Path(__file__).parents[2] / "scenarios"
 PLAN = ChaosPlan(seed=7, actions=CHAOS_ACTIONS, for_s=(5.0, 20.0), gap_s=(15.0, 30.0), start_s=15.0,
-                 quiet_end_s=60.0, kill_all_at_s=None, kill_all_for_s=5.0)
+                 quiet_end_s=60.0, kill_all_at_s=None, kill_all_for_s=5.0, judge_resources=True)
 
 
 def _affected(fault: dict) -> set[int]:
@@ -68,11 +68,21 @@ def test_the_shipped_manifest_parses_its_schedule_like_hand_written_perturbation
     ("chaos.seed='x'", "chaos.seed: must be a whole number"),
     ("chaos.blast_radius=2", "chaos.blast_radius: unknown key"),
     ("network.nodes=2", "chaos.: chaos needs at least 3 nodes"),
+    ("chaos.judge_resources=no", "chaos.judge_resources: must be true or false, got 'no'"),
+    ("chaos.judge_resources=0", "chaos.judge_resources: must be true or false, got 0"),
 ])
 def test_a_bad_chaos_table_is_refused_naming_its_key(override, message):
     overrides = [override] + (["network.zones=['local', 'local']"] if override.startswith("network") else [])
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("(", r"\(")):
         load_manifest(SCENARIOS / "chaos.toml", SCENARIOS / "profiles.toml", overrides)
+
+
+def test_resources_are_judged_unless_the_chaos_table_says_judge_resources_false():
+    assert parse_chaos({}, 3, 600.0).judge_resources is True
+    assert load_manifest(SCENARIOS / "chaos.toml", SCENARIOS / "profiles.toml").chaos.judge_resources is True
+    short = load_manifest(SCENARIOS / "chaos.toml", SCENARIOS / "profiles.toml", ["chaos.judge_resources=false"])
+    assert short.chaos.judge_resources is False
+    assert short.perturbations == load_manifest(SCENARIOS / "chaos.toml", SCENARIOS / "profiles.toml").perturbations
 
 
 def _supply(node: str, supply: int, consistent: bool = True, at_end: bool = False) -> dict:
