@@ -154,6 +154,14 @@ class ProcessFigures:
     cpu_seconds: float
     rss_bytes: int
     event_loop: str     # the loop running the node: "uvloop" or "asyncio" (its class says, not the config)
+    # Descriptors the process has open (/proc/self/fd); None where there is no /proc to count them in.
+    open_fds: int | None = field(default=None, metadata=OMIT_NONE)
+    # Which life of the node this is: its process's id, and when the node started in it (Unix s,
+    # on the node's clock). A restarted node is a new process; a restarted container may get its
+    # old pid back, so a reader tells lives apart by both. None only in documents from nodes
+    # that predate them.
+    pid: int | None = field(default=None, metadata=OMIT_NONE)
+    started_at_s: float | None = field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True, slots=True)

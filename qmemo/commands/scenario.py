@@ -123,6 +123,8 @@ def run_one(args: argparse.Namespace) -> int:
     for result in verdict.results:
         mark = "[green]PASS[/]" if result.passed else "[red]FAIL[/]"
         console.print(f"{mark} {result.name}: {result.detail}")
+    for name, reason in verdict.run.get("not_judged", {}).items():
+        console.print(f"[yellow]NOT JUDGED[/] {name}: {reason}")
     for problem in verdict.run.get("cleanup_problems", []):
         console.print(f"[yellow]cleanup:[/] {problem}")
     console.print(f"{'[green]all invariants hold' if verdict.passed else '[red]invariants failed'}[/]; run folder: {out}")
@@ -139,7 +141,8 @@ def run_show(args: argparse.Namespace) -> int:
         figures = {r.name: r for r in verdict.results}.get("throughput_within_bounds")
         tps = f"{figures.figures['committed_tps']:,.1f}" if figures else "-"
         p99 = f"{figures.figures['p99_ms']:,.0f}" if figures else "-"
-        marks = " ".join(f"{r.name} {'pass' if r.passed else '**FAIL**'}" for r in verdict.results)
+        marks = " ".join([*(f"{r.name} {'pass' if r.passed else '**FAIL**'}" for r in verdict.results),
+                          *(f"{name} not judged" for name in verdict.run.get("not_judged", {}))])
         failed = "; ".join(f"{r.name}: {r.detail}" for r in verdict.results if not r.passed) or "-"
         print(f"| {verdict.scenario} | {tps} | {p99} | {marks} | {failed} |")
     if getattr(args, "faults", False):

@@ -10,18 +10,11 @@ accounting at the end and whether the load held (`LOAD_RULE`: a soak whose load
 collapsed says nothing about memory under load). Every process it starts is stopped by PID when it ends, also on
 an error, Ctrl-C, SIGTERM or SIGHUP (qmemo.interrupts).
 
-The verdict's rule (`FLAT_RULE`, also written into soak.json): the first
-`WARMUP_SHARE` of the samples are left out (caches, the mempool and the first blocks
-fill up there); over the rest, a node's RSS (and its open fds) grows when the
-least-squares slope is above `MAX_RSS_GROWTH_PER_HOUR` of its mean RSS per hour (fds:
-`MAX_FD_GROWTH_PER_HOUR`) *and* the rise that slope makes over the window stands out of
-the samples' noise (above `NOISE_SIGMAS` standard deviations of the residuals): a
-mempool that fills and drains with every block moves RSS by a hundred MiB, and in ten
-minutes that swing alone fits a slope of hundreds of MiB per hour. A steady leak of one
-socket a minute, or of 2% of the process's memory in ten minutes, fails it.
+The verdict's rule (`FLAT_RULE`, also written into soak.json) is qmemo.devnet.growth's, which
+the chaos scenario's `resources_flat` judges each node's process lives with as well.
 
-Pure helpers (`slope_per_hour`, `node_summary`, `load_judgement`, `saturation_tps`) are apart from the
-process handling, so the rule is tested without starting anything.
+Pure helpers (`load_judgement`, `saturation_tps`, and the rule in qmemo.devnet.growth) are apart
+from the process handling, so they are tested without starting anything.
 """
 
 from __future__ import annotations
@@ -33,27 +26,20 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from qmemo.devnet.growth import FLAT, FLAT_RULE, node_summary
 from qmemo.errors import ConfigError
 from qmemo.interrupts import deferred, interrupt_on_signals, shielded
 from qmemo.load.summary import Sweep
 from qmemo.net.client import base_url
 
 SOAK_SCHEMA = "qmemo-soak/1"
-WARMUP_SHARE = 0.2
-MAX_RSS_GROWTH_PER_HOUR = 0.10      # of the mean RSS
-MAX_FD_GROWTH_PER_HOUR = 10.0
-NOISE_SIGMAS = 2.0
-FLAT_RULE = (f"after the first {WARMUP_SHARE:.0%} of the samples, on every node: no least-squares slope of RSS "
-             f"above {MAX_RSS_GROWTH_PER_HOUR:.0%} of the mean RSS per hour, nor of open fds above "
-             f"{MAX_FD_GROWTH_PER_HOUR:g} per hour, whose rise over the window exceeds {NOISE_SIGMAS:g} standard "
-             f"deviations of the samples around that line")
 # The load held when at least this share of the planned transactions committed (final): at
 # 80% of saturation a chain should commit everything, and a soak whose load collapsed
 # (senders poisoned by nonce gaps, the nodes idle) says nothing about memory under load.
@@ -75,51 +61,7 @@ class SoakConfig:
     gen_args: tuple[str, ...] = ()      # more `qmemo gen` flags (e.g. --batch)
 
 
-# --- the rule (pure) ----------------------------------------------------------------------------
-
-def slope_per_hour(times_s: Sequence[float], values: Sequence[float]) -> float:
-    """Least-squares slope of `values` over `times_s`, per hour (0 for fewer than two points)."""
-    n = len(times_s)
-    if n < 2:
-        return 0.0
-    mean_t, mean_v = sum(times_s) / n, sum(values) / n
-    spread = sum((t - mean_t) ** 2 for t in times_s)
-    if spread == 0:
-        return 0.0
-    return sum((t - mean_t) * (v - mean_v) for t, v in zip(times_s, values)) / spread * 3600
-
-
-def node_summary(samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """One node's figures and verdict from its samples ({"t_s", "rss_bytes", "fds"})."""
-    kept = list(samples[int(len(samples) * WARMUP_SHARE):])
-    if len(kept) < 3:           # two points always lie on a line: no trend can be told from noise
-        return {"samples": len(samples), "verdict": "too few samples"}
-    times = [s["t_s"] for s in kept]
-    rss = [s["rss_bytes"] for s in kept]
-    fds = [s["fds"] for s in kept]
-    mean_rss = sum(rss) / len(rss)
-    rss_slope = slope_per_hour(times, rss)
-    fd_slope = slope_per_hour(times, fds)
-    rss_grows = rss_slope >= MAX_RSS_GROWTH_PER_HOUR * mean_rss and _stands_out(times, rss, rss_slope)
-    fds_grow = fd_slope >= MAX_FD_GROWTH_PER_HOUR and _stands_out(times, fds, fd_slope)
-    flat = not rss_grows and not fds_grow
-    return {"samples": len(samples), "rss_first_bytes": samples[0]["rss_bytes"], "rss_last_bytes": rss[-1],
-            "rss_max_bytes": max(s["rss_bytes"] for s in samples), "rss_mean_bytes": round(mean_rss),
-            "rss_slope_bytes_per_hour": round(rss_slope), "rss_slope_share_per_hour": rss_slope / mean_rss,
-            "fds_first": samples[0]["fds"], "fds_last": fds[-1], "fds_max": max(s["fds"] for s in samples),
-            "fds_slope_per_hour": fd_slope, "verdict": "flat" if flat else "growing"}
-
-
-def _stands_out(times_s: Sequence[float], values: Sequence[float], slope_per_h: float) -> bool:
-    """Whether the rise the fitted line makes over the window exceeds NOISE_SIGMAS standard
-    deviations of the values around that line (a trend, not a swing)."""
-    n = len(times_s)
-    mean_t, mean_v = sum(times_s) / n, sum(values) / n
-    slope_s = slope_per_h / 3600
-    residuals = [v - (mean_v + slope_s * (t - mean_t)) for t, v in zip(times_s, values)]
-    sigma = (sum(r * r for r in residuals) / n) ** 0.5
-    return slope_s * (times_s[-1] - times_s[0]) > NOISE_SIGMAS * sigma
-
+# --- the load and the rate (pure) ------------------------------------------------------------
 
 def load_judgement(counts: dict[str, Any]) -> dict[str, Any]:
     """Did the chain carry the soak's load (`LOAD_RULE`)? From the generator's summary counts."""
@@ -281,6 +223,6 @@ def _document(config: SoakConfig, started_utc: str, nodes: dict[str, int], timel
         "schema": SOAK_SCHEMA, "started_utc": started_utc, "rate_tps": config.rate_tps,
         "duration_s": config.duration_s, "interval_s": config.interval_s, "devnet": str(config.devnet),
         "nodes": nodes, "exit_codes": exit_codes, "rule": FLAT_RULE,
-        "verdict": "flat" if summaries and all(s["verdict"] == "flat" for s in summaries.values()) else "not flat",
+        "verdict": FLAT if summaries and all(s["verdict"] == FLAT for s in summaries.values()) else "not flat",
         "summary": summaries, "accounting": accounting, "load": load, "timeline": timeline,
     }

@@ -162,6 +162,9 @@ def render(snapshot: MetricsSnapshot, histograms: Histograms) -> str:
                snapshot.process.cpu_seconds)
     out.scalar("process_resident_memory_bytes", "gauge", "Resident memory of the node process.",
                snapshot.process.rss_bytes)
+    if snapshot.process.open_fds is not None:         # no /proc to count them in: no series, not a NaN
+        out.scalar("process_open_fds", "gauge", "Open file descriptors of the node process.",
+                   snapshot.process.open_fds)
     out.family("qmemo_event_loop_info", "gauge", "Constant 1, labelled with the event loop that runs the node "
                "(uvloop or asyncio).", [({"loop": snapshot.process.event_loop}, 1)])
     out.scalar("qmemo_network_received_bytes_total", "counter", "HTTP body bytes received (clients and peers).",

@@ -19,6 +19,7 @@ Never imports aiohttp or knows about HTTP.
 from __future__ import annotations
 
 import bisect
+import os
 import threading
 import time
 from collections import Counter, deque
@@ -255,14 +256,21 @@ class NodeMetrics:
         return out
 
 
+def open_fds() -> int | None:
+    """How many file descriptors this process has open (/proc/self/fd; None where there is no /proc)."""
+    try:
+        entries = os.listdir("/proc/self/fd")
+    except OSError:
+        return None
+    return len(entries) - 1     # less the listing's own descriptor, open while it read the folder
+
+
 def process_usage() -> tuple[float, int]:
     """This process's CPU seconds (user + system, all threads) and resident set in bytes."""
     cpu_s = time.process_time()
     try:
         with open("/proc/self/statm", "rb") as statm:
             rss_pages = int(statm.read().split()[1])
-        import os
-
         rss = rss_pages * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         import resource

@@ -11,6 +11,7 @@ Never imports aiohttp, builds JSON or knows about HTTP.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -20,7 +21,7 @@ from qmemo.api_schema import (METRICS_SCHEMA, STATUS_SCHEMA, BlockFigures, Cache
                               KeyCacheFigures, LagFigures, MempoolFigures, MetricsSnapshot, NetFigures, NodeStatus,
                               PeerStatus, ProcessFigures, ReceiptFigures, ShardFigures, TxFigures, VerifyFigures)
 from qmemo.crypto.schemes import key_cache_stats, key_cache_stats_by_scheme
-from qmemo.node.metrics import Distribution, process_usage
+from qmemo.node.metrics import Distribution, open_fds, process_usage
 from qmemo.node.stages import VERIFY, loop_other_ns, stage_figures, thread_cpu_ns
 
 if TYPE_CHECKING:
@@ -97,7 +98,7 @@ def metrics_snapshot(node: Node) -> MetricsSnapshot:
                             {kind: m.blocks_pushed[kind] for kind in ("ids", "missing", "whole")},
                             IntervalFigures(m.last_block_interval_s, interval[0], interval[1]),
                             m.mean_validation_ms()),
-        process=ProcessFigures(cpu_s, rss, event_loop_name()),
+        process=ProcessFigures(cpu_s, rss, event_loop_name(), open_fds(), os.getpid(), node.started_at_ms / 1000),
         event_loop_lag_ms=LagFigures(_ms(lag[0]), _ms(lag[1]), _ms(m.loop_lag.max_recent())),
         net=NetFigures(m.bytes_in, m.bytes_out),
         stages=stage_figures(m.stages, stage_ns, stage_txs, cpu_s, m.tx_accepted, time.monotonic(), on_loop),

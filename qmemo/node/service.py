@@ -91,6 +91,9 @@ class Node:
         self.config = config
         self.genesis = genesis
         self.clock = config.clock
+        # This life's start on the node's clock: with the pid, what names it in /metrics, so a
+        # reader of a timeline tells it from the next (a restarted container may reuse a pid).
+        self.started_at_ms = self.clock()
         self.validator_index = next((v.index for v in genesis.validators if v.public_key == key.public_key), None)
         shard = f"shard-{genesis.sharding.index}-" if genesis.sharding is not None else ""
         self.name = config.name or (f"{shard}node-{self.validator_index}" if self.validator_index is not None

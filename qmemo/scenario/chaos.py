@@ -9,6 +9,9 @@ chain goes on and finality with it), each lasting `for_s` and followed by a quie
 in which the victims come back. Once, at `kill_all_at_s` (default: the load's middle),
 every node is killed at the same time, for `kill_all_for_s`. No fault begins in the last
 `quiet_end_s` of the load: the nodes must converge on one chain while the load goes on.
+`judge_resources` (default true) says whether the run's verdict judges `resources_flat`
+(qmemo.scenario.invariants): a run too short for any process life to be judged turns it
+off, and the runner then says the check was left out.
 
 `schedule()` is pure: the same plan, node count and duration always give the same
 faults, so a run that failed is replayed with its seed (`--set chaos.seed=N`; the runner
@@ -39,6 +42,9 @@ class ChaosPlan:
     quiet_end_s: float                  # no fault begins in the load's last quiet_end_s
     kill_all_at_s: float | None         # the one kill of every node (None: the load's middle)
     kill_all_for_s: float
+    # resources_flat in the verdict. False only for a run too short to judge any process
+    # life (which would fail it): the check is left out, and the runner says so.
+    judge_resources: bool
 
 
 def minority(nodes: int) -> int:
@@ -85,7 +91,7 @@ def parse_chaos(table: dict[str, Any], nodes: int, duration_s: float) -> ChaosPl
     """The `[chaos]` table, checked: every error names its key."""
     where = "chaos."
     fields.unknown(table, where, {"seed", "actions", "for_s", "gap_s", "start_s", "quiet_end_s", "kill_all_at_s",
-                                  "kill_all_for_s"})
+                                  "kill_all_for_s", "judge_resources"})
     actions = table.get("actions", list(CHAOS_ACTIONS))
     if not isinstance(actions, list) or not actions or not all(a in CHAOS_ACTIONS for a in actions):
         raise ConfigError(f"{where}actions: must list some of {', '.join(CHAOS_ACTIONS)}, got {actions!r}")
@@ -105,7 +111,8 @@ def parse_chaos(table: dict[str, Any], nodes: int, duration_s: float) -> ChaosPl
                      start_s=fields.number(table, "start_s", where, 10.0),
                      quiet_end_s=fields.number(table, "quiet_end_s", where, 60.0),
                      kill_all_at_s=fields.optional(table, "kill_all_at_s", where),
-                     kill_all_for_s=fields.number(table, "kill_all_for_s", where, 5.0, strict=True))
+                     kill_all_for_s=fields.number(table, "kill_all_for_s", where, 5.0, strict=True),
+                     judge_resources=fields.boolean(table, "judge_resources", where, default=True))
     kill_all_s = duration_s / 2 if plan.kill_all_at_s is None else plan.kill_all_at_s
     if not plan.start_s <= kill_all_s < duration_s - plan.quiet_end_s:
         raise ConfigError(f"{where}kill_all_at_s: {kill_all_s:g} s must fall between start_s ({plan.start_s:g}) "

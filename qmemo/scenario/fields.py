@@ -64,8 +64,8 @@ def string(table: dict[str, Any], key: str, where: str, default: str | None = No
     return value
 
 
-def boolean(table: dict[str, Any], key: str, where: str) -> bool:
-    value = table.get(key, False)
+def boolean(table: dict[str, Any], key: str, where: str, default: bool = False) -> bool:
+    value = table.get(key, default)
     if not isinstance(value, bool):
         raise ConfigError(f"{where}{key}: must be true or false, got {value!r}")
     return value

@@ -20,10 +20,28 @@ from typing import Any
 
 import orjson
 
+from qmemo.api_schema import ProcessFigures, decode_metrics
+from qmemo.devnet.growth import FLAT, FLAT_RULE, node_summary
+from qmemo.errors import ConfigError
 from qmemo.scenario.manifest import Manifest
 from qmemo.scenario.verdict import InvariantResult
 
 EXAMPLES = 5   # ids or heights quoted in a failed check's figures
+MIB = 2**20
+
+# resources_flat: which samples of a process life are judged, and when there are enough.
+# A node (re)started under load fills its mempool, caches and connections for a minute or
+# more before its RSS levels out; before the load it idles, and the load's start is a step,
+# not a leak. So a life is judged only on what was sampled while the load ran, from
+# LIFE_WARMUP_S after the later of its start and the load's; the soak's rule then leaves
+# out the first fifth of those as well.
+LIFE_WARMUP_S = 120.0
+MIN_JUDGED_S = 60.0             # a shorter window fits a slope to one mempool swing
+MIN_JUDGED_SAMPLES = 10
+RESOURCES_RULE = (f"every process life of every node (one pid and start time), on its samples taken while the load "
+                  f"ran, from {LIFE_WARMUP_S:g} s after the later of the life's start and the load's; judged when "
+                  f"those span at least {MIN_JUDGED_S:g} s in {MIN_JUDGED_SAMPLES} samples or more, by the soak's "
+                  f"rule ({FLAT_RULE}); at least one life must be judged")
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,6 +263,84 @@ def all_planned_final(summary: Mapping[str, Any]) -> InvariantResult:
     return InvariantResult("all_planned_final", passed, detail, figures)
 
 
+def resources_flat(samples: Mapping[str, Iterable[tuple[float, ProcessFigures]]],
+                   load_window: tuple[float, float]) -> InvariantResult:
+    """RSS and open file descriptors flat after warm-up (`RESOURCES_RULE`), on every process life of every node.
+
+    `samples` holds each node's (sampler's wall time, `/metrics`' process figures);
+    `load_window` the wall times the load started and finished. A node's samples split
+    into lives by (pid, started_at_s): a restart begins a new life, whose lower RSS is no
+    trend of the old one's. Every life long enough is judged by the soak's rule
+    (qmemo.devnet.growth); it holds when every judged life is flat, and fails when no life
+    at all could be judged: a chaos run too short to tell, or nodes that predate the
+    figures, proves nothing about growth.
+    """
+    nodes: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    unnamed = 0
+    for node, node_samples in sorted(samples.items()):
+        lives: dict[tuple[int, float], list[tuple[float, ProcessFigures]]] = {}
+        for time_s, process in node_samples:
+            if process.pid is None or process.started_at_s is None or process.open_fds is None:
+                unnamed += 1        # a node before these figures, or no /proc: nothing to judge by
+                continue
+            lives.setdefault((process.pid, process.started_at_s), []).append((time_s, process))
+        nodes[node] = {"judged": [], "too_short": []}
+        for (pid, started_at_s), life in sorted(lives.items(), key=lambda item: item[0][1]):
+            figures = _judge_life(pid, started_at_s, sorted(life, key=lambda sample: sample[0]), load_window)
+            nodes[node]["judged" if "verdict" in figures else "too_short"].append(figures)
+    judged = [(node, life) for node, lives in nodes.items() for life in lives["judged"]]
+    growing = [(node, life) for node, life in judged if life["verdict"] != FLAT]
+    too_short = sum(len(lives["too_short"]) for lives in nodes.values())
+    without = sorted(node for node, lives in nodes.items() if not lives["judged"])
+    figures = {"rule": RESOURCES_RULE, "lives_judged": len(judged), "lives_growing": len(growing),
+               "lives_too_short": too_short, "nodes_without_a_judged_life": without,
+               "samples_without_pid_start_or_fds": unnamed, "nodes": nodes}
+    if not judged:
+        detail = (f"no process life could be judged: none ran {MIN_JUDGED_S:g} s under load past its "
+                  f"{LIFE_WARMUP_S:g} s warm-up ({too_short} lives too short")
+        detail += f"; {unnamed:,} samples without pid, start time or open fds)" if unnamed else ")"
+    elif growing:
+        detail = "growing: " + "; ".join(f"{node} {_life_line(life)}" for node, life in growing[:EXAMPLES]) + \
+            f" ({len(judged) - len(growing)} of {len(judged)} judged lives flat)"
+    else:
+        detail = (f"{len(judged)} process lives judged, all flat (RSS at most "
+                  f"{max(life['rss_slope_share_per_hour'] for _, life in judged):+.0%}/h, fds at most "
+                  f"{max(life['fds_slope_per_hour'] for _, life in judged):+.1f}/h); {too_short} too short to judge"
+                  + (f"; none judged on {', '.join(without)}" if without else ""))
+    return InvariantResult("resources_flat", bool(judged) and not growing, detail, figures)
+
+
+def _judge_life(pid: int, started_at_s: float, life: list[tuple[float, ProcessFigures]],
+                load_window: tuple[float, float]) -> dict[str, Any]:
+    """One life's figures (times in s from the load's start), with the soak rule's verdict
+    and figures if it was long enough to judge."""
+    load_started, load_finished = load_window
+    judged_from = max(started_at_s, load_started) + LIFE_WARMUP_S
+    window = [{"t_s": time_s, "rss_bytes": process.rss_bytes, "fds": process.open_fds}
+              for time_s, process in life if judged_from <= time_s <= load_finished]
+    span_s = window[-1]["t_s"] - window[0]["t_s"] if window else 0.0
+    figures: dict[str, Any] = {"pid": pid, "started_s": round(started_at_s - load_started, 1),
+                               "samples": len(life), "judged_from_s": round(judged_from - load_started, 1),
+                               "judged_s": round(span_s, 1), "judged_samples": len(window)}
+    if span_s < MIN_JUDGED_S or len(window) < MIN_JUDGED_SAMPLES:
+        return figures
+    summary = node_summary(window)
+    return {**figures,
+            "rss_first_mib": round(summary["rss_first_bytes"] / MIB, 1),
+            "rss_last_mib": round(summary["rss_last_bytes"] / MIB, 1),
+            "rss_max_mib": round(summary["rss_max_bytes"] / MIB, 1),
+            "rss_slope_mib_per_hour": round(summary["rss_slope_bytes_per_hour"] / MIB, 1),
+            "rss_slope_share_per_hour": round(summary["rss_slope_share_per_hour"], 4),
+            "fds_first": summary["fds_first"], "fds_last": summary["fds_last"],
+            "fds_slope_per_hour": round(summary["fds_slope_per_hour"], 1), "verdict": summary["verdict"]}
+
+
+def _life_line(life: Mapping[str, Any]) -> str:
+    return (f"pid {life['pid']} from {life['started_s']:g} s ({life['judged_s']:g} s judged): RSS "
+            f"{life['rss_first_mib']:g} -> {life['rss_last_mib']:g} MiB, {life['rss_slope_share_per_hour']:+.0%}/h; "
+            f"fds {life['fds_first']} -> {life['fds_last']}, {life['fds_slope_per_hour']:+g}/h")
+
+
 def last_fault_end(timeline: Iterable[Mapping[str, Any]]) -> float | None:
     """Wall time when the last fault was undone (restart, SIGCONT, heal, link up), from timeline.jsonl."""
     ends = [line["time_s"] for line in timeline if line["what"] in ("restart", "SIGCONT", "heal", "link up")]
@@ -252,6 +348,26 @@ def last_fault_end(timeline: Iterable[Mapping[str, Any]]) -> float | None:
 
 
 # --- reading a run folder ------------------------------------------------------------------
+
+def load_window(timeline: Iterable[Mapping[str, Any]]) -> tuple[float, float]:
+    """Wall times the load started and finished, from timeline.jsonl (the runner records both before judging)."""
+    times = {line["what"]: line["time_s"] for line in timeline if line["what"] in ("load started", "load finished")}
+    if len(times) != 2:
+        raise ConfigError(f"timeline.jsonl: no 'load started' and 'load finished' (has {sorted(times)})")
+    return times["load started"], times["load finished"]
+
+
+def process_samples(lines: Iterable[Mapping[str, Any]],
+                    nodes: Iterable[str]) -> dict[str, list[tuple[float, ProcessFigures]]]:
+    """Each node's (sampler's time, process figures) from its metrics timeline lines, the
+    /metrics documents decoded with the node's own schema."""
+    out: dict[str, list[tuple[float, ProcessFigures]]] = {node: [] for node in nodes}
+    for line in lines:
+        if line.get("metrics") is not None:
+            metrics = decode_metrics(line["metrics"], f"metrics/{line['node']}.jsonl at {line['time_s']}")
+            out.setdefault(line["node"], []).append((line["time_s"], metrics.process))
+    return out
+
 
 def read_transactions(path: Path) -> list[TxRecord]:
     records = []
@@ -269,8 +385,17 @@ def read_jsonl(path: Path) -> list[Any]:
     return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
 
 
+def not_judged(manifest: Manifest) -> dict[str, str]:
+    """Invariants `manifest` has and asks to leave out, each with the reason. `evaluate()`
+    skips them; the runner records them in the verdict and prints them, so that a run
+    which left a check out is not read as one that passed it."""
+    if manifest.chaos is not None and not manifest.chaos.judge_resources:
+        return {"resources_flat": "left out by chaos.judge_resources = false"}
+    return {}
+
+
 def evaluate(run_dir: Path, manifest: Manifest) -> list[InvariantResult]:
-    """Every invariant of `manifest` over the run folder the runner filled."""
+    """Every invariant of `manifest` over the run folder the runner filled, but those it leaves out (`not_judged`)."""
     run_dir = Path(run_dir)
     end = orjson.loads((run_dir / "chain" / "end.json").read_bytes())
     tips = {node: (tuple(tip) if tip else None) for node, tip in end["tips"].items()}
@@ -293,10 +418,13 @@ def evaluate(run_dir: Path, manifest: Manifest) -> list[InvariantResult]:
     if manifest.chaos is not None:
         nodes = list(end["tips"])
         results.append(supply_conserved(read_jsonl(run_dir / "chain" / "supply.jsonl"), nodes))
-        ended = last_fault_end(read_jsonl(run_dir / "timeline.jsonl"))
+        timeline = read_jsonl(run_dir / "timeline.jsonl")
+        ended = last_fault_end(timeline)
         samples = [line for node in nodes for line in read_jsonl(run_dir / "metrics" / f"{node}.jsonl")]
         results.append(heights_converge(samples, nodes, ended if ended is not None else 0.0, bounds.settle_s))
         results.append(all_planned_final(summary))
+        if "resources_flat" not in not_judged(manifest):
+            results.append(resources_flat(process_samples(samples, nodes), load_window(timeline)))
     if manifest.floods:
         windows = [(f.at_s, f.end_s) for f in manifest.floods]
         # The parser requires both bounds for a flood scenario; 0 here would only make the check fail.

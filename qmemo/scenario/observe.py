@@ -4,10 +4,11 @@ The sampler polls every node's `GET /status` and `GET /metrics` once a second, o
 per node on one event loop in a thread of its own (short timeouts: a paused or cut-off
 node shows up as a failed sample, not a stalled sampler), and appends one JSON line to
 `metrics/<node>.jsonl`: the two documents as the node wrote them (qmemo.api_schema), read
-back by qmemo.analysis.scenario_run with the same classes. Whenever a node's
-`final_height` (blocks written to its store) passes what we have seen, the new final
-blocks' hashes go to `chain/final-observed.jsonl`: the record `final_blocks_kept` later
-compares with the chains at the end. A final block that
+back by qmemo.analysis.scenario_run and qmemo.scenario.invariants with the same classes (a
+chaos run's `resources_flat` judges each process life's RSS and open fds from them).
+Whenever a node's `final_height` (blocks written to its store) passes what we have seen,
+the new final blocks' hashes go to `chain/final-observed.jsonl`: the record
+`final_blocks_kept` later compares with the chains at the end. A final block that
 differs from one seen final before at its height (on any node) is also written to
 `chain/violations.jsonl` the moment it is seen.
 

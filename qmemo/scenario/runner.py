@@ -32,7 +32,7 @@ from qmemo.scenario import links
 from qmemo.scenario.argv import gen_arguments, genesis_arguments
 from qmemo.scenario.cluster import Cluster, FollowUp
 from qmemo.scenario.hosts import Hosts, Process, stop_process
-from qmemo.scenario.invariants import evaluate, read_transactions
+from qmemo.scenario.invariants import evaluate, not_judged, read_transactions
 from qmemo.scenario.manifest import Manifest
 from qmemo.scenario.observe import Sampler, end_state, wait_drained, wait_same_tip
 from qmemo.scenario.supply import SupplyWatch
@@ -125,7 +125,8 @@ def run_scenario(manifest: Manifest, manifest_path: Path, run_dir: Path, overrid
         restore_signals()
     verdict = Verdict(manifest.name, tuple(results), {
         "run_dir": str(run_dir), "started_s": started, "elapsed_s": round(time.time() - started, 1),
-        "subnet": str(hosts.subnet), "links": links_backend, "overrides": overrides, "swept_stale": swept, "cleanup_problems": problems})
+        "subnet": str(hosts.subnet), "links": links_backend, "overrides": overrides, "swept_stale": swept,
+        "cleanup_problems": problems, "not_judged": not_judged(manifest)})
     write(run_dir, verdict)
     return verdict
 

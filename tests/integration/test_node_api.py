@@ -10,6 +10,7 @@ formats, and the block checks a peer's push goes through.
 from __future__ import annotations
 
 import gc
+import os
 import time
 import weakref
 from dataclasses import replace
@@ -18,6 +19,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from qmemo.api_schema import decode_metrics
 from qmemo.core.block import Block, BlockIds
 from qmemo.core.codec import U64_MAX
 from qmemo.core.merkle import MerkleProof, verify_proof
@@ -430,12 +432,17 @@ async def test_status_metrics_and_health_documents(producer):
     assert list(metrics["stages"]["by_stage"]) == [*STAGES, OTHER]
     assert metrics["stages"]["accounted_cpu_s"] <= metrics["stages"]["process_cpu_s"]
     assert set(metrics["verify"]["count"]) == {"admission", "block"}
-    assert metrics["process"]["cpu_seconds"] > 0 and metrics["process"]["rss_bytes"] > 0
-    assert metrics["process"]["event_loop"] == "asyncio"      # in-process: pytest's loop
+    process = metrics["process"]
+    assert process["cpu_seconds"] > 0 and process["rss_bytes"] > 0
+    assert process["event_loop"] == "asyncio"      # in-process: pytest's loop
+    assert process["open_fds"] >= 3 and process["pid"] == os.getpid()        # stdio at least; in-process: ours
+    assert 0 < process["started_at_s"] <= metrics["time_s"]                   # both on the node's clock
+    assert decode_metrics(metrics).process.open_fds == process["open_fds"]     # what every reader decodes with
     text = await (await client.get("/metrics/prometheus")).text()
     assert "# TYPE qmemo_signature_verify_duration_seconds histogram" in text
     assert 'qmemo_signature_verify_duration_seconds_bucket{path="admission",le="+Inf"}' in text
     assert "process_cpu_seconds_total " in text
+    assert "\nprocess_open_fds " in text
     assert 'qmemo_event_loop_info{loop="asyncio"} 1' in text
     assert "# TYPE qmemo_stage_cpu_seconds_total counter" in text and 'stage="decode_hash"' in text
     assert (await client.get("/health")).status == 200

@@ -20,6 +20,7 @@ import pytest
 
 from qmemo.errors import SetupError
 from qmemo.scenario.hosts import leftovers, require_root_and_netns, sweep_stale
+from qmemo.scenario.invariants import process_samples, read_jsonl
 from qmemo.scenario.verdict import read
 from tests.conftest import REPO_ROOT, VENV_BIN
 from tests.integration.nodes import processes_using
@@ -88,8 +89,10 @@ def test_pause_node_short_catches_up_and_leaves_nothing(tmp_path: Path) -> None:
 
 # The chaos scenario's 60-second form (docs/scenarios.md, "Chaos"): its faults shortened to
 # fit - one kill -9 of all three in the middle, a random fault on one node before and after.
+# No process life runs three minutes under a minute's load, so resources_flat could judge
+# none and would fail: it is left out, and the test checks the figures it would judge.
 CHAOS_SHORT = ["load.duration_s=60", "load.tps=200", "chaos.for_s=[3, 5]", "chaos.gap_s=[6, 8]", "chaos.start_s=5",
-               "chaos.quiet_end_s=12", "chaos.kill_all_for_s=3", "invariants.drain_s=40"]
+               "chaos.quiet_end_s=12", "chaos.kill_all_for_s=3", "chaos.judge_resources=false", "invariants.drain_s=40"]
 
 
 def test_chaos_for_a_minute_keeps_every_invariant_and_prints_its_seed(tmp_path: Path) -> None:
@@ -102,6 +105,17 @@ def test_chaos_for_a_minute_keeps_every_invariant_and_prints_its_seed(tmp_path: 
     assert verdict.passed and [r.name for r in verdict.results] == [
         "same_tip", "accepted_committed_once", "final_blocks_kept", "throughput_within_bounds",
         "supply_conserved", "heights_converge", "all_planned_final"]
+    assert list(verdict.run["not_judged"]) == ["resources_flat"] and "NOT JUDGED resources_flat: " in output
+    # What a longer run judges, decoded as resources_flat decodes it: every sample a node
+    # answered names its process life and counts its fds (process_samples passes over a line
+    # whose /metrics went unanswered after its /status did: a fault between the two requests).
+    nodes = [f"node-{i}" for i in range(3)]
+    answered = [line for node in nodes for line in read_jsonl(out / "metrics" / f"{node}.jsonl") if line["ok"]]
+    samples = process_samples(answered, nodes)
+    assert all(p.pid is not None and p.started_at_s is not None and p.open_fds is not None
+               for node in nodes for _, p in samples[node])
+    lives = {node: {(p.pid, p.started_at_s) for _, p in samples[node]} for node in nodes}
+    assert all(len(node_lives) >= 2 for node_lives in lives.values()), lives      # the kill of all began new ones
     events = [orjson.loads(line) for line in (out / "timeline.jsonl").read_bytes().splitlines()]
     killed_all = [e for e in events if e["what"] == "kill -9" and e["nodes"] == [0, 1, 2]]
     assert len(killed_all) == 1 and 29 < killed_all[0]["t_s"] < 32

@@ -17,6 +17,7 @@ from qmemo.core.state import Account
 from qmemo.errors import DecodeError, InvalidTransaction
 from qmemo.net import wire
 from qmemo.node.answers import ACCEPTED, REJECTED, TxOutcome
+from qmemo.records import to_json
 from tests.unit.api_documents import metrics_snapshot, node_status
 from tests.unit.chain_kit import Devnet
 
@@ -28,6 +29,22 @@ def over_the_wire(value: object) -> object:
 def test_status_and_metrics_read_back_as_the_values_the_node_wrote():
     for value, decode in ((node_status(), api_schema.decode_status), (metrics_snapshot(), api_schema.decode_metrics)):
         assert decode(over_the_wire(value)) == value
+
+
+def test_process_figures_name_the_process_life_and_its_open_descriptors():
+    process = over_the_wire(metrics_snapshot())["process"]
+    assert process == {"cpu_seconds": 0.5, "rss_bytes": 48_574_464, "event_loop": "uvloop", "open_fds": 17,
+                       "pid": 41_327, "started_at_s": 1795421438.6}
+
+
+def test_process_figures_a_node_could_not_measure_read_back_as_none():
+    # No /proc: no descriptor count (null in the node's answer, left out of a recorded
+    # timeline); a node from before the fields wrote no process life either.
+    without = replace(metrics_snapshot(), process=api_schema.ProcessFigures(0.5, 48_574_464, "uvloop"))
+    recorded = to_json(without)
+    assert recorded["process"] == {"cpu_seconds": 0.5, "rss_bytes": 48_574_464, "event_loop": "uvloop"}
+    for document in (over_the_wire(without), recorded):
+        assert api_schema.decode_metrics(document) == without
 
 
 def test_status_and_metrics_name_their_format_first():
@@ -53,7 +70,8 @@ def test_another_version_of_a_document_is_refused_in_one_line_naming_both():
     (lambda d: d["verify"].update(threads="1"), r"\$\.verify\.threads: expected int"),           # wrong type
     (lambda d: d.update(tip_hash="zz"), r"\$\.tip_hash: 'zz' is not hex"),                       # bad hex
     (lambda d: d["stages"]["by_stage"]["verify"].pop("txs"), r"by_stage\.verify: missing key 'txs'"),
-], ids=["renamed", "added", "wrong-type", "bad-hex", "nested"])
+    (lambda d: d["process"].update(open_fds="17"), r"\$\.process\.open_fds: expected int"),
+], ids=["renamed", "added", "wrong-type", "bad-hex", "nested", "wrong-type-optional"])
 def test_a_metrics_document_that_is_not_the_schema_is_refused_naming_the_key(mutate, where):
     document = over_the_wire(metrics_snapshot())
     mutate(document)

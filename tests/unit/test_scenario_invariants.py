@@ -5,6 +5,7 @@ Each check gets a small hand-made record that holds, then one mutation that brea
 
 from __future__ import annotations
 
+import argparse
 import math
 from collections import Counter
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 from qmemo.errors import ConfigError
 from qmemo.scenario import invariants as inv
 from qmemo.scenario.invariants import TxRecord
-from qmemo.scenario.manifest import parse_manifest, parse_profiles, read_toml
+from qmemo.scenario.manifest import load_manifest, parse_manifest, parse_profiles, read_toml
 from qmemo.scenario.verdict import SCHEMA, InvariantResult, Verdict, read, write
 from tests.conftest import REPO_ROOT
 
@@ -179,6 +180,44 @@ def test_evaluate_finds_a_final_block_lost_in_a_recorded_run(tmp_path: Path) -> 
     results = {r.name: r for r in inv.evaluate(recorded_run(tmp_path, drop_final_block=True), manifest())}
     assert not results["final_blocks_kept"].passed
     assert results["same_tip"].passed
+
+
+def recorded_chaos_run(path: Path) -> Path:
+    """The recorded run as a chaos run leaves it: the generator's counts, the load's window in
+    the timeline (no metrics timelines: no process life to judge)."""
+    recorded_run(path)
+    counts = {"planned": 3, "committed": 2, "failed": 0, "lost": 1, "unsent": 0, "rejected": {}}
+    (path / "gen" / "summary.json").write_bytes(orjson.dumps({**summary(500, 2000), "counts": counts}))
+    (path / "timeline.jsonl").write_bytes(b'{"time_s": 3.0, "what": "load started"}\n'
+                                          b'{"time_s": 9.0, "what": "load finished"}\n')
+    return path
+
+
+def chaos_manifest(*overrides: str):
+    return load_manifest(REPO_ROOT / "scenarios" / "chaos.toml", REPO_ROOT / "scenarios" / "profiles.toml",
+                         list(overrides))
+
+
+def test_a_chaos_run_judges_resources_flat_and_fails_it_when_no_life_could_be_judged(tmp_path: Path) -> None:
+    results = {r.name: r for r in inv.evaluate(recorded_chaos_run(tmp_path), chaos_manifest())}
+    assert not results["resources_flat"].passed
+    assert results["resources_flat"].detail.startswith("no process life could be judged")
+    assert inv.not_judged(chaos_manifest()) == {}
+
+
+def test_judge_resources_false_leaves_resources_flat_out_of_the_verdict_and_says_why(tmp_path: Path) -> None:
+    manifest = chaos_manifest("chaos.judge_resources=false")
+    results = inv.evaluate(recorded_chaos_run(tmp_path), manifest)
+    assert [r.name for r in results][-3:] == ["supply_conserved", "heights_converge", "all_planned_final"]
+    assert inv.not_judged(manifest) == {"resources_flat": "left out by chaos.judge_resources = false"}
+
+
+def test_scenario_show_lists_an_invariant_left_out_as_not_judged(tmp_path: Path, capsys) -> None:
+    from qmemo.commands.scenario import run_show
+    write(tmp_path, Verdict("chaos", (InvariantResult("same_tip", True, "ok", {}),),
+                            {"not_judged": {"resources_flat": "chaos.judge_resources = false"}}))
+    run_show(argparse.Namespace(runs=[tmp_path]))
+    assert "| same_tip pass resources_flat not judged |" in capsys.readouterr().out
 
 
 # --- invariants.json ------------------------------------------------------------------------

@@ -1,10 +1,12 @@
-"""The soak's verdict rule (qmemo.devnet.soak): slopes, warm-up, flat or growing."""
+"""The soak's verdict rule (qmemo.devnet.growth): slopes, warm-up, flat or growing; and the
+soak's load and rate judgements (qmemo.devnet.soak)."""
 
 from __future__ import annotations
 
 import pytest
 
-from qmemo.devnet.soak import MAX_FD_GROWTH_PER_HOUR, load_judgement, node_summary, saturation_tps, slope_per_hour
+from qmemo.devnet.growth import MAX_FD_GROWTH_PER_HOUR, node_summary, slope_per_hour
+from qmemo.devnet.soak import load_judgement, saturation_tps
 from qmemo.errors import ConfigError
 from qmemo.load.summary import SWEEP_SCHEMA, Sweep, SweepRow
 
