@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # schemes-ab.sh - one sweep per signature scheme, then one report setting them side by side.
 #
-#   scripts/schemes-ab.sh                         the figures of docs/schemes.md (about 15 min, estimated)
+#   scripts/schemes-ab.sh                         the figures of docs/schemes.md (24 min on 2 cores)
 #   scripts/schemes-ab.sh --update-docs           ... and write its table into docs/schemes.md
 #                                                 and its plot into docs/img/
 #   scripts/schemes-ab.sh --sweep 100:2:200 --stage 3 --accounts 200
@@ -19,10 +19,10 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SCHEMES="Falcon-512,Falcon-padded-512,ML-DSA-44,Ed25519,ECDSA-secp256k1"
-SWEEP="500:2:8000"
-STAGE=10
+SWEEP="3000:1.5:20000"
+STAGE=30
 ACCOUNTS=2000
-BLOCK_TXS=20000
+BLOCK_TXS=100000
 BASE_PORT=8100
 OUT="$ROOT/runs/schemes-ab-$(date -u +%Y%m%dT%H%M%SZ)"
 RESULTS="$ROOT/results"
