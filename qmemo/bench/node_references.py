@@ -99,26 +99,36 @@ def _two_threads(scheme_name: str, verifier: str, transactions: list) -> dict[st
     def fresh() -> list:
         return [kernel.admit(body, count, verify=False) for _ in range(TWO_THREAD_ROUNDS)]
 
-    def verify_all(batches: list, mask: bytes | None) -> None:
-        for results in batches:
-            kernel.verify(results, mask)
+    expected = {None: count, masks[0]: half, masks[1]: count - half}
+
+    def verify_all(batches: list, mask: bytes | None, valid: list[int]) -> None:
+        valid.extend(kernel.verify(results, mask) for results in batches)
+
+    def checked(valid: list[int], mask: bytes | None) -> None:
+        if valid != [expected[mask]] * len(valid):
+            raise BenchmarkError(f"the two-thread reference verified {valid} of {expected[mask]} per round "
+                                 "of the benchmark's own signatures")
 
     one_per_s = two_per_s = 0.0
     try:
-        verify_all(fresh()[:1], None)     # the key cache filled, as in the timed runs
+        kernel.verify(kernel.admit(body, count, verify=False))     # the key cache filled, as in the timed runs
         for _ in range(3):
-            batches = fresh()
+            batches, valid = fresh(), []
             started = time.perf_counter()
-            verify_all(batches, None)
+            verify_all(batches, None, valid)
             one_per_s = max(one_per_s, TWO_THREAD_ROUNDS * count / (time.perf_counter() - started))
-            batches = fresh()
-            threads = [threading.Thread(target=verify_all, args=(batches, mask)) for mask in masks]
+            checked(valid, None)
+            batches, valids = fresh(), ([], [])
+            threads = [threading.Thread(target=verify_all, args=(batches, mask, valid))
+                       for mask, valid in zip(masks, valids)]
             started = time.perf_counter()
             for thread in threads:
                 thread.start()
             for thread in threads:
                 thread.join()
             two_per_s = max(two_per_s, TWO_THREAD_ROUNDS * count / (time.perf_counter() - started))
+            for mask, valid in zip(masks, valids):
+                checked(valid, mask)
     finally:
         kernel.close()
     return {"ops_per_s": two_per_s, "one_thread_ops_per_s": one_per_s, "speedup": two_per_s / one_per_s}

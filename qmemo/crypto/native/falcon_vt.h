@@ -29,8 +29,8 @@
  * qfv_verify_batch's fixed_signature_length.
  *
  * Thread safety: every function may be called from any number of threads at once. A
- * cache holds one mutex, taken only to look up or insert a key (the decoded key is
- * copied out, so verification itself runs unlocked).
+ * cache holds one mutex per set, taken only to look up or insert a key of that set (the
+ * decoded key is copied out, so verification itself runs unlocked).
  */
 #ifndef QMEMO_FALCON_VT_H
 #define QMEMO_FALCON_VT_H

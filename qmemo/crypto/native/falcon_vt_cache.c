@@ -6,7 +6,7 @@
  * 4-way set associative, least recently used way replaced. One mutex per set, held only
  * to compare and to copy the 1-2 KiB decoded form in or out: verifying runs unlocked,
  * and two threads wait for each other only when their keys share a set. A set's lock,
- * its clock and its counters share one cache line of their own: with one mutex and
+ * its clock and its counters sit on cache lines of their own (aligned to 64 bytes): with one mutex and
  * counters for the whole cache, two verify threads of one process went no faster than
  * one on the AVX2 path (a ~4 µs verify, a few hundred ns of it locked), while two
  * processes went twice as fast (docs/methodology.md, "The lean node").
@@ -31,7 +31,7 @@ typedef struct {
 	pthread_mutex_t lock; /* held only to compare and copy, never while verifying */
 	uint64_t tick, hits, misses;
 	size_t size;
-} __attribute__((aligned(64))) cache_set_state; /* apart from its neighbours' lines */
+} __attribute__((aligned(64))) cache_set_state; /* 128 bytes: no line shared with another set's */
 
 struct qfv_cache {
 	size_t sets;
