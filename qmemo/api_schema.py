@@ -162,6 +162,11 @@ class ProcessFigures:
     # that predate them.
     pid: int | None = field(default=None, metadata=OMIT_NONE)
     started_at_s: float | None = field(default=None, metadata=OMIT_NONE)
+    # The resident set less its file-backed and shared pages (/proc/self/statm: resident -
+    # shared): the heap and stacks. rss_bytes also counts the store's memory-mapped file
+    # pages, page cache that grows with what the node reads (at most the map's size);
+    # a leak shows here. None where there is no /proc, and from nodes that predate it.
+    rss_anon_bytes: int | None = field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True, slots=True)

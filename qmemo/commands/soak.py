@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     document = run_soak(config, progress=lambda line: print(line, flush=True))
     for name, figures in document["summary"].items():
         if "rss_slope_bytes_per_hour" in figures:
-            print(f"{name}: RSS {figures['rss_first_bytes'] / 2**20:.0f} -> {figures['rss_last_bytes'] / 2**20:.0f} "
+            print(f"{name}: anonymous RSS {figures['rss_first_bytes'] / 2**20:.0f} -> {figures['rss_last_bytes'] / 2**20:.0f} "
                   f"MiB (slope {figures['rss_slope_bytes_per_hour'] / 2**20:+.1f} MiB/h, "
                   f"{figures['rss_slope_share_per_hour']:+.1%}/h), fds {figures['fds_first']} -> "
                   f"{figures['fds_last']} (slope {figures['fds_slope_per_hour']:+.1f}/h): {figures['verdict']}")

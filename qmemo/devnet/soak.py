@@ -39,7 +39,13 @@ from qmemo.interrupts import deferred, interrupt_on_signals, shielded
 from qmemo.load.summary import Sweep
 from qmemo.net.client import base_url
 
-SOAK_SCHEMA = "qmemo-soak/1"
+SOAK_SCHEMA = "qmemo-soak/2"
+# The memory judged: a node's anonymous resident memory (RssAnon: heap, stacks). Its whole
+# resident set (VmRSS, kept in the timeline as rss_bytes) also counts the store's
+# memory-mapped file pages, page cache that rises with what the node reads, up to the map's
+# size: a soak of 2026-11-27 saw VmRSS climb ~250 MB an hour from it while RssAnon had no
+# trend. Until qmemo-soak/2 the judged figure was VmRSS.
+JUDGED_MEMORY = "anonymous resident memory (RssAnon)"
 # The load held when at least this share of the planned transactions committed (final): at
 # 80% of saturation a chain should commit everything, and a soak whose load collapsed
 # (senders poisoned by nonce gaps, the nodes idle) says nothing about memory under load.
@@ -89,15 +95,16 @@ def saturation_tps(sweep: Sweep) -> float:
 
 # --- processes ----------------------------------------------------------------------------------
 
-def proc_sample(pid: int) -> tuple[int, int]:
-    """(resident set size in bytes, open file descriptors) of a running process, from /proc."""
-    rss_kb = 0
+def proc_sample(pid: int) -> tuple[int, int, int]:
+    """(resident set size, its anonymous part - both in bytes - and open file descriptors)
+    of a running process, from /proc."""
+    kb = {"VmRSS:": 0, "RssAnon:": 0}
     with open(f"/proc/{pid}/status") as status:
         for line in status:
-            if line.startswith("VmRSS:"):
-                rss_kb = int(line.split()[1])
-                break
-    return rss_kb * 1024, len(os.listdir(f"/proc/{pid}/fd"))
+            key = line.split(maxsplit=1)[0] if line.strip() else ""
+            if key in kb:
+                kb[key] = int(line.split()[1])
+    return kb["VmRSS:"] * 1024, kb["RssAnon:"] * 1024, len(os.listdir(f"/proc/{pid}/fd"))
 
 
 def _free_port() -> int:
@@ -188,13 +195,14 @@ def run_soak(config: SoakConfig, progress: Callable[[str], None] = lambda line: 
             t_s = round(time.monotonic() - began, 3)
             for name, pid in nodes.items():
                 try:
-                    rss, fds = proc_sample(pid)
+                    rss, anon, fds = proc_sample(pid)
                 except (FileNotFoundError, ProcessLookupError):
                     raise ConfigError(f"{name} (pid {pid}) exited during the soak; see {logs / name}.log") from None
-                timeline.append({"t_s": t_s, "node": name, "rss_bytes": rss, "fds": fds})
+                timeline.append({"t_s": t_s, "node": name, "rss_bytes": rss, "rss_anon_bytes": anon, "fds": fds})
             if len(timeline) % (len(nodes) * 12) == 0:
-                progress(f"{t_s:,.0f} s: " + ", ".join(f"{s['node']} {s['rss_bytes'] / 2**20:.0f} MiB "
-                                                        f"{s['fds']} fds" for s in timeline[-len(nodes):]))
+                progress(f"{t_s:,.0f} s: " + ", ".join(f"{s['node']} {s['rss_anon_bytes'] / 2**20:.0f} MiB anon "
+                                                        f"({s['rss_bytes'] / 2**20:.0f} resident) {s['fds']} fds"
+                                                        for s in timeline[-len(nodes):]))
             try:
                 generator.wait(timeout=config.interval_s)
             except subprocess.TimeoutExpired:
@@ -210,7 +218,8 @@ def run_soak(config: SoakConfig, progress: Callable[[str], None] = lambda line: 
 
 def _document(config: SoakConfig, started_utc: str, nodes: dict[str, int], timeline: list[dict[str, Any]],
               exit_codes: dict[str, int | None]) -> dict[str, Any]:
-    summaries = {name: node_summary([s for s in timeline if s["node"] == name]) for name in nodes}
+    summaries = {name: node_summary([{**s, "rss_bytes": s["rss_anon_bytes"]} for s in timeline if s["node"] == name])
+                 for name in nodes}
     gen_summary = config.out / "gen" / "summary.json"
     counts = orjson.loads(gen_summary.read_bytes())["counts"] if gen_summary.exists() else None
     accounting = load = None
@@ -222,7 +231,7 @@ def _document(config: SoakConfig, started_utc: str, nodes: dict[str, int], timel
     return {
         "schema": SOAK_SCHEMA, "started_utc": started_utc, "rate_tps": config.rate_tps,
         "duration_s": config.duration_s, "interval_s": config.interval_s, "devnet": str(config.devnet),
-        "nodes": nodes, "exit_codes": exit_codes, "rule": FLAT_RULE,
+        "nodes": nodes, "exit_codes": exit_codes, "rule": FLAT_RULE, "memory": JUDGED_MEMORY,
         "verdict": FLAT if summaries and all(s["verdict"] == FLAT for s in summaries.values()) else "not flat",
         "summary": summaries, "accounting": accounting, "load": load, "timeline": timeline,
     }

@@ -265,15 +265,17 @@ def open_fds() -> int | None:
     return len(entries) - 1     # less the listing's own descriptor, open while it read the folder
 
 
-def process_usage() -> tuple[float, int]:
-    """This process's CPU seconds (user + system, all threads) and resident set in bytes."""
+def process_usage() -> tuple[float, int, int | None]:
+    """This process's CPU seconds (user + system, all threads), its resident set in bytes,
+    and the part of it that is neither file-backed nor shared (None without /proc)."""
     cpu_s = time.process_time()
     try:
         with open("/proc/self/statm", "rb") as statm:
-            rss_pages = int(statm.read().split()[1])
-        rss = rss_pages * os.sysconf("SC_PAGE_SIZE")
+            fields = statm.read().split()
+        page = os.sysconf("SC_PAGE_SIZE")
+        rss, shared = int(fields[1]) * page, int(fields[2]) * page
+        return cpu_s, rss, rss - shared
     except (OSError, ValueError, IndexError):
         import resource
 
-        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    return cpu_s, rss
+        return cpu_s, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, None

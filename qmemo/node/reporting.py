@@ -79,7 +79,7 @@ def metrics_snapshot(node: Node) -> MetricsSnapshot:
     # After the stages: the loop's and the process's CPU include all they hold.
     on_loop = loop_other_ns(m.stages, thread_cpu_ns(), verify_cpu_ns if node.verify_pool.inline else 0)
     pending, held, pending_bytes, _, verified, *_ = node.ledger.sizes()
-    cpu_s, rss = process_usage()
+    cpu_s, rss, rss_anon = process_usage()
     lag = m.loop_lag.percentiles(0.5, 0.99)
     interval = m.block_interval.percentiles(0.5, 0.99)
     return MetricsSnapshot(
@@ -98,7 +98,8 @@ def metrics_snapshot(node: Node) -> MetricsSnapshot:
                             {kind: m.blocks_pushed[kind] for kind in ("ids", "missing", "whole")},
                             IntervalFigures(m.last_block_interval_s, interval[0], interval[1]),
                             m.mean_validation_ms()),
-        process=ProcessFigures(cpu_s, rss, event_loop_name(), open_fds(), os.getpid(), node.started_at_ms / 1000),
+        process=ProcessFigures(cpu_s, rss, event_loop_name(), open_fds(), os.getpid(), node.started_at_ms / 1000,
+                               rss_anon),
         event_loop_lag_ms=LagFigures(_ms(lag[0]), _ms(lag[1]), _ms(m.loop_lag.max_recent())),
         net=NetFigures(m.bytes_in, m.bytes_out),
         stages=stage_figures(m.stages, stage_ns, stage_txs, cpu_s, m.tx_accepted, time.monotonic(), on_loop),

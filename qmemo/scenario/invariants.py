@@ -38,7 +38,9 @@ MIB = 2**20
 LIFE_WARMUP_S = 120.0
 MIN_JUDGED_S = 60.0             # a shorter window fits a slope to one mempool swing
 MIN_JUDGED_SAMPLES = 10
-RESOURCES_RULE = (f"every process life of every node (one pid and start time), on its samples taken while the load "
+RESOURCES_RULE = (f"every process life of every node (one pid and start time), its anonymous resident memory "
+                  f"(the whole resident set for a node that does not report it) and open fds, on its samples taken "
+                  f"while the load "
                   f"ran, from {LIFE_WARMUP_S:g} s after the later of the life's start and the load's; judged when "
                   f"those span at least {MIN_JUDGED_S:g} s in {MIN_JUDGED_SAMPLES} samples or more, by the soak's "
                   f"rule ({FLAT_RULE}); at least one life must be judged")
@@ -316,10 +318,11 @@ def _judge_life(pid: int, started_at_s: float, life: list[tuple[float, ProcessFi
     and figures if it was long enough to judge."""
     load_started, load_finished = load_window
     judged_from = max(started_at_s, load_started) + LIFE_WARMUP_S
-    window = [{"t_s": time_s, "rss_bytes": process.rss_bytes, "fds": process.open_fds}
+    window = [{"t_s": time_s, "rss_bytes": _memory(process), "fds": process.open_fds}
               for time_s, process in life if judged_from <= time_s <= load_finished]
+    memory = "anonymous" if all(process.rss_anon_bytes is not None for _, process in life) else "resident"
     span_s = window[-1]["t_s"] - window[0]["t_s"] if window else 0.0
-    figures: dict[str, Any] = {"pid": pid, "started_s": round(started_at_s - load_started, 1),
+    figures: dict[str, Any] = {"pid": pid, "memory": memory, "started_s": round(started_at_s - load_started, 1),
                                "samples": len(life), "judged_from_s": round(judged_from - load_started, 1),
                                "judged_s": round(span_s, 1), "judged_samples": len(window)}
     if span_s < MIN_JUDGED_S or len(window) < MIN_JUDGED_SAMPLES:
@@ -335,8 +338,16 @@ def _judge_life(pid: int, started_at_s: float, life: list[tuple[float, ProcessFi
             "fds_slope_per_hour": round(summary["fds_slope_per_hour"], 1), "verdict": summary["verdict"]}
 
 
+def _memory(process: ProcessFigures) -> int:
+    """The memory a life is judged by: the anonymous part of the resident set where the node
+    reports it. The whole resident set also counts the store's memory-mapped file pages,
+    page cache that grows with what the node reads (up to the map's size), not a leak; a
+    node that predates the figure is judged by its whole resident set, and says so."""
+    return process.rss_anon_bytes if process.rss_anon_bytes is not None else process.rss_bytes
+
+
 def _life_line(life: Mapping[str, Any]) -> str:
-    return (f"pid {life['pid']} from {life['started_s']:g} s ({life['judged_s']:g} s judged): RSS "
+    return (f"pid {life['pid']} from {life['started_s']:g} s ({life['judged_s']:g} s judged): {life['memory']} RSS "
             f"{life['rss_first_mib']:g} -> {life['rss_last_mib']:g} MiB, {life['rss_slope_share_per_hour']:+.0%}/h; "
             f"fds {life['fds_first']} -> {life['fds_last']}, {life['fds_slope_per_hour']:+g}/h")
 

@@ -437,6 +437,7 @@ async def test_status_metrics_and_health_documents(producer):
     assert process["event_loop"] == "asyncio"      # in-process: pytest's loop
     assert process["open_fds"] >= 3 and process["pid"] == os.getpid()        # stdio at least; in-process: ours
     assert 0 < process["started_at_s"] <= metrics["time_s"]                   # both on the node's clock
+    assert 0 < process["rss_anon_bytes"] < process["rss_bytes"]               # less the mapped libraries, at least
     assert decode_metrics(metrics).process.open_fds == process["open_fds"]     # what every reader decodes with
     text = await (await client.get("/metrics/prometheus")).text()
     assert "# TYPE qmemo_signature_verify_duration_seconds histogram" in text

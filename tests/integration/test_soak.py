@@ -27,10 +27,12 @@ def test_a_short_soak_samples_every_node_checks_the_accounting_and_stops_everyth
         status = qmemo_main(["soak", "--rate", "60", "--duration", "12", "--interval", "1", "--out", str(out),
                              "--accounts", "30", "--block-interval-ms", "500"])
     document = orjson.loads((out / "soak.json").read_bytes())
-    assert document["schema"] == "qmemo-soak/1" and set(document["nodes"]) == {"node-0", "node-1", "node-2"}
+    assert document["schema"] == "qmemo-soak/2" and set(document["nodes"]) == {"node-0", "node-1", "node-2"}
+    assert document["memory"].startswith("anonymous")
     for name in document["nodes"]:
         node_samples = [s for s in document["timeline"] if s["node"] == name]
-        assert len(node_samples) >= 8 and all(s["rss_bytes"] > 0 and s["fds"] > 0 for s in node_samples)
+        assert len(node_samples) >= 8 and all(0 < s["rss_anon_bytes"] < s["rss_bytes"] and s["fds"] > 0
+                                              for s in node_samples)
         assert document["summary"][name]["verdict"] in ("flat", "growing")
     accounting = document["accounting"]
     assert accounting["holds"] and accounting["counts"]["planned"] == 720, printed.getvalue()

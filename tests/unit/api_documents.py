@@ -47,7 +47,7 @@ def metrics_snapshot(node: str = "node-1", *, height: int = 4, accepted: int = 8
                                         {"Falcon-512": key_cache} if key_cache is not None else {}),
         blocks=api_schema.BlockFigures(2, 1, 0, {}, 0, 0, {"ids": 2, "missing": 0, "whole": 0},
                                        api_schema.IntervalFigures(2.0, 2.0, None), {"decode": 1.5, "state": None}),
-        process=api_schema.ProcessFigures(cpu_seconds, 48_574_464, "uvloop", 17, 41_327, 1795421438.6),
+        process=api_schema.ProcessFigures(cpu_seconds, 48_574_464, "uvloop", 17, 41_327, 1795421438.6, 31_457_280),
         event_loop_lag_ms=api_schema.LagFigures(0.5, 3.2, 4.0),
         net=api_schema.NetFigures(11_433, 17_709),
         stages=figures)

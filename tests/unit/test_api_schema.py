@@ -31,10 +31,10 @@ def test_status_and_metrics_read_back_as_the_values_the_node_wrote():
         assert decode(over_the_wire(value)) == value
 
 
-def test_process_figures_name_the_process_life_and_its_open_descriptors():
+def test_process_figures_name_the_process_life_its_open_descriptors_and_its_anonymous_memory():
     process = over_the_wire(metrics_snapshot())["process"]
     assert process == {"cpu_seconds": 0.5, "rss_bytes": 48_574_464, "event_loop": "uvloop", "open_fds": 17,
-                       "pid": 41_327, "started_at_s": 1795421438.6}
+                       "pid": 41_327, "started_at_s": 1795421438.6, "rss_anon_bytes": 31_457_280}
 
 
 def test_process_figures_a_node_could_not_measure_read_back_as_none():

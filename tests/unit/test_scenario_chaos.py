@@ -236,3 +236,32 @@ def test_the_load_window_comes_from_the_timeline_and_a_timeline_without_it_is_re
     assert load_window(timeline) == (3.0, 9.0)
     with pytest.raises(ConfigError, match="no 'load started' and 'load finished'"):
         load_window(timeline[:2])
+
+
+def _with_anon(samples: list[tuple[float, ProcessFigures]], anon_mib: float,
+               anon_mib_per_s: float = 0.0) -> list[tuple[float, ProcessFigures]]:
+    """The same samples with an anonymous part of the resident set reported: `anon_mib`,
+    then `anon_mib_per_s` on from the first sample."""
+    first = samples[0][0]
+    return [(t, replace(p, rss_anon_bytes=int((anon_mib + anon_mib_per_s * (t - first)) * MIB)))
+            for t, p in samples]
+
+
+def test_resources_flat_judges_anonymous_memory_where_the_node_reports_it():
+    # The resident set climbs with the store's mapped file pages (page cache, bounded by the
+    # map); the heap does not: flat.
+    mapped = {"node-0": _with_anon(_life(10, 900.0, 2000.0, rss_mib_per_s=0.5), 100.0)}
+    result = resources_flat(mapped, LOAD)
+    assert result.passed, result.detail
+    assert result.figures["nodes"]["node-0"]["judged"][0]["memory"] == "anonymous"
+    assert "anonymous resident memory" in result.figures["rule"]
+    # The heap itself climbing is growth, whatever the resident set does.
+    leaking = {"node-0": _with_anon(_life(10, 900.0, 2000.0), 100.0, anon_mib_per_s=0.2)}
+    result = resources_flat(leaking, LOAD)
+    assert not result.passed and "anonymous RSS" in result.detail
+
+
+def test_resources_flat_says_it_judged_the_whole_resident_set_for_a_node_without_the_figure():
+    result = resources_flat({"node-0": _life(10, 900.0, 2000.0, rss_mib_per_s=0.5)}, LOAD)
+    assert not result.passed and "resident RSS" in result.detail
+    assert result.figures["nodes"]["node-0"]["judged"][0]["memory"] == "resident"
