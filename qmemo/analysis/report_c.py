@@ -159,7 +159,7 @@ def _validation(results: Results) -> list[str]:
         method = _validation_method(results)
         if method:
             blocks.append(f"Method: {method}. A ratio above 1 means our harness measured slower verifications "
-                          "than `speed_sig` did in the same session.")
+                          "than `speed_sig` did in the same run.")
         kat = validate.kat
         failed = ", ".join(kat.failed) or "none"
         blocks.append(f"**Known-answer tests:** {kat.verdict.upper()} for {kat.schemes} schemes "
