@@ -5,4 +5,17 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$ROOT/scripts/setup.sh"
 cd "$ROOT"
+# The suite writes devnets, chain stores and a container image: about 1 GB at its peak
+# (df every 15 s through a whole run, 2026-11-27), and pytest keeps its last three runs'
+# folders. A disk that fills half-way shows as hundreds of unrelated errors, so a low
+# one is named here instead.
+NEED_MB=${QMEMO_TEST_NEED_MB:-4000}
+for dir in "${TMPDIR:-/tmp}" "$ROOT"; do
+  free_mb=$(df -Pm "$dir" | awk 'NR == 2 {print $4}')
+  if [ "$free_mb" -lt "$NEED_MB" ]; then
+    echo "test.sh: $dir has $free_mb MB free; the suite needs about $NEED_MB MB (devnets, stores, a container image)." >&2
+    echo "test.sh: free some space (old runs/, devnet/ data, /tmp/qmemo-*) or set QMEMO_TEST_NEED_MB." >&2
+    exit 1
+  fi
+done
 exec "$ROOT/.venv/bin/python" -m pytest "$@"

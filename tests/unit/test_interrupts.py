@@ -15,9 +15,16 @@ from qmemo.interrupts import deferred, interrupt_on_signals, shielded
 
 @pytest.fixture
 def installed():
+    # A suite started under nohup ignores SIGHUP, and an ignored signal stays ignored (the
+    # last test): the tests here need all three caught, so they start from the defaults.
+    ignored = [sig for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) if signal.getsignal(sig) is signal.SIG_IGN]
+    for sig in ignored:
+        signal.signal(sig, signal.SIG_DFL)
     restore = interrupt_on_signals()
     yield
     restore()
+    for sig in ignored:
+        signal.signal(sig, signal.SIG_IGN)
 
 
 def test_the_first_signal_interrupts_and_a_second_one_is_ignored(installed):
