@@ -27,8 +27,12 @@ import orjson
 import uvloop
 from aiohttp import web
 
+from qmemo import __version__
+from qmemo.api_schema import STATUS_SCHEMA, UNKNOWN, AccountState, BlockSummary, NodeStatus, TxStatus
 from qmemo.frames import decode_frames
 from qmemo.load.workload import _CACHE_MAGIC, _RECORD
+from qmemo.net.wire import block_summary_json, health_json, tx_status_json
+from qmemo.records import to_json
 
 KEY_BYTES = 32          # the tail of a signature: unique per transaction in a plan
 
@@ -43,6 +47,7 @@ class StandIn:
         self.read_files: set[Path] = set()
         self.arrived: list[str] = []
         self.blocks: list[list[str]] = []
+        self.started = time.monotonic()
 
     def _read_workloads(self) -> None:
         for path in sorted(self.workloads.glob("*.bin")):
@@ -71,19 +76,27 @@ class StandIn:
             self.blocks.append(self.arrived)
             self.arrived = []
 
-    # --- the routes ---------------------------------------------------------------------
+    # --- the routes: the node API's own documents (qmemo.api_schema, qmemo.net.wire) -------
+
+    def _hash(self, height: int) -> bytes:
+        return height.to_bytes(64, "big")
 
     async def status(self, request: web.Request) -> web.Response:
         height = len(self.blocks)
-        return web.json_response({"height": height, "tip_hash": f"{height:0128x}", "final_height": max(0, height - 1)})
+        status = NodeStatus(schema=STATUS_SCHEMA, node=f"stand-in:{request.url.port}", version=__version__,
+                            chain_id=0, genesis_hash=self._hash(0), height=height, tip_hash=self._hash(height),
+                            tip_age_s=0.0, final_height=max(0, height - 1), mempool=0, mempool_held=0,
+                            validator=None, scheme="stand-in", block_interval_ms=round(self.block_interval_s * 1e3),
+                            peers=(), uptime_s=time.monotonic() - self.started, ready=True)
+        return web.json_response(to_json(status))
 
     async def health(self, request: web.Request) -> web.Response:
-        return web.json_response({"ready": True, "node": "stand-in"})
+        return web.json_response(health_json(True, f"stand-in:{request.url.port}"))
 
     async def accounts(self, request: web.Request) -> web.Response:
         addresses = orjson.loads(await request.read())["addresses"]
-        return web.json_response({"accounts": [{"address": a, "balance": 10**9, "nonce": 0, "pending_nonce": 0}
-                                               for a in addresses]})
+        return web.json_response(to_json({"accounts": [AccountState(bytes.fromhex(a), 10**12, 0, 0)
+                                                       for a in addresses]}))
 
     async def txs(self, request: web.Request) -> web.Response:
         frames = decode_frames(await request.read(), 1 << 20, "transaction")
@@ -99,16 +112,19 @@ class StandIn:
         tip = len(self.blocks)
         out = []
         for height in range(max(1, start), min(tip, start + limit - 1) + 1):
-            block = {"height": height, "hash": f"{height:0128x}", "final": height < tip,
-                     "tx_count": len(self.blocks[height - 1])}
+            ids = self.blocks[height - 1]
+            summary = BlockSummary(height, self._hash(height), self._hash(height - 1), 0, 0, None, len(ids),
+                                   bytes(64), tip - height + 1, height < tip)
+            document = block_summary_json(summary)
             if with_ids:
-                block["tx_ids"] = self.blocks[height - 1]
-            out.append(block)
+                document["tx_ids"] = ids       # kept as hex: no conversion per request
+            out.append(document)
         return web.Response(body=orjson.dumps({"blocks": out}), content_type="application/json")
 
     async def tx_statuses(self, request: web.Request) -> web.Response:
         ids = orjson.loads(await request.read())["ids"]
-        return web.json_response({"statuses": [{"id": tx_id, "status": "unknown"} for tx_id in ids]})
+        return web.json_response({"statuses": [tx_status_json(TxStatus(bytes.fromhex(tx_id), UNKNOWN))
+                                                for tx_id in ids]})
 
 
 async def serve(ports: list[int], workloads: Path, block_interval_s: float) -> None:
