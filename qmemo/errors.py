@@ -231,13 +231,16 @@ class NodeApiError(QmemoError):
 
 class NodeUnreachable(NodeApiError):
     """No answer: connection refused or reset, or no answer in time (a node that is down,
-    paused, or behind a cut link). `transport` names the transport's own error class."""
+    paused, or behind a cut link). `transport` names the transport's own error class;
+    `request_left` says whether the request may have reached the node (False: the
+    connection was never made, so the node cannot have acted on it)."""
 
     code = "unreachable"
 
-    def __init__(self, detail: str, *, transport: str) -> None:
+    def __init__(self, detail: str, *, transport: str, request_left: bool = True) -> None:
         super().__init__(detail)
         self.transport = transport
+        self.request_left = request_left
 
 
 class NodeRefused(NodeApiError):

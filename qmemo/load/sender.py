@@ -57,13 +57,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-import aiohttp
 import orjson
 
 from qmemo.errors import NodeUnreachable
 from qmemo.frames import decode_frames, encode_frames
 from qmemo.load.latency import ACCEPTED, DUPLICATE, FAILED, REJECTED, Timings
-from qmemo.net.client import NodeClient
+from qmemo.net.lean_post import LeanNode, LeanPosts
 
 _STATUS = {"accepted": ACCEPTED, "duplicate": DUPLICATE, "rejected": REJECTED}
 
@@ -130,9 +129,6 @@ STOP_CHECK_S = 0.05
 # another node may. Every other 5xx leaves the outcome unknown: the node failed while
 # handling the request, perhaps after admitting it.
 _NOT_TAKEN = 503
-# Transport failures before the request left (aiohttp's connect errors): no outcome to learn.
-_NEVER_SENT = frozenset({"ClientConnectorError", "ClientConnectorDNSError", "ClientConnectorCertificateError",
-                         "ClientConnectorSSLError", "ClientProxyConnectionError"})
 
 
 class _NodeHealth:
@@ -166,12 +162,10 @@ async def send_batches(batches: list[Batch], timings: Timings, config: SendConfi
     if len(progress.outcome_unknown) < len(timings):
         progress.outcome_unknown = bytearray(len(timings))
     slots = asyncio.Semaphore(config.max_in_flight)
-    connector = aiohttp.TCPConnector(limit=config.connections, force_close=False)
-    timeout = aiohttp.ClientTimeout(total=config.request_timeout_s)
     tasks: set[asyncio.Task] = set()
-    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
-        clients = {node: NodeClient(node, session, config.request_timeout_s)
-                   for node in {*health.nodes, *(batch.target for batch in batches)}}
+    posts = LeanPosts(config.connections)
+    try:
+        clients = {node: posts.node(node) for node in {*health.nodes, *(batch.target for batch in batches)}}
         sending = _Sending(clients, timings, start, progress, health, config.attempt_timeout_s,
                            max(config.request_timeout_s, config.resend_for_s), stop, slots, previous)
         for batch in batches:
@@ -215,13 +209,15 @@ async def send_batches(batches: list[Batch], timings: Timings, config: SendConfi
             task.add_done_callback(lambda t: (tasks.discard(t), slots.release()))
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+    finally:
+        posts.close()
 
 
 @dataclass(slots=True)
 class _Sending:
     """What every batch's task shares during one run."""
 
-    clients: dict[str, NodeClient]     # by node URL: one connection pool for all
+    clients: dict[str, LeanNode]     # by node URL: one set of connections for all
     timings: Timings
     start: float                   # perf_counter at the plan's time 0
     progress: SendProgress
@@ -344,7 +340,7 @@ async def _deliver(run: _Sending, target: str, body: bytes, count: int,
                 failure = f"transport:{exc.transport}"
                 # Never connected (refused, unreachable): the request did not leave. Anything
                 # else (a reset, a closed connection, no answer in time) may have been admitted.
-                unknown = unknown or exc.transport not in _NEVER_SENT
+                unknown = unknown or exc.request_left
             except _NoAnswer as exc:
                 failure = exc.reason
                 unknown = unknown or exc.status != _NOT_TAKEN

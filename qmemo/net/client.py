@@ -191,7 +191,8 @@ class NodeClient:
                 return Answer(response.status, await response.read())
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             raise NodeUnreachable(f"{method} {self.url}{path}: {type(exc).__name__}: {exc}",
-                                  transport=type(exc).__name__) from None
+                                  transport=type(exc).__name__,
+                                  request_left=not isinstance(exc, aiohttp.ClientConnectorError)) from None
 
 
 @asynccontextmanager
