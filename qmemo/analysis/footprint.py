@@ -24,8 +24,8 @@ from qmemo.analysis.memo import TX_BODY_BYTES, TX_PER_BLOCK
 from qmemo.errors import ConfigError
 
 BITS_PER_BYTE = 8
-ANNUAL_TX_COUNTS = (1_000_000, 10_000_000, 100_000_000, 1_000_000_000)  # issue 7's volumes
-BANDWIDTHS_MBPS = (10, 50, 100)                                         # issue 7's links
+ANNUAL_TX_COUNTS = (1_000_000, 10_000_000, 100_000_000, 1_000_000_000)  # the growth table's annual volumes
+BANDWIDTHS_MBPS = (10, 50, 100)                                         # the propagation table's link rates
 REGISTRY_ACCOUNTS = 1_000_000  # the registry cost is shown per million accounts
 
 

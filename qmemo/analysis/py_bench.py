@@ -58,7 +58,7 @@ class NodeRun:
 
 @dataclass(frozen=True, slots=True)
 class NodeHeadline:
-    """Issue 11's P2 figure: the one-thread node against its verifier's native loop, same run."""
+    """The node benchmark's same-run ratio: the one-thread node against its verifier's native loop."""
 
     verifier: str
     threads: int                            # the node run it is read from (1 when the file has one)

@@ -21,7 +21,7 @@ from qmemo.errors import DecodeError
 
 JB_CRITICAL_5PCT = 5.991  # chi-squared(2) at 5%: Jarque-Bera's null distribution (bench_c/src/stats.h)
 # Two figures of the same quantity further apart than this are called out as disagreeing
-# (bench_c's own acceptance bound for agreement with speed_sig, issue 3).
+# (bench_c's own acceptance bound for agreement with speed_sig).
 AGREEMENT_TOLERANCE = 0.10
 CLASSICAL_PAIRS = (  # (scheme, the implementation chains run, the one the old reports used)
     ("ECDSA-secp256k1", "ECDSA-secp256k1/libsecp256k1", "ECDSA-secp256k1/OpenSSL"),

@@ -54,7 +54,8 @@ def _node(node: NodeBench | None) -> list[str]:
 
 
 def _headline(head: NodeHeadline | None) -> list[str]:
-    """The same-run ratio (issue 11's P2) and, where the file has it, its ceiling in that run."""
+    """The same-run ratio (the figure the node benchmark is held to) and, where the file has it,
+    its ceiling in that run."""
     if head is None:
         return []
     threads = "one verify thread" if head.threads == 1 else f"{head.threads} verify threads"

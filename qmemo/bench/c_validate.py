@@ -1,4 +1,4 @@
-"""Check the C suite against liboqs's own tools, in the same session as the measurements.
+"""Check the C suite against liboqs's own tools, in the same run as the measurements.
 
 Two checks, written to validate.json ("qmemo-c-validate/1"):
 - speed_sig interleaved with our `verify` benchmark: the ratio of the two medians on
@@ -30,7 +30,8 @@ VALIDATE_SCHEMA = "qmemo-c-validate/1"
 # signs (its sig_speed_wrapper hard-codes 50 bytes): ours uses the same for the ratio.
 VALIDATE_SCHEMES = ("Falcon-512", "ML-DSA-44")
 SPEED_SIG_MSG_BYTES = 50
-# The issue's acceptance bound on |our median / speed_sig's median - 1|.
+# The acceptance bound on |our median / speed_sig's median - 1|: within it, our harness
+# measures what liboqs measures.
 VALIDATE_TOLERANCE = 0.10
 
 
@@ -215,7 +216,7 @@ def validate(binary: Path, *, rounds: int, log: IO[str]) -> Validation:
     # The KAT decides "ok": a library whose output differs from liboqs's known answers
     # is not the library we mean to measure. A ratio outside the tolerance is reported
     # (and shown in red) but does not fail the run: on a machine shared with other work
-    # it says the session was noisy, not that the measurement is wrong.
+    # it says the run was noisy, not that the measurement is wrong.
     return Validation(
         schema=VALIDATE_SCHEMA,
         ok=kat_ok,

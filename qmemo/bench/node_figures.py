@@ -67,8 +67,9 @@ def headline(verifier: str, runs: list[dict[str, Any]], references: dict[str, An
              breakdown: dict[str, float]) -> dict[str, Any]:
     """The one-thread node's admitted tx per CPU-second over the same verifier's tightest
     native loop in the same run - the faster of the admission kernel's verify and the
-    verifier's own batch call, named in `reference` (issue 11's P2 figure; a 2-thread
-    run's CPU includes GIL hand-offs) - and the `ceiling` that ratio has in this run."""
+    verifier's own batch call, named in `reference` (the figure the same-run ratio's target
+    is set in; a 2-thread run's CPU includes GIL hand-offs) - and the `ceiling` that ratio
+    has in this run."""
     run = next((r for r in runs if r["threads"] == 1), runs[0])
     label = max((label for label in NATIVE_LOOPS if label in references), key=lambda k: references[k]["ops_per_s"])
     reference = references[label]["ops_per_s"]
@@ -92,8 +93,8 @@ def ceiling(verify_us: float, decode_hash_us: float | None) -> dict[str, float] 
     BLAKE3-512 over the transaction: a node cannot admit without them) and the verify,
     verify / (verify + decode and hash), both in CPU time of one thread, this run. Why it
     is stated: with the variable-time fast verifier the decoding and hashing cost more than
-    half the verify, so the ratio stays far below 1 however little else is left (issue 11's
-    P2 asks 0.90). None without `decode_hash_us`."""
+    half the verify, so the ratio stays far below 1 however little else is left (the
+    same-run ratio's target is 0.90). None without `decode_hash_us`."""
     if decode_hash_us is None or decode_hash_us <= 0:
         return None
     return {"ratio": verify_us / (verify_us + decode_hash_us), "verify_us_per_tx": verify_us,

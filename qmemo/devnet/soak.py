@@ -1,5 +1,5 @@
 """The soak run: a devnet under steady load for minutes, each node's memory and open files
-sampled, to show that nothing grows without bound (issue 12, "a soak command").
+sampled, to show that nothing grows without bound.
 
 `run_soak` starts the nodes (`qmemo node` processes, one per validator, each peering
 with all the others), runs the generator (`qmemo gen`) at one constant rate for the

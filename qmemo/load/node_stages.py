@@ -88,8 +88,9 @@ class NodeStagesFile:
 
 @dataclass(frozen=True, slots=True)
 class Survival:
-    """Issue 11's P5 for one run: the verify work the nodes did per core-second, over the
-    same run's verify rate per core (the nodes' own verify stage). See the module docstring."""
+    """The verify stage's share of the machine's CPU for one run: the verify work the nodes
+    did per core-second, over the same run's verify rate per core (the nodes' own verify
+    stage). See the module docstring."""
 
     nodes: int
     cores: int

@@ -85,7 +85,7 @@ class SendConfig:
     request_timeout_s: float = 30.0
     # One node's first try at a batch: past it, the batch goes to the next node. 3 s tells a
     # stopped node from a busy one at moderate load; past saturation a node may take longer
-    # (issue 12: p99 answer 8.6 s at 6,750 TPS offered), so each further round over the
+    # (a p99 answer of 8.6 s was seen at 6,750 TPS offered), so each further round over the
     # nodes waits twice as long (3, 6, 12 s), within `request_timeout_s`.
     attempt_timeout_s: float = 3.0
     down_for_s: float = 2.0        # how long a node that failed is skipped

@@ -1,7 +1,7 @@
 """The gate in front of a pushed block: its header is judged before its body is decoded.
 
-Decoding a block costs ~7 us per transaction (a 32 MB garbage body: ~230 ms of event loop,
-issue 12), while its header says almost everything that can make it worthless: which
+Decoding a block costs ~7 us per transaction (a 32 MB garbage body held the event loop
+~230 ms), while its header says almost everything that can make it worthless: which
 chain, which height, who signed it and when, how many transactions it may carry. So a
 block a peer pushes goes through, on its header alone and in this order:
 1. the form (version, chain id) and the declared size (`tx_count` within the genesis

@@ -109,7 +109,8 @@ class NodeConfig:
     mempool_max_per_sender: int = setting(256, "pending transactions per sender at most", low=1)
     # Nonces held ahead of a gap (Ethereum's "queued"; "held" here, in every setting, class and status).
     mempool_held_window: int = setting(64, "nonces held ahead of a sender's gap", low=0)
-    # Caps on held transactions (issue 12: the held queue must not be exhausted for free).
+    # Caps on held transactions, so the held queue cannot be exhausted for free: never-funded keys
+    # once filled it, and a funded account's gap-1 transaction was refused for the next 30 s.
     mempool_held_max_txs: int = setting(20_000, "held transactions at most, all senders together", low=0)
     mempool_held_per_sender: int = setting(64, "held transactions per sender at most", low=0)
     # A held transaction whose gap never fills is evicted.

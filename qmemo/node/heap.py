@@ -2,7 +2,7 @@
 the cycle collector's young threshold (`GC_YOUNG_THRESHOLD`, below), which the node sets at
 start and `qmemo bench node`'s in-process breakdown times its steps under.
 
-Why (issue 12, docs/soak.md): in a 15-minute soak at 3,000 TPS a node's RSS swung
+Why (docs/soak.md): in a 15-minute soak at 3,000 TPS a node's RSS swung
 between 343 and 449 MiB after the warm-up and kept rising for the first ten minutes,
 while the memory in use stayed level - `mallinfo2()` put the C memory in use (heap and
 mapped) at 252-265 MiB from three minutes on, and the heap's *free* bytes at 72-146 MiB.

@@ -15,7 +15,7 @@ through us.
 A batch that failed without an answer (a timeout, a dropped connection: `PeerError`) is
 sent to that peer once more, before the next batch: the peer may have taken it or not,
 and admission is idempotent by transaction id, so a copy it took is answered
-"duplicate". Without the resend a timed-out batch never reached the peer (issue 12): the
+"duplicate". Without the resend a timed-out batch never reached the peer: the
 peer saw those transactions only in a block, and a client that failed over to it meanwhile
 met a nonce gap there. A batch the peer answered and refused (`PeerRefused`) is not sent
 again, nor one whose resend failed too: it is dropped and counted.

@@ -9,7 +9,7 @@ Slot skipping: a validator whose primary is paused or dead takes its fallback tu
 itself validating a block (or a synced branch) that reaches the height it would produce
 - a late primary's block whose header already passed the gate, slow to verify under
 load - it lets its turn pass until that validation ends: producing then would fork off a
-block it is about to apply (issue 12: under overload, every node finalized its own
+block it is about to apply (under overload, before this rule, every node finalized its own
 fallback branch and the chain split for good).
 
 Producer locks: after a fork switch undid a block of ours, it lets its turns pass until

@@ -13,7 +13,7 @@ final height is above ours by more than `BEHIND_MARGIN_BLOCKS`, or when its even
 stood still for `PAUSE_S` or more (SIGSTOP, a suspended VM) and the peers' tips asked for
 since have not come back yet - its picture of the peers is as old as the pause. Client
 transactions are then refused with 503 `behind` (qmemo.node.service) instead of being
-judged against a stale state (issue 12: a resumed node answered `nonce_gap` for nonces
+judged against a stale state (before this, a resumed node answered `nonce_gap` for nonces
 already in blocks it had not applied). A peer whose chain we cannot follow (it forks
 below our final height, served an invalid block, or none above ours) does not
 count: catching up with it is impossible, and refusing clients for good because of it

@@ -1,4 +1,4 @@
-"""Floods and limits a node must hold for free (issue 12, parts 4 and 5).
+"""Floods and limits a node must hold for free.
 
 The held-nonce queue:
 Before: 320 never-funded keys sending zero-amount, zero-fee transactions with nonces 1-64

@@ -32,7 +32,7 @@ def stored() -> dict:
 
 def test_the_fixture_summary_is_rebuilt_from_its_benchmark_files(stored):
     # run_id, created, profile, wall_s and steps are the runner's bookkeeping of that
-    # session (ids, clock readings, the argv it used): not in the benchmark files, so
+    # run (ids, clock readings, the argv it used): not in the benchmark files, so
     # they are passed in from the stored summary, as is the fingerprint of the machine
     # (qmemo.bench.fingerprint). Every figure is rebuilt.
     steps = {name: from_json(StepRecord, record) for name, record in stored["steps"].items()}

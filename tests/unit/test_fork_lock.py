@@ -1,4 +1,4 @@
-"""Producer locks (qmemo.core.fork_lock): the chain split past saturation (issue 12).
+"""Producer locks (qmemo.core.fork_lock): the chain split past saturation.
 
 Three validators' chains built by hand, block by block, in the order an overloaded
 devnet delivered them: a late primary's block and a fallback's at one height, a
