@@ -11,10 +11,13 @@ cd "$ROOT"
 # one is named here instead.
 NEED_MB=${QMEMO_TEST_NEED_MB:-4000}
 for dir in "${TMPDIR:-/tmp}" "$ROOT"; do
-  free_mb=$(df -Pm "$dir" | awk 'NR == 2 {print $4}')
+  if ! free_mb=$(df -Pm "$dir" 2>/dev/null | awk 'NR == 2 {print $4}') || [ -z "$free_mb" ]; then
+    echo "test.sh: cannot read the free space of $dir (does it exist?)" >&2
+    exit 1
+  fi
   if [ "$free_mb" -lt "$NEED_MB" ]; then
-    echo "test.sh: $dir has $free_mb MB free; the suite needs about $NEED_MB MB (devnets, stores, a container image)." >&2
-    echo "test.sh: free some space (old runs/, devnet/ data, /tmp/qmemo-*) or set QMEMO_TEST_NEED_MB." >&2
+    echo "test.sh: $dir has $free_mb MB free; the suite uses about 1 GB at its peak, and this check asks for $NEED_MB MB to be safe." >&2
+    echo "test.sh: free some space (old runs/, devnet/ data, /tmp/qmemo-*), or set QMEMO_TEST_NEED_MB lower." >&2
     exit 1
   fi
 done

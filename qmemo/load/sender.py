@@ -210,6 +210,8 @@ async def send_batches(batches: list[Batch], timings: Timings, config: SendConfi
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
     finally:
+        for task in tasks:          # left only when sending itself failed or was cancelled
+            task.cancel()
         posts.close()
 
 

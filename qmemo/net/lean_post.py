@@ -32,6 +32,7 @@ from qmemo.errors import NodeUnreachable
 from qmemo.net.client import Answer
 
 MAX_HEAD_BYTES = 64 * 1024       # an answer's status line and headers, at most
+_NO_BODY = frozenset((204, 304))  # with 1xx, answers that never carry a body (RFC 9112, 6.3)
 _END_OF_HEAD = b"\r\n\r\n"
 
 
@@ -54,6 +55,9 @@ class _Exchange(asyncio.Protocol):
         self.transport = transport   # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
+        if self._answer is None:       # nothing asked: a node never sends this; the stream is lost
+            self.close()
+            return
         self._buffer += data
         self._take()
 
@@ -96,6 +100,8 @@ class _Exchange(asyncio.Protocol):
             start = self._head_end
             body = bytes(self._buffer[start:start + self._length])
             del self._buffer[:start + self._length]
+            if self._buffer:              # bytes past the answer: the next answer would be read from them
+                self._keep_alive = False
             self._settle(body)
 
     def _settle(self, body: bytes) -> None:
@@ -129,7 +135,7 @@ def _parse_head(head: bytes) -> tuple[int, int | None, bool]:
     if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
         raise ValueError(f"not an HTTP/1.x status line: {lines[0][:80]!r}")
     status = int(parts[1])
-    length: int | None = None
+    length: int | None = 0 if status in _NO_BODY or status < 200 else None
     keep_alive = parts[0] == b"HTTP/1.1"
     for line in lines[1:]:
         name, _, value = line.partition(b":")
@@ -141,7 +147,8 @@ def _parse_head(head: bytes) -> tuple[int, int | None, bool]:
         elif name == b"transfer-encoding" and value != b"identity":
             raise ValueError(f"a Transfer-Encoding of {value[:40]!r} (only Content-Length answers are read)")
         elif name == b"connection":
-            keep_alive = value == b"keep-alive" or (keep_alive and value != b"close")
+            tokens = {token.strip() for token in value.split(b",")}
+            keep_alive = b"close" not in tokens and (keep_alive or b"keep-alive" in tokens)
     if length is None:
         keep_alive = False         # the body runs to the close
     return status, length, keep_alive
@@ -149,12 +156,14 @@ def _parse_head(head: bytes) -> tuple[int, int | None, bool]:
 
 @dataclass
 class LeanPosts:
-    """Kept-alive connections to every node, at most `connections` open at once (the
-    generator's `--connections`), reused most recently used first."""
+    """Kept-alive connections to every node, reused most recently used first, with at most
+    `connections` requests out at once (the generator's `--connections`, as aiohttp's
+    connector limit counted them); idle connections are kept per node."""
 
     connections: int
     _open: asyncio.Semaphore = field(init=False)
     _idle: dict[tuple[str, int], list[_Exchange]] = field(default_factory=dict, init=False)
+    _closed: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         if self.connections < 1:
@@ -181,8 +190,10 @@ class LeanPosts:
                     _, exchange = await asyncio.get_running_loop().create_connection(_Exchange, *node.address)
                 sent = True
                 status, payload, keep_alive = await exchange.post(head, body)
-                if keep_alive and not exchange.closed:
+                if keep_alive and not exchange.closed and not self._closed:
                     self._idle.setdefault(node.address, []).append(exchange)
+                else:
+                    exchange.close()
         except (OSError, TimeoutError, ValueError) as exc:
             if exchange is not None:
                 exchange.close()
@@ -198,12 +209,13 @@ class LeanPosts:
         idle = self._idle.get(where)
         while idle:
             exchange = idle.pop()
-            if not exchange.closed:
+            if not exchange.closed and exchange.transport is not None and not exchange.transport.is_closing():
                 return exchange
         return None
 
     def close(self) -> None:
-        """Close every idle connection (the ones in use close when their request ends)."""
+        """Close every idle connection; one in use closes when its request ends."""
+        self._closed = True
         for idle in self._idle.values():
             for exchange in idle:
                 exchange.close()

@@ -11,7 +11,7 @@ import pytest
 from aiohttp import web
 
 from qmemo.errors import NodeUnreachable
-from qmemo.net.lean_post import LeanPosts, _parse_head
+from qmemo.net.lean_post import MAX_HEAD_BYTES, LeanPosts, _parse_head
 
 
 async def _aiohttp_node(aiohttp_server, seen: list[tuple[int, bytes]]):
@@ -65,8 +65,9 @@ async def test_a_refused_connection_says_the_request_never_left():
     assert refused.value.request_left is False and refused.value.transport == "ConnectionRefusedError"
 
 
-async def _raw_node(reply):
-    """A server that reads a request's head and body, then lets `reply(writer)` answer."""
+async def _raw_node(reply, ended: list[str] | None = None):
+    """A server that reads a request's head and body, then lets `reply(writer)` answer;
+    "client closed" goes to `ended` when the client closes a connection first."""
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
@@ -76,7 +77,8 @@ async def _raw_node(reply):
                 if not await reply(writer):
                     break
         except (asyncio.IncompleteReadError, ConnectionError):
-            pass
+            if ended is not None:
+                ended.append("client closed")
         writer.close()
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
@@ -164,6 +166,68 @@ async def test_a_node_that_closed_an_idle_connection_is_reached_on_a_new_one(aio
     assert len({port for port, _ in seen}) == 2
 
 
+async def test_bytes_past_an_answer_are_never_read_as_the_next_answer():
+    async def reply(writer):
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst"
+                     b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstale")
+        await writer.drain()
+        return True
+
+    server, port = await _raw_node(reply)
+    async with server:
+        posts = LeanPosts(1)
+        node = posts.node(f"http://127.0.0.1:{port}")
+        first = await node.post_txs(b"x", timeout_s=5)
+        second = await node.post_txs(b"y", timeout_s=5)      # a new connection: its own answer
+        posts.close()
+    assert first.body == second.body == b"first"
+
+
+async def test_a_connection_whose_request_is_cancelled_or_outlives_close_is_closed_not_kept():
+    release = asyncio.Event()
+    ended: list[str] = []
+
+    async def reply(writer):
+        await release.wait()
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        await writer.drain()
+        return True
+
+    server, port = await _raw_node(reply, ended)
+    async with server:
+        posts = LeanPosts(2)
+        node = posts.node(f"http://127.0.0.1:{port}")
+        cancelled = asyncio.create_task(node.post_txs(b"a", timeout_s=5))
+        outliving = asyncio.create_task(node.post_txs(b"b", timeout_s=5))
+        await asyncio.sleep(0.1)
+        cancelled.cancel()
+        posts.close()                        # while `outliving` waits for its answer
+        release.set()
+        assert (await outliving).body == b"ok"
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled
+        for _ in range(50):
+            if len(ended) == 2:
+                break
+            await asyncio.sleep(0.02)
+    assert ended == ["client closed", "client closed"] and posts._idle == {}
+
+
+async def test_an_answer_head_past_its_limit_is_unreadable_and_the_outcome_unknown():
+    async def reply(writer):
+        writer.write(b"HTTP/1.1 200 OK\r\n" + b"X-Pad: " + b"p" * (MAX_HEAD_BYTES + 10))
+        await writer.drain()
+        await asyncio.sleep(1)
+        return False
+
+    server, port = await _raw_node(reply)
+    async with server:
+        posts = LeanPosts(1)
+        with pytest.raises(NodeUnreachable) as unreadable:
+            await posts.node(f"http://127.0.0.1:{port}").post_txs(b"x", timeout_s=5)
+    assert unreadable.value.transport == "ValueError" and unreadable.value.request_left is True
+
+
 @pytest.mark.parametrize("head, why", [
     (b"SPDY/3 200 OK", "status line"),
     (b"HTTP/1.1 2x0 OK", "status line"),
@@ -180,6 +244,9 @@ def test_keep_alive_follows_the_version_and_the_connection_header():
     assert _parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close") == (200, 0, False)
     assert _parse_head(b"HTTP/1.0 200 OK\r\nContent-Length: 0") == (200, 0, False)
     assert _parse_head(b"HTTP/1.0 200 OK\r\nContent-Length: 0\r\nConnection: keep-alive") == (200, 0, True)
+    assert _parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close, upgrade") == (200, 0, False)
+    assert _parse_head(b"HTTP/1.1 200 OK") == (200, None, False)          # the body runs to the close
+    assert _parse_head(b"HTTP/1.1 204 No Content") == (204, 0, True)      # never a body
 
 
 def test_a_node_url_must_be_plain_http():
