@@ -109,10 +109,19 @@ def attach_logs(run: Path | None) -> str:
     return "\n".join(f"--- {log.name}\n{log.read_text()[-3000:]}" for log in sorted((run / "logs").glob("*.log")))
 
 
+def _signals_as_at_a_terminal() -> None:
+    """In the child: Ctrl-C, SIGTERM and SIGHUP as a shell at a terminal gets them. A suite
+    started in the background inherits SIGINT ignored, and a shell cannot trap a signal
+    ignored when it started, so devnet.sh would never see the test's Ctrl-C."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def start_nodes_only_devnet(tmp: Path, base: int) -> subprocess.Popen[str]:
     """devnet.sh without load for up to 300 s, returned once all its nodes are healthy."""
     devnet = subprocess.Popen(devnet_command(tmp, base, "--no-load", "--duration", "300"),
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              preexec_fn=_signals_as_at_a_terminal)
     urls = [f"http://127.0.0.1:{base + i}" for i in range(NODES)]
     ready = run_command([str(VENV_BIN / "qmemo"), "health", *urls, "--wait", "60"], timeout=90)
     if ready.returncode != 0:
