@@ -10,7 +10,8 @@ Method:
    warm-up of `--warmup` transactions, then the rest sent over loopback with
    `--concurrency` requests in flight. Measured: wall time from the first request to the
    last answer, and the node process's CPU time (user + system, every thread, from
-   /proc/<pid>/stat) over the same span. Every transaction must be accepted.
+   /proc/<pid>/task/*/schedstat: qmemo.bench.proc_cpu) over the same span. Every
+   transaction must be accepted.
 4. Figures: admitted tx/s; admitted tx per CPU-second of the node; the ratio of the
    latter to the C single-core verify rate (bench_c's latest summary.json, or - if there
    is none - labelled as missing); the same ratio against same-run references measured

@@ -97,8 +97,8 @@ def _print(document: dict[str, Any]) -> None:
                       f"µs (decode and hash + verify, this run) / the node's {head['node_cpu_us_per_tx']:.1f} µs of "
                       "CPU per admitted transaction (target 0.80)")
     if head["admitted_per_cpu_s"] is None:
-        console.print("the node's CPU time read 0 s (/proc counts in 10 ms ticks): the run was too short to "
-                      "give a per-CPU figure; use more --txs")
+        console.print("the node's CPU time read 0 s: the run was too short to give a per-CPU figure; "
+                      "use more --txs")
     if document["speedup_2_vs_1_threads"]:
         share = document.get("thread_gain_share")
         console.print(f"2 vs 1 verify threads: {document['speedup_2_vs_1_threads']:.2f}x"

@@ -76,7 +76,7 @@ def test_rates_and_cpu_figures_are_positive_and_agree(document):
     assert run["verify_calls"] > 0 and run["verify_s"] > 0
     # The node's own stage accounting over the same span: the verify and admission stages
     # ran, and with "other" they add up to the node's CPU (its /metrics reads bracket the
-    # span a little wider than the /proc reads, and /proc counts 10 ms ticks).
+    # span a little wider than the /proc reads).
     stages = run["stages_cpu_s"]
     assert stages["verify"] > 0 and stages["decode_hash"] > 0 and stages["mempool"] > 0
     assert sum(stages.values()) == pytest.approx(run["node_cpu_s"], rel=0.25, abs=0.05)

@@ -60,8 +60,10 @@ def test_transactions_sent_to_one_node_are_committed_once_on_all(devnet, tmp_pat
             assert metrics["tx"]["accepted"] == len(ids), f"{node.name} admitted {metrics['tx']['accepted']}"
             assert metrics["tx"]["rejected"] == {} and metrics["tx"]["evicted"] == {}
             assert metrics["process"]["event_loop"] == event_loop
-        producers = {b["producer"] for b in net.nodes[1].get("/blocks?from=1&limit=100&txs=ids")["blocks"]}
-        assert producers == {0, 1, 2}, "every validator produced"
+        # Every validator produces in its turn; one that missed a turn on a loaded machine (a
+        # fallback validator fills it: docs/api.md, missed_slots) produces at its next one.
+        net.wait_until(lambda: {b["producer"] for b in net.nodes[1].get("/blocks?from=1&limit=100&txs=none")["blocks"]}
+                       == {0, 1, 2}, "every validator produced a block")
         receivers = [n.get("/metrics")["verify"]["cache"] for n in net.nodes]
         assert sum(c["hits"] for c in receivers) >= len(ids), "block validation reused admission's verifications"
         pushed = [n.get("/metrics")["blocks"]["pushed"]["ids"] for n in net.nodes]
