@@ -14,6 +14,9 @@
 # run folder into OUT/report. With --update-docs the report's scheme table replaces the
 # marked block of docs/schemes.md (qmemo.analysis.scheme_ab_doc) and its plot
 # docs/img/schemes_throughput_latency.png: nothing in that table is typed in.
+# Each devnet's chain stores and signed plans are removed once its sweep is over (the
+# run folders keep every measurement the report reads): at the default stages they come
+# to 1.3-8.5 GB a scheme, 26 GB for the five (2026-11-27). --keep-devnets keeps them.
 # Unattended: it needs no terminal, and any failing step stops it with that step named.
 set -euo pipefail
 
@@ -27,9 +30,10 @@ BASE_PORT=8100
 OUT="$ROOT/runs/schemes-ab-$(date -u +%Y%m%dT%H%M%SZ)"
 RESULTS="$ROOT/results"
 UPDATE_DOCS=0
+KEEP_DEVNETS=0
 
 usage() {
-  sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
   cat <<EOF
 
 Options (defaults are the documented figures' settings):
@@ -42,6 +46,7 @@ Options (defaults are the documented figures' settings):
   --out DIR          where devnets, runs and the report go (default runs/schemes-ab-<time>)
   --results DIR      C baselines (default results/)
   --update-docs      write the table into docs/schemes.md and the plot into docs/img/
+  --keep-devnets     keep each devnet's chain stores and signed plans (up to ~9 GB a scheme)
 EOF
 }
 
@@ -57,6 +62,7 @@ while [ $# -gt 0 ]; do
     --out) need_value "$@"; OUT=$(realpath -m "$2"); shift 2 ;;
     --results) need_value "$@"; RESULTS=$(realpath -m "$2"); shift 2 ;;
     --update-docs) UPDATE_DOCS=1; shift ;;
+    --keep-devnets) KEEP_DEVNETS=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "schemes-ab.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -79,6 +85,11 @@ for scheme in "${scheme_list[@]}"; do
     { echo "schemes-ab.sh: the $scheme sweep failed; its output: $OUT/$scheme.log" >&2; tail -n 20 "$OUT/$scheme.log" >&2; exit 1; }
   run_dir=$(ls -d "$OUT/runs/$scheme"/*/ | tail -n 1)
   RUN_DIRS+=(--devnet "${run_dir%/}")
+  if [ "$KEEP_DEVNETS" = 0 ]; then
+    freed=$(du -sh "$OUT/devnet-$scheme/data" "$OUT/devnet-$scheme/workloads" 2>/dev/null | awk '{print $1}' | paste -sd+)
+    rm -rf "$OUT/devnet-$scheme/data" "$OUT/devnet-$scheme/workloads"
+    echo "schemes-ab.sh: $scheme: chain stores and signed plans removed (${freed:-0}; --keep-devnets keeps them)"
+  fi
 done
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 
