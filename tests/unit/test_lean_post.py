@@ -85,6 +85,18 @@ async def _raw_node(reply, ended: list[str] | None = None):
     return server, server.sockets[0].getsockname()[1]
 
 
+async def _two_posts(reply):
+    """Two posts in turn through one connection slot to a `_raw_node(reply)`: their answers."""
+    server, port = await _raw_node(reply)
+    async with server:
+        posts = LeanPosts(1)
+        node = posts.node(f"http://127.0.0.1:{port}")
+        first = await node.post_txs(b"x", timeout_s=5)
+        second = await node.post_txs(b"y", timeout_s=5)
+        posts.close()
+    return first, second
+
+
 async def test_an_answer_arriving_in_pieces_is_put_together():
     async def reply(writer):
         for piece in (b"HTTP/1.1 200 OK\r\nContent-Le", b"ngth: 11\r\n\r\nhello", b" world"):
@@ -107,13 +119,7 @@ async def test_an_answer_without_a_length_runs_to_the_close_and_the_connection_i
         await writer.drain()
         return False
 
-    server, port = await _raw_node(reply)
-    async with server:
-        posts = LeanPosts(1)
-        node = posts.node(f"http://127.0.0.1:{port}")
-        first = await node.post_txs(b"x", timeout_s=5)
-        second = await node.post_txs(b"y", timeout_s=5)
-        posts.close()
+    first, second = await _two_posts(reply)
     assert first.status == second.status == 503 and first.error() == "not_ready"
 
 
@@ -173,13 +179,7 @@ async def test_bytes_past_an_answer_are_never_read_as_the_next_answer():
         await writer.drain()
         return True
 
-    server, port = await _raw_node(reply)
-    async with server:
-        posts = LeanPosts(1)
-        node = posts.node(f"http://127.0.0.1:{port}")
-        first = await node.post_txs(b"x", timeout_s=5)
-        second = await node.post_txs(b"y", timeout_s=5)      # a new connection: its own answer
-        posts.close()
+    first, second = await _two_posts(reply)      # the second on a new connection: its own answer
     assert first.body == second.body == b"first"
 
 
