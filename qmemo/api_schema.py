@@ -9,7 +9,7 @@ client (qmemo.net.client) what a node answers, and the tools that keep documents
 fails where it is decoded, naming the key, not deep inside a report as a missing
 dictionary key.
 
-`/status` and `/metrics` name their format in "schema" ("qmemo-node-status/2"); a
+`/status` and `/metrics` name their format in "schema" ("qmemo-node-status/3"); a
 reader refuses another version in one line (qmemo.records.decode) instead of
 half-reading it. The other answers are small and checked key by key (a missing or
 unknown key is a DecodeError naming its path).
@@ -30,8 +30,8 @@ from qmemo.core.merkle import MerkleProof
 from qmemo.errors import DecodeError
 from qmemo.records import OMIT_NONE, decode, from_json
 
-STATUS_SCHEMA = "qmemo-node-status/2"
-METRICS_SCHEMA = "qmemo-node-metrics/2"
+STATUS_SCHEMA = "qmemo-node-status/3"
+METRICS_SCHEMA = "qmemo-node-metrics/3"
 
 # --- GET /status ------------------------------------------------------------------------
 

@@ -426,7 +426,7 @@ async def test_status_metrics_and_health_documents(producer):
                            "uptime_s", "version"}
     assert status["node"] == "node-0" and status["scheme"] == "Falcon-512"
     metrics = await (await client.get("/metrics")).json()
-    assert metrics["schema"] == "qmemo-node-metrics/2"
+    assert metrics["schema"] == "qmemo-node-metrics/3"
     for key in ("mempool", "tx", "verify", "blocks", "process", "event_loop_lag_ms", "net", "stages"):
         assert key in metrics
     assert list(metrics["stages"]["by_stage"]) == [*STAGES, OTHER]

@@ -101,4 +101,4 @@ async def test_a_node_of_another_version_is_named_not_half_read(aiohttp_server):
         with pytest.raises(NodeApiError) as unreadable:
             await client.metrics()
     assert unreadable.value.code == "unreadable"
-    assert "schema 'qmemo-node-metrics/0', expected 'qmemo-node-metrics/2'" in str(unreadable.value)
+    assert "schema 'qmemo-node-metrics/0', expected 'qmemo-node-metrics/3'" in str(unreadable.value)

@@ -49,18 +49,18 @@ def test_process_figures_a_node_could_not_measure_read_back_as_none():
 
 def test_status_and_metrics_name_their_format_first():
     assert list(over_the_wire(node_status()))[:2] == ["schema", "node"]
-    assert over_the_wire(metrics_snapshot())["schema"] == "qmemo-node-metrics/2"
+    assert over_the_wire(metrics_snapshot())["schema"] == "qmemo-node-metrics/3"
 
 
 def test_another_version_of_a_document_is_refused_in_one_line_naming_both():
     document = over_the_wire(metrics_snapshot())
-    document["schema"] = "qmemo-node-metrics/3"
+    document["schema"] = "qmemo-node-metrics/4"
     with pytest.raises(DecodeError, match=r"^/metrics is not a node's /metrics document \(schema "
-                                          r"'qmemo-node-metrics/3', expected 'qmemo-node-metrics/2'\).*newer"):
+                                          r"'qmemo-node-metrics/4', expected 'qmemo-node-metrics/3'\).*newer"):
         api_schema.decode_metrics(document)
     without = over_the_wire(node_status())
     del without["schema"]
-    with pytest.raises(DecodeError, match=r"schema None, expected 'qmemo-node-status/2'"):
+    with pytest.raises(DecodeError, match=r"schema None, expected 'qmemo-node-status/3'"):
         api_schema.decode_status(without)
 
 
