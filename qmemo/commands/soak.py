@@ -19,6 +19,8 @@ def register(parser: argparse.ArgumentParser) -> None:
                       help="run at 80%% of this sweep's saturation: what its highest unlimited stage committed per second")
     parser.add_argument("--duration", type=float, default=600.0, help="seconds of load (default 600)")
     parser.add_argument("--interval", type=float, default=5.0, help="seconds between samples (default 5)")
+    parser.add_argument("--cost-window", type=float, default=60.0,
+                        help="seconds between readings of each node's stage costs (default 60)")
     parser.add_argument("--out", type=Path, default=None, help="run folder (default runs/soak-<time>)")
     parser.add_argument("--devnet", type=Path, default=None, help="an existing devnet (default: a new one in OUT)")
     parser.add_argument("--validators", type=int, default=3, help="nodes, one per validator (default 3)")
@@ -48,8 +50,8 @@ def run(args: argparse.Namespace) -> int:
               f"limited); soaking at {rate:,.0f} TPS")
     else:
         rate = args.rate
-    if rate <= 0 or args.duration <= 0 or args.interval <= 0:
-        raise ConfigError("--rate, --duration and --interval must be above 0")
+    if rate <= 0 or args.duration <= 0 or args.interval <= 0 or args.cost_window <= 0:
+        raise ConfigError("--rate, --duration, --interval and --cost-window must be above 0")
     devnet = args.devnet
     if devnet is None:
         devnet = out / "devnet"
@@ -60,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
                                  max_clock_drift_ms=min(500, args.block_interval_ms // 2)))
     config = SoakConfig(devnet=devnet, validators=args.validators, out=out, rate_tps=rate,
                         duration_s=args.duration, interval_s=args.interval, base_port=args.base_port,
+                        cost_window_s=args.cost_window,
                         gen_args=("--batch", str(args.batch)) if args.batch else ())
     document = run_soak(config, progress=lambda line: print(line, flush=True))
     for name, figures in document["summary"].items():
@@ -79,7 +82,16 @@ def run(args: argparse.Namespace) -> int:
     load = document["load"]
     if load is not None:
         print(f"load: {'held' if load['held'] else 'NOT HELD'}, {load['committed_share']:.2%} committed ({load['rule']})")
+    costs = document["stage_costs"]
+    for name, figures in costs["summary"].items():
+        if "change" in figures:
+            print(f"{name}: {figures['stage']} {figures['first_us_per_tx']:.2f} -> {figures['last_us_per_tx']:.2f} µs "
+                  f"per admitted transaction over {figures['windows']} windows of {costs['window_s']:g} s "
+                  f"({figures['change']:+.1%}): {figures['verdict']}")
+        else:
+            print(f"{name}: {figures['stage']} cost: {figures['verdict']} ({figures['windows']} full windows under load)")
     print(f"verdict: {document['verdict']} ({document['rule']})")
+    print(f"store cost: {costs['verdict']} ({costs['rule']})")
     print(f"soak.json: {out / 'soak.json'}")
-    return 0 if (document["verdict"] == "flat" and accounting is not None and accounting["holds"]
-                 and load is not None and load["held"]) else 1
+    return 0 if (document["verdict"] == "flat" and costs["verdict"] != "not flat" and accounting is not None
+                 and accounting["holds"] and load is not None and load["held"]) else 1

@@ -14,6 +14,10 @@ mempool that fills and drains with every block moves RSS by a hundred MiB, and i
 minutes that swing alone fits a slope of hundreds of MiB per hour. A steady leak of one
 socket a minute, or of 2% of the process's memory in ten minutes, fails it.
 
+A second rule (`COST_RULE`, the soak's) judges a stage's CPU per transaction from one
+window under load to the next: the store's, in the last full window, at most
+`MAX_COST_RISE` above the first's.
+
 Pure: arithmetic on the samples given; no processes, files or clocks.
 """
 
@@ -77,3 +81,29 @@ def _stands_out(times_s: Sequence[float], values: Sequence[float], slope_per_h: 
     residuals = [v - (mean_v + slope_s * (t - mean_t)) for t, v in zip(times_s, values)]
     sigma = (sum(r * r for r in residuals) / n) ** 0.5
     return slope_s * (times_s[-1] - times_s[0]) > NOISE_SIGMAS * sigma
+
+
+# --- a stage's cost per transaction over the run ---------------------------------------------------
+#
+# The store's CPU per transaction must not rise as the chain grows: a store whose appends
+# or look-ups slow down with its size would lower the chain's capacity minute by minute.
+# The soak reads each node's stage costs (`/metrics` `stages`) once a window under load;
+# the rule compares the last full window's figure with the first's.
+
+COST_STAGE = "store"
+MAX_COST_RISE = 0.10
+COST_RULE = (f"on every node, the {COST_STAGE} stage's CPU per admitted transaction in the last full window under "
+             f"load at most {MAX_COST_RISE:.0%} above the first full window's")
+
+
+def stage_cost_summary(windows: Sequence[dict[str, Any]], stage: str = COST_STAGE) -> dict[str, Any]:
+    """One node's `stage` cost per transaction, first against last, from its full windows
+    under load in order ({"us_per_tx": {stage: µs}, ...}; windows that admitted nothing have
+    no figure and are left out)."""
+    figures = [w["us_per_tx"][stage] for w in windows if w.get("us_per_tx") and stage in w["us_per_tx"]]
+    if len(figures) < 2:
+        return {"stage": stage, "windows": len(figures), "verdict": TOO_FEW}
+    first, last = figures[0], figures[-1]
+    change = last / first - 1 if first > 0 else 0.0
+    return {"stage": stage, "windows": len(figures), "first_us_per_tx": first, "last_us_per_tx": last,
+            "max_us_per_tx": max(figures), "change": change, "verdict": GROWING if change > MAX_COST_RISE else FLAT}

@@ -4,10 +4,13 @@ sampled, to show that nothing grows without bound.
 `run_soak` starts the nodes (`qmemo node` processes, one per validator, each peering
 with all the others), runs the generator (`qmemo gen`) at one constant rate for the
 whole run, and every `interval_s` reads each node's resident set size and open file
-descriptors from /proc (Linux). It writes `soak.json`: the timeline, a per-node summary
+descriptors from /proc (Linux), and every `cost_window_s` each node's stage costs from its
+/metrics. It writes `soak.json`: the timeline, a per-node summary
 (least-squares slope per hour after a warm-up, and a verdict), and the generator's
 accounting at the end and whether the load held (`LOAD_RULE`: a soak whose load
-collapsed says nothing about memory under load). Every process it starts is stopped by PID when it ends, also on
+collapsed says nothing about memory under load), and each window's CPU per admitted
+transaction by stage with the store's judged first window against last
+(`qmemo.devnet.growth.COST_RULE`: a store that slows as the chain grows). Every process it starts is stopped by PID when it ends, also on
 an error, Ctrl-C, SIGTERM or SIGHUP (qmemo.interrupts).
 
 The verdict's rule (`FLAT_RULE`, also written into soak.json) is qmemo.devnet.growth's, which
@@ -33,13 +36,15 @@ from typing import Any
 
 import orjson
 
-from qmemo.devnet.growth import FLAT, FLAT_RULE, node_summary
+from qmemo.api_schema import MetricsSnapshot
+from qmemo.devnet.growth import COST_RULE, FLAT, FLAT_RULE, TOO_FEW, node_summary, stage_cost_summary
 from qmemo.errors import ConfigError
 from qmemo.interrupts import deferred, interrupt_on_signals, shielded
+from qmemo.load.node_stages import run_costs
 from qmemo.load.summary import Sweep
 from qmemo.net.client import base_url
 
-SOAK_SCHEMA = "qmemo-soak/2"
+SOAK_SCHEMA = "qmemo-soak/3"       # /3: stage_costs
 # The memory judged: a node's anonymous resident memory (RssAnon: heap, stacks). Its whole
 # resident set (VmRSS, kept in the timeline as rss_bytes) also counts the store's
 # memory-mapped file pages, page cache that rises with what the node reads, up to the map's
@@ -65,6 +70,7 @@ class SoakConfig:
     interval_s: float = 5.0
     base_port: int | None = None        # default: free ports
     gen_args: tuple[str, ...] = ()      # more `qmemo gen` flags (e.g. --batch)
+    cost_window_s: float = 60.0         # how often each node's stage costs are read
 
 
 # --- the load and the rate (pure) ------------------------------------------------------------
@@ -191,8 +197,11 @@ def run_soak(config: SoakConfig, progress: Callable[[str], None] = lambda line: 
             raise ConfigError(f"the generator could not prepare its workload; see {logs / 'generator-prepare.log'}")
         generator = processes.start("generator", gen, logs / "generator.log")
         began = time.monotonic()
+        readings: list[tuple[float, dict[str, MetricsSnapshot | None]]] = [(0.0, _read_metrics(urls))]
         while generator.poll() is None:
             t_s = round(time.monotonic() - began, 3)
+            if t_s >= readings[-1][0] + config.cost_window_s:
+                readings.append((t_s, _read_metrics(urls)))
             for name, pid in nodes.items():
                 try:
                     rss, anon, fds = proc_sample(pid)
@@ -211,13 +220,49 @@ def run_soak(config: SoakConfig, progress: Callable[[str], None] = lambda line: 
         with shielded():
             exit_codes = processes.stop_all()
         restore_signals()
-    document = _document(config, started_utc, nodes, timeline, exit_codes)
+    document = _document(config, started_utc, nodes, timeline, exit_codes, _cost_windows(urls, readings))
     (config.out / "soak.json").write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
     return document
 
 
+def _read_metrics(urls: list[str]) -> dict[str, MetricsSnapshot | None]:
+    """Every node's /metrics document by URL (None: it did not answer)."""
+    import asyncio
+
+    from qmemo.load.run import read_metrics
+    from qmemo.net.client import open_clients
+
+    async def read() -> list[MetricsSnapshot | None]:
+        async with open_clients(urls) as clients:
+            return await read_metrics(clients)
+    return dict(zip(urls, asyncio.run(read())))
+
+
+def _cost_windows(urls: list[str], readings: list[tuple[float, dict[str, MetricsSnapshot | None]]]
+                  ) -> list[dict[str, Any]]:
+    """Each node's CPU per admitted transaction by stage between consecutive readings."""
+    windows = []
+    for (start_s, before), (end_s, after) in zip(readings, readings[1:]):
+        for i, url in enumerate(urls):
+            start, end = before.get(url), after.get(url)
+            costs = run_costs(url, start, end) if start is not None and end is not None else None
+            windows.append({"node": f"node-{i}", "t_start_s": start_s, "t_end_s": end_s,
+                            "admitted": None if costs is None else costs.admitted,
+                            "us_per_tx": None if costs is None else costs.us_per_tx()})
+    return windows
+
+
+def full_windows(windows: list[dict[str, Any]], window_s: float, duration_s: float, slack_s: float
+                 ) -> list[dict[str, Any]]:
+    """The windows of a whole `window_s` that ended while the generator was still sending
+    (within `slack_s` of its `duration_s`): the drain after the load admits next to nothing,
+    and a short window's figure is noise."""
+    return [w for w in windows if w["t_end_s"] - w["t_start_s"] >= 0.9 * window_s
+            and w["t_end_s"] <= duration_s + slack_s]
+
+
 def _document(config: SoakConfig, started_utc: str, nodes: dict[str, int], timeline: list[dict[str, Any]],
-              exit_codes: dict[str, int | None]) -> dict[str, Any]:
+              exit_codes: dict[str, int | None], windows: list[dict[str, Any]]) -> dict[str, Any]:
     summaries = {name: node_summary([{**s, "rss_bytes": s["rss_anon_bytes"]} for s in timeline if s["node"] == name])
                  for name in nodes}
     gen_summary = config.out / "gen" / "summary.json"
@@ -228,10 +273,17 @@ def _document(config: SoakConfig, started_utc: str, nodes: dict[str, int], timel
         accounting = {"counts": counts, "identity": "committed + rejected + lost + failed + unsent = planned",
                       "holds": counts["committed"] + counts["rejected_total"] + counts["lost"] + counts["failed"]
                       + counts["unsent"] == counts["planned"] == counts["accounted"]}
+    under_load = full_windows(windows, config.cost_window_s, config.duration_s, 2 * config.interval_s)
+    costs = {name: stage_cost_summary([w for w in under_load if w["node"] == name]) for name in nodes}
+    verdicts = {summary["verdict"] for summary in costs.values()}
+    stage_costs = {"window_s": config.cost_window_s, "rule": COST_RULE, "summary": costs, "windows": windows,
+                   "verdict": (TOO_FEW if not costs or TOO_FEW in verdicts
+                               else FLAT if verdicts == {FLAT} else "not flat")}
     return {
         "schema": SOAK_SCHEMA, "started_utc": started_utc, "rate_tps": config.rate_tps,
         "duration_s": config.duration_s, "interval_s": config.interval_s, "devnet": str(config.devnet),
         "nodes": nodes, "exit_codes": exit_codes, "rule": FLAT_RULE, "memory": JUDGED_MEMORY,
         "verdict": FLAT if summaries and all(s["verdict"] == FLAT for s in summaries.values()) else "not flat",
-        "summary": summaries, "accounting": accounting, "load": load, "timeline": timeline,
+        "summary": summaries, "accounting": accounting, "load": load, "stage_costs": stage_costs,
+        "timeline": timeline,
     }

@@ -24,10 +24,10 @@ pytestmark = pytest.mark.slow
 def test_a_short_soak_samples_every_node_checks_the_accounting_and_stops_everything(tmp_path: Path):
     out = tmp_path / "soak"
     with contextlib.redirect_stdout(io.StringIO()) as printed:
-        status = qmemo_main(["soak", "--rate", "60", "--duration", "12", "--interval", "1", "--out", str(out),
-                             "--accounts", "30", "--block-interval-ms", "500"])
+        status = qmemo_main(["soak", "--rate", "60", "--duration", "12", "--interval", "1", "--cost-window", "3",
+                             "--out", str(out), "--accounts", "30", "--block-interval-ms", "500"])
     document = orjson.loads((out / "soak.json").read_bytes())
-    assert document["schema"] == "qmemo-soak/2" and set(document["nodes"]) == {"node-0", "node-1", "node-2"}
+    assert document["schema"] == "qmemo-soak/3" and set(document["nodes"]) == {"node-0", "node-1", "node-2"}
     assert document["memory"].startswith("anonymous")
     for name in document["nodes"]:
         node_samples = [s for s in document["timeline"] if s["node"] == name]
@@ -38,7 +38,16 @@ def test_a_short_soak_samples_every_node_checks_the_accounting_and_stops_everyth
     assert accounting["holds"] and accounting["counts"]["planned"] == 720, printed.getvalue()
     assert document["load"]["held"] == (document["load"]["committed_share"] >= 0.99), document["load"]
     assert document["verdict"] in ("flat", "not flat")
-    assert status == (0 if document["verdict"] == "flat" and document["load"]["held"] else 1)
+    costs = document["stage_costs"]            # each node's stage costs read every 3 s under load
+    for name in document["nodes"]:
+        windows = [w for w in costs["windows"] if w["node"] == name]
+        assert len(windows) >= 3 and all(w["t_end_s"] - w["t_start_s"] >= 3 for w in windows)
+        loaded = [w for w in windows if w["admitted"]]
+        assert loaded and all(w["us_per_tx"]["store"] > 0 and w["us_per_tx"]["verify"] > 0 for w in loaded), windows
+        assert costs["summary"][name]["verdict"] in ("flat", "growing", "too few samples")
+    assert costs["verdict"] in ("flat", "not flat", "too few samples")
+    assert status == (0 if document["verdict"] == "flat" and costs["verdict"] != "not flat"
+                      and document["load"]["held"] else 1)
     assert "verdict:" in printed.getvalue() and "identity holds" in printed.getvalue()
     for pid in document["nodes"].values():        # every node stopped
         with pytest.raises(ProcessLookupError):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from qmemo.devnet.growth import MAX_FD_GROWTH_PER_HOUR, node_summary, slope_per_hour
-from qmemo.devnet.soak import load_judgement, saturation_tps
+from qmemo.devnet.growth import MAX_FD_GROWTH_PER_HOUR, node_summary, slope_per_hour, stage_cost_summary
+from qmemo.devnet.soak import full_windows, load_judgement, saturation_tps
 from qmemo.errors import ConfigError
 from qmemo.load.summary import SWEEP_SCHEMA, Sweep, SweepRow
 
@@ -81,3 +81,25 @@ def test_a_soak_whose_load_collapsed_is_not_held_even_with_the_identity_intact()
     assert load_judgement({"planned": 1000, "committed": 990})["held"] is True
     assert load_judgement({"planned": 1000, "committed": 989})["held"] is False
     assert load_judgement({"planned": 0, "committed": 0})["held"] is False
+
+
+def window(store_us: float | None, start: float = 0.0, end: float = 60.0) -> dict:
+    return {"node": "node-0", "t_start_s": start, "t_end_s": end, "admitted": 0 if store_us is None else 1000,
+            "us_per_tx": None if store_us is None else {"store": store_us, "verify": 5.0}}
+
+
+def test_the_store_cost_is_judged_last_full_window_against_the_first():
+    flat = stage_cost_summary([window(7.0), window(9.0), window(7.69)])          # +9.9%: within the limit
+    assert flat["verdict"] == "flat" and flat["first_us_per_tx"] == 7.0 and flat["last_us_per_tx"] == 7.69
+    assert flat["max_us_per_tx"] == 9.0 and flat["change"] == pytest.approx(0.0986, abs=1e-4)
+    assert stage_cost_summary([window(7.0), window(7.8)])["verdict"] == "growing"
+    assert stage_cost_summary([window(7.0), window(None), window(6.0)])["verdict"] == "flat"    # idle left out
+    assert stage_cost_summary([window(7.0), window(None)])["verdict"] == "too few samples"
+    assert stage_cost_summary([window(7.0), window(9.0)], stage="verify")["verdict"] == "flat"
+
+
+def test_only_whole_windows_that_ended_under_load_are_judged():
+    windows = [window(7.0, 0, 60), window(7.1, 60, 120.4), window(7.2, 120.4, 150), window(30.0, 150, 211),
+               window(7.3, 215, 275)]
+    kept = full_windows(windows, 60.0, duration_s=200.0, slack_s=10.0)
+    assert [w["us_per_tx"]["store"] for w in kept] == [7.0, 7.1]     # a 29.6 s window; two ending after 200 + 10 s
