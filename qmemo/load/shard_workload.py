@@ -26,8 +26,7 @@ from pathlib import Path
 from qmemo.core.hashing import Domain, blake3_512
 from qmemo.core.receipts import receipt_id
 from qmemo.load.sender import Batch
-from qmemo.load.workload import Account, PlanShape, _read_cache, _sign_all, _write_cache, assign, previous_nonces
-from qmemo.net.wire import encode_tx_batch
+from qmemo.load.workload import Account, PlanShape, assign, previous_nonces, sign_chunks, signed_batches
 
 
 
@@ -72,22 +71,12 @@ def build_shard(shard: int, chain_id: int, shape: PlanShape, accounts: list[list
     items = [(account, nonce, accounts[k][r].address) for (account, nonce), (k, r) in zip(senders, recipients)]
     key = _cache_key(genesis_hash, scheme, chain_id, shape, pct, own)
     cache_file = cache_dir / f"{key}.bin" if cache_dir else None
-    ids, loaded = _read_cache(cache_file, shape.count) if cache_file and cache_file.is_file() else ([], None)
-    if loaded is not None:
-        encodings = loaded
-        if progress:
-            progress(shape.count)
-    else:
-        ids, encodings = _sign_all(items, own, scheme=scheme, chain_id=chain_id, fee=fee, progress=progress)
-        if cache_file:
-            _write_cache(cache_file, ids, encodings)
-    batches = [Batch(first, min(first + shape.batch_size, shape.count), target,
-                     encode_tx_batch(encodings[first:first + shape.batch_size]))
-               for first, target in zip(range(0, shape.count, shape.batch_size), targets)]
+    ids, batches, from_cache = signed_batches(
+        cache_file, shape, targets,
+        lambda: sign_chunks(items, own, scheme=scheme, chain_id=chain_id, fee=fee), progress)
     destinations = [k for k, _ in recipients]
     cross = {i: receipt_id(chain_id, ids[i]) for i, k in enumerate(destinations) if k != shard}
-    return ShardWorkload(shard, chain_id, ids, batches, previous_nonces(senders), destinations, cross,
-                         loaded is not None)
+    return ShardWorkload(shard, chain_id, ids, batches, previous_nonces(senders), destinations, cross, from_cache)
 
 
 def _cache_key(genesis_hash: bytes, scheme: str, chain_id: int, shape: PlanShape, pct: float,

@@ -26,8 +26,9 @@ keys = [scheme.keypair() for _ in range(3)]
 accounts = [workload.Account(k.public_key, k.secret_key, derive_address(scheme.info.scheme_id, k.public_key), 0)
             for k in keys]
 workload.PROCESS_SIGNING_MIN = 1
-workload._sign_all([(i % 3, i // 3) for i in range(300_000)], accounts, scheme="Falcon-512", chain_id=5, fee=2,
-                   progress=None)
+for _ in workload.sign_chunks([(i % 3, i // 3) for i in range(300_000)], accounts, scheme="Falcon-512", chain_id=5,
+                             fee=2):
+    pass
 """
 
 

@@ -5,7 +5,8 @@ from collections import defaultdict
 import pytest
 
 from qmemo.errors import ConfigError
-from qmemo.load.workload import Account, PlanShape, assign, cache_key, previous_nonces
+from qmemo.load.workload import Account, PlanShape, assign, cache_key, previous_nonces, signed_batches
+from qmemo.net.wire import encode_tx_batch
 
 NODES = ("http://a", "http://b", "http://c")
 
@@ -70,7 +71,10 @@ def test_signing_on_threads_or_processes_gives_the_plan_in_order(monkeypatch, pr
     senders = [(i % 3, i // 3) for i in range(30)]
     monkeypatch.setattr(workload, "PROCESS_SIGNING_MIN", 1 if processes else 10**9)
     monkeypatch.setattr(workload, "SIGN_CHUNK", 1)          # 10-transaction chunks on processes, 1 on threads
-    ids, encodings = workload._sign_all(senders, accounts, scheme="Falcon-512", chain_id=5, fee=2, progress=None)
+    chunks = list(workload.sign_chunks(senders, accounts, scheme="Falcon-512", chain_id=5, fee=2))
+    assert [len(chunk_ids) for chunk_ids, _ in chunks] == ([10] * 3 if processes else [1] * 30)
+    ids = [tx_id for chunk_ids, _ in chunks for tx_id in chunk_ids]
+    encodings = [encoding for _, chunk_encodings in chunks for encoding in chunk_encodings]
     txs = [Transaction.decode(encoding) for encoding in encodings]
     assert [tx.id for tx in txs] == ids and len(set(ids)) == 30
     assert [(tx.public_key, tx.nonce) for tx in txs] == [(keys[a].public_key, n) for a, n in senders]
@@ -88,3 +92,69 @@ def test_the_cache_key_ignores_the_nodes_urls_but_not_how_many_there_are():
 
 def test_previous_nonces_link_each_transaction_to_its_senders_one_before():
     assert list(previous_nonces([(0, 5), (1, 0), (0, 6), (2, 3), (1, 1), (0, 7)])) == [-1, -1, 0, -1, 1, 2]
+
+
+# --- signing into framed batches, and the cache ------------------------------------------------
+
+def fake_chunks(count: int, chunk: int) -> list[tuple[list[bytes], list[bytes]]]:
+    """A plan's (ids, encodings) chunks without signing: transaction i is i's bytes."""
+    out = []
+    for start in range(0, count, chunk):
+        numbers = range(start, min(start + chunk, count))
+        out.append(([n.to_bytes(64, "little") for n in numbers], [b"tx%d" % n * (1 + n % 3) for n in numbers]))
+    return out
+
+
+def framed(shape: PlanShape, targets: list[str]) -> list[tuple[int, int, str, bytes]]:
+    chunks = fake_chunks(shape.count, 1)
+    encodings = [chunk[1][0] for chunk in chunks]
+    return [(first, min(first + shape.batch_size, shape.count), targets[k],
+             encode_tx_batch(encodings[first:first + shape.batch_size]))
+            for k, first in enumerate(range(0, shape.count, shape.batch_size))]
+
+
+def as_tuples(batches) -> list[tuple[int, int, str, bytes]]:
+    return [(batch.first, batch.last, batch.target, batch.body) for batch in batches]
+
+
+def test_signed_chunks_are_framed_into_the_plans_batches_whatever_the_chunk_size(tmp_path):
+    shape = PlanShape(23, 5, ("a", "b"), "round-robin", 0)
+    targets = ["a", "b", "a", "b", "a"]
+    for chunk in (1, 4, 7, 23):
+        ids, batches, from_cache = signed_batches(None, shape, targets, lambda: iter(fake_chunks(23, chunk)), None)
+        assert ids == [n.to_bytes(64, "little") for n in range(23)] and not from_cache
+        assert as_tuples(batches) == framed(shape, targets)
+
+
+def test_the_cache_gives_back_the_same_plan_and_a_bad_one_is_signed_again(tmp_path):
+    shape = PlanShape(23, 5, ("a",), "single", 0)
+    targets = ["a"] * 5
+    cache = tmp_path / "workloads" / "plan.bin"
+    signed = []
+
+    def sign():
+        signed.append(1)
+        return iter(fake_chunks(23, 7))
+    advanced = []
+    first = signed_batches(cache, shape, targets, sign, advanced.append)
+    assert cache.is_file() and not first[2] and sum(advanced) == 23 and len(signed) == 1
+    again = signed_batches(cache, shape, targets, sign, advanced.append)
+    assert again[2] and len(signed) == 1 and again[0] == first[0] and as_tuples(again[1]) == as_tuples(first[1])
+    assert sum(advanced) == 46
+    for spoil in (lambda data: data[:-3], lambda data: data + b"x", lambda data: b"qmemo-workload/0\n" + data[17:]):
+        cache.write_bytes(spoil(cache.read_bytes()))
+        redone = signed_batches(cache, shape, targets, sign, None)
+        assert not redone[2] and as_tuples(redone[1]) == as_tuples(first[1])
+    assert len(signed) == 4 and signed_batches(cache, shape, targets, sign, None)[2]    # rewritten whole
+
+
+def test_a_plan_not_signed_to_the_end_leaves_no_cache_file(tmp_path):
+    shape = PlanShape(23, 5, ("a",), "single", 0)
+    cache = tmp_path / "plan.bin"
+
+    def broken():
+        yield fake_chunks(23, 7)[0]
+        raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        signed_batches(cache, shape, ["a"] * 5, broken, None)
+    assert list(tmp_path.iterdir()) == []
