@@ -338,3 +338,21 @@ async def test_settled_waits_for_queued_and_in_flight_appends(tmp_path: Path, mo
     await journal.settled()                         # nothing pending: returns at once
     journal.close()
     assert _reopened(tmp_path) == [b"first", b"second"]
+
+
+def test_compaction_waits_until_the_journal_is_several_times_what_the_last_one_left(tmp_path: Path):
+    # Each compaction rewrites what the last one left: waiting for COMPACT_GROWTH times that
+    # keeps the rewriting to a third of what is appended (at 2 it was all of it again).
+    import qmemo.node.journal as journal_module
+
+    journal = Journal(tmp_path, "test")
+    journal.read_back()
+    left = 10 * journal_module.MIN_COMPACT_BYTES
+    journal.compacted_bytes = left
+    journal.size_bytes = journal_module.COMPACT_GROWTH * left - 1
+    assert journal_module.COMPACT_GROWTH >= 4 and not journal.wants_compaction()
+    journal.size_bytes += 1
+    assert journal.wants_compaction()
+    journal.compacted_bytes, journal.size_bytes = 0, journal_module.MIN_COMPACT_BYTES - 1
+    assert not journal.wants_compaction()                # below the floor, whatever the growth
+    journal.close()
