@@ -1,10 +1,12 @@
-"""A lean `POST /txs` for the load generator's send path: HTTP/1.1 written straight to
-kept-alive connections, the answer read by its Content-Length.
+"""A lean POST of a binary batch - the load generator's `POST /txs` and a node's relay,
+`POST /peer/txs`: HTTP/1.1 written straight to kept-alive connections, the answer read
+by its Content-Length.
 
 Why not the node client's aiohttp session: the generator sends a batch every 20 ms of
 its schedule (~50 requests a second, bodies of a few hundred KB) and shares the
 machine's cores with the nodes it measures, so its own CPU per request is taken from
-them. aiohttp's client runs several hundred Python calls per request (its request and
+them; a node relays every batch a client sent it to each peer, as many requests again.
+aiohttp's client runs several hundred Python calls per request (its request and
 response objects, header multidicts, timers, the payload writer); this writes the head
 and the body to the transport in one call and parses the status line and headers of
 the answer, nothing more. `python -m qmemo.bench.gen_standin` with `scripts/gen-cpu.sh`
@@ -177,10 +179,13 @@ class LeanPosts:
             raise ValueError(f"a node URL must be http://host:port, got {url!r}")
         return LeanNode(url.rstrip("/"), (split.hostname, split.port or 80), split.netloc, self)
 
-    async def post(self, node: LeanNode, path: str, body: bytes, timeout_s: float) -> Answer:
-        """POST `body` to `path` on `node`: the answer, any status; NodeUnreachable if none came."""
+    async def post(self, node: LeanNode, path: str, body: bytes, timeout_s: float,
+                   headers: tuple[tuple[str, str], ...] = ()) -> Answer:
+        """POST `body` to `path` on `node` (with `headers` besides the binary content type
+        and length): the answer, any status; NodeUnreachable if none came."""
+        extra = "".join(f"{name}: {value}\r\n" for name, value in headers)
         head = (f"POST {path} HTTP/1.1\r\nHost: {node.netloc}\r\nContent-Type: application/octet-stream\r\n"
-                f"Content-Length: {len(body)}\r\n\r\n").encode()
+                f"{extra}Content-Length: {len(body)}\r\n\r\n").encode()
         exchange: _Exchange | None = None
         sent = False
         try:

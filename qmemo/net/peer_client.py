@@ -21,7 +21,8 @@ from __future__ import annotations
 import asyncio
 import aiohttp
 
-from qmemo.errors import DecodeError, PeerError, PeerRefused
+from qmemo.errors import DecodeError, NodeUnreachable, PeerError, PeerRefused
+from qmemo.net.lean_post import LeanPosts
 from qmemo.net.wire import MAX_SYNC_BLOCKS, decode_block_batch, decode_receipt_batch, loads
 from qmemo.node.metrics import NodeMetrics
 from qmemo.node.peers import PeerTip
@@ -29,24 +30,34 @@ from qmemo.node.stages import RELAY, thread_cpu_ns
 
 BINARY = {"Content-Type": "application/octet-stream"}
 ORIGIN_HEADER = "X-Qmemo-Origin"
-ANY_STATUS = tuple(range(100, 600))       # `_call` raises on none: the caller reads the status
 
 
 class HttpPeer:
-    """One peer, reached through a shared `aiohttp.ClientSession`."""
+    """One peer, reached through a shared `aiohttp.ClientSession`; relayed batches through
+    shared lean connections (`posts`, qmemo.net.lean_post: a few hundred fewer Python calls
+    per request than aiohttp's client, for the call a node makes most often)."""
 
     def __init__(self, url: str, session: aiohttp.ClientSession, metrics: NodeMetrics, origin: str,
-                 timeout_s: float = 10.0) -> None:
+                 timeout_s: float = 10.0, *, posts: LeanPosts) -> None:
         self.url = url.rstrip("/")
         self._session = session
         self._metrics = metrics
         self._headers = {**BINARY, ORIGIN_HEADER: origin}
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._timeout_s = timeout_s
+        self._origin = ((ORIGIN_HEADER, origin),)
+        self._relay = posts.node(self.url)
 
     async def send_txs(self, frames: bytes, count: int) -> None:
         """A binary batch of `count` framed transactions (framed once, by the ledger)."""
         self._metrics.stages.lap(RELAY, thread_cpu_ns(), count)
-        status, payload = await self._call("POST", "/peer/txs", body=frames, accept=ANY_STATUS)
+        try:
+            answer = await self._relay.posts.post(self._relay, "/peer/txs", frames, self._timeout_s, self._origin)
+        except NodeUnreachable as exc:
+            raise PeerError(str(exc)) from None
+        status, payload = answer.status, answer.body
+        self._metrics.bytes_out += len(frames)
+        self._metrics.bytes_in += len(payload)
         if status != 200:
             # It answered: the batch reached it, and sending it again would only double its
             # load (a 429 mempool full) or be refused again (a 413): PeerRefused, which the

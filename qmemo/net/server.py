@@ -8,7 +8,7 @@ loop on request (`--event-loop asyncio`). docs/methodology.md section 12 has the
 Order at start: listen first (so /health answers 503 while the store opens), then start
 the node. Order at stop: stop accepting requests, let the ones in flight finish, stop the
 node (it finishes the block write under way and closes the store), close the peer
-session.
+session and the relay's connections.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from qmemo.crypto.verifier import load_shard_genesis
 from qmemo.errors import ConfigError, KeyFileError
 from qmemo.net.app import make_app
 from qmemo.net.client_faults import NodeRunner
+from qmemo.net.lean_post import LeanPosts
 from qmemo.net.peer_client import HttpPeer
 from qmemo.node.config import NodeConfig
 from qmemo.node.heap import GC_YOUNG_THRESHOLD, pin_mmap_threshold
@@ -59,9 +60,11 @@ async def serve(config: NodeConfig, *, stop: asyncio.Event | None = None) -> Non
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64))
-    node.attach_peers([HttpPeer(url, session, node.metrics, config.url, config.peer_timeout_s)
+    # The relay sends one batch at a time to each peer: a connection each, and one spare.
+    relay_posts = LeanPosts(connections=len(config.peers) + len(config.shard_peers) + 1)
+    node.attach_peers([HttpPeer(url, session, node.metrics, config.url, config.peer_timeout_s, posts=relay_posts)
                        for url in config.peers],
-                      [HttpPeer(url, session, node.metrics, config.url, config.peer_timeout_s)
+                      [HttpPeer(url, session, node.metrics, config.url, config.peer_timeout_s, posts=relay_posts)
                        for url in config.shard_peers])
     runner = NodeRunner(make_app(node), access_log=None, handle_signals=False, shutdown_timeout=5.0)
     await runner.setup()
@@ -71,6 +74,7 @@ async def serve(config: NodeConfig, *, stop: asyncio.Event | None = None) -> Non
     except OSError as exc:
         await runner.cleanup()
         await session.close()
+        relay_posts.close()
         raise ConfigError(f"cannot listen on {config.host}:{config.port}: {exc.strerror}") from None
     node.log.info("listening on %s", config.url)
     if not heap_pinned:
@@ -92,3 +96,4 @@ async def serve(config: NodeConfig, *, stop: asyncio.Event | None = None) -> Non
         await runner.cleanup()
         await node.stop()
         await session.close()
+        relay_posts.close()

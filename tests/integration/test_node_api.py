@@ -682,13 +682,14 @@ async def test_a_peer_refusing_our_block_is_the_peers_word_not_a_local_invalid_b
     import aiohttp
 
     from qmemo.errors import DecodeError, InvalidBlock, PeerError, PeerRefused
+    from qmemo.net.lean_post import LeanPosts
     from qmemo.net.peer_client import HttpPeer
 
     node, client = observer
     unscheduled = devnet.block(height=1, previous_hash=node.genesis.hash,
                                timestamp_ms=_genesis_time_ms(devnet) + 500, producer=2)
     async with aiohttp.ClientSession() as session:
-        peer = HttpPeer(str(client.make_url("")), session, node.metrics, origin="http://us")
+        peer = HttpPeer(str(client.make_url("")), session, node.metrics, origin="http://us", posts=LeanPosts(2))
         with pytest.raises(PeerRefused) as refused:
             await peer.send_block(unscheduled.encode())
         assert (refused.value.peer_code, refused.value.peer_status) == ("wrong_producer", 422)
@@ -711,12 +712,14 @@ async def test_a_peer_without_the_block_ids_call_is_sent_the_whole_block(devnet,
     from aiohttp import web
 
     from qmemo.errors import PeerError
+    from qmemo.net.lean_post import LeanPosts
     from qmemo.net.peer_client import HttpPeer
     from qmemo.node.metrics import NodeMetrics, VerifyMetrics
 
     server = await aiohttp_client(web.Application())
     async with aiohttp.ClientSession() as session:
-        peer = HttpPeer(str(server.make_url("")), session, NodeMetrics(VerifyMetrics(threads=1)), origin="http://us")
+        peer = HttpPeer(str(server.make_url("")), session, NodeMetrics(VerifyMetrics(threads=1)), origin="http://us",
+                        posts=LeanPosts(2))
         assert await peer.send_block_ids(b"ids") == "missing"
         with pytest.raises(PeerError):          # the whole block's call is never taken for "missing"
             await peer.send_block(b"block")

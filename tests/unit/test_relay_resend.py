@@ -82,6 +82,7 @@ async def test_a_batch_the_peer_answered_with_an_error_is_refused_not_unanswered
     from aiohttp import ClientSession, web
     from aiohttp.test_utils import TestServer
 
+    from qmemo.net.lean_post import LeanPosts
     from qmemo.net.peer_client import HttpPeer
 
     answers = [web.json_response({"error": "mempool_full", "detail": "full"}, status=429),
@@ -89,13 +90,16 @@ async def test_a_batch_the_peer_answered_with_an_error_is_refused_not_unanswered
     seen: list[int] = []
 
     async def peer_txs(request: web.Request) -> web.Response:
+        assert request.headers["X-Qmemo-Origin"] == "http://us"
+        assert request.content_type == "application/octet-stream"
         seen.append(len(await request.read()))
         return answers.pop(0)
 
     app = web.Application()
     app.router.add_post("/peer/txs", peer_txs)
     async with TestServer(app) as server, ClientSession() as session:
-        peer = HttpPeer(str(server.make_url("")), session, NodeMetrics(VerifyMetrics(threads=1)), origin="http://us")
+        peer = HttpPeer(str(server.make_url("")), session, NodeMetrics(VerifyMetrics(threads=1)), origin="http://us",
+                        posts=LeanPosts(2))
         with pytest.raises(PeerRefused) as full:
             await peer.send_txs(encode_frames([b"tx"]), 1)
         assert (full.value.peer_code, full.value.peer_status) == ("mempool_full", 429)
