@@ -104,6 +104,6 @@ def stage_cost_summary(windows: Sequence[dict[str, Any]], stage: str = COST_STAG
     if len(figures) < 2:
         return {"stage": stage, "windows": len(figures), "verdict": TOO_FEW}
     first, last = figures[0], figures[-1]
-    change = last / first - 1 if first > 0 else 0.0
+    change = last / first - 1 if first > 0 else (float("inf") if last > 0 else 0.0)
     return {"stage": stage, "windows": len(figures), "first_us_per_tx": first, "last_us_per_tx": last,
             "max_us_per_tx": max(figures), "change": change, "verdict": GROWING if change > MAX_COST_RISE else FLAT}

@@ -255,10 +255,15 @@ def _cost_windows(urls: list[str], readings: list[tuple[float, dict[str, Metrics
 def full_windows(windows: list[dict[str, Any]], window_s: float, duration_s: float, slack_s: float
                  ) -> list[dict[str, Any]]:
     """The windows of a whole `window_s` that ended while the generator was still sending
-    (within `slack_s` of its `duration_s`): the drain after the load admits next to nothing,
-    and a short window's figure is noise."""
-    return [w for w in windows if w["t_end_s"] - w["t_start_s"] >= 0.9 * window_s
-            and w["t_end_s"] <= duration_s + slack_s]
+    (within `slack_s` of its `duration_s`) and that admitted at least 90% of the median
+    such window: the drain after the load admits next to nothing, a short window's figure
+    is noise, and the first window also holds the generator's start (reading a plan of
+    gigabytes), where a block's fixed costs spread over fewer transactions."""
+    whole = [w for w in windows if w["t_end_s"] - w["t_start_s"] >= 0.9 * window_s
+             and w["t_end_s"] <= duration_s + slack_s]
+    admitted = sorted(w["admitted"] or 0 for w in whole)
+    floor = 0.9 * admitted[len(admitted) // 2] if admitted else 0
+    return [w for w in whole if (w["admitted"] or 0) >= floor]
 
 
 def _document(config: SoakConfig, started_utc: str, nodes: dict[str, int], timeline: list[dict[str, Any]],

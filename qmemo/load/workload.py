@@ -48,6 +48,7 @@ PAYLOAD_BYTES = TX_BODY_BYTES - FIXED_BYTES - 2      # 2: the signature-length f
 TARGETING = ("round-robin", "random", "single")
 _CACHE_MAGIC = b"qmemo-workload/1\n"
 _RECORD = struct.Struct("<64sI")                     # tx id, encoding length
+_MAX_CACHED_BYTES = 1 << 20                          # a transaction is a few KB
 Chunk = tuple[list[bytes], list[bytes]]              # (ids, encodings) of consecutive planned transactions
 # Plans this large are signed on processes: below it, starting them (a second or two of
 # imports each) costs more than the GIL does.
@@ -195,7 +196,7 @@ def _frame(chunks: Iterator[Chunk], shape: PlanShape, targets: list[str], write:
                 break
             batches.append(Batch(first, first + size, targets[len(batches)], encode_tx_batch(waiting[:size])))
             del waiting[:size]
-        if progress and write is not None:
+        if progress:
             progress(len(chunk[0]))
     if len(ids) != shape.count or waiting:
         raise _StaleCache
@@ -292,7 +293,7 @@ def _cache_writer(path: Path | None) -> Iterator[Callable[[Chunk], None] | None]
         yield None
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")    # two generators signing the same plan write apart
     try:
         with tmp.open("wb") as out:
             out.write(_CACHE_MAGIC)
@@ -321,6 +322,8 @@ def _cache_chunks(path: Path, count: int, per_chunk: int = SIGN_CHUNK * 10) -> I
                 if len(head) != _RECORD.size:
                     raise _StaleCache
                 tx_id, length = _RECORD.unpack(head)
+                if length > _MAX_CACHED_BYTES:        # a damaged length: never a buffer of gigabytes
+                    raise _StaleCache
                 encoding = cached.read(length)
                 if len(encoding) != length:
                     raise _StaleCache

@@ -175,7 +175,7 @@ class LeanPosts:
     def node(self, url: str) -> LeanNode:
         """The poster for one node's base URL (http://host:port)."""
         split = urlsplit(url)
-        if split.scheme != "http" or split.hostname is None:
+        if split.scheme != "http" or split.hostname is None or split.path not in ("", "/") or split.query:
             raise ValueError(f"a node URL must be http://host:port, got {url!r}")
         return LeanNode(url.rstrip("/"), (split.hostname, split.port or 80), split.netloc, self)
 

@@ -60,12 +60,17 @@ async def serve(config: NodeConfig, *, stop: asyncio.Event | None = None) -> Non
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64))
-    # The relay sends one batch at a time to each peer: a connection each, and one spare.
+    # The relay sends one batch at a time to each peer (shard peers are sent none): a
+    # connection each is enough.
     relay_posts = LeanPosts(connections=len(config.peers) + len(config.shard_peers) + 1)
-    node.attach_peers([HttpPeer(url, session, node.metrics, config.url, config.peer_timeout_s, posts=relay_posts)
-                       for url in config.peers],
-                      [HttpPeer(url, session, node.metrics, config.url, config.peer_timeout_s, posts=relay_posts)
-                       for url in config.shard_peers])
+    try:
+        node.attach_peers([HttpPeer(url, session, node.metrics, config.url, config.peer_timeout_s, posts=relay_posts)
+                           for url in config.peers],
+                          [HttpPeer(url, session, node.metrics, config.url, config.peer_timeout_s, posts=relay_posts)
+                           for url in config.shard_peers])
+    except ValueError as exc:       # a peer URL that is not http://host:port
+        await session.close()
+        raise ConfigError(f"--peers / --shard-peers: {exc}") from None
     runner = NodeRunner(make_app(node), access_log=None, handle_signals=False, shutdown_timeout=5.0)
     await runner.setup()
     site = web.TCPSite(runner, config.host, config.port, reuse_address=True)

@@ -252,3 +252,11 @@ def test_keep_alive_follows_the_version_and_the_connection_header():
 def test_a_node_url_must_be_plain_http():
     with pytest.raises(ValueError, match="http://host:port"):
         LeanPosts(1).node("https://127.0.0.1:8000")
+
+
+async def test_only_a_bare_http_host_and_port_names_a_node():
+    posts = LeanPosts(1)
+    assert posts.node("http://127.0.0.1:8001/").address == ("127.0.0.1", 8001)
+    for bad in ("https://127.0.0.1:8001", "127.0.0.1:8001", "http://127.0.0.1:8001/prefix", "http://h:1/?a=b"):
+        with pytest.raises(ValueError, match="must be http://host:port"):
+            posts.node(bad)

@@ -126,6 +126,23 @@ def test_signed_chunks_are_framed_into_the_plans_batches_whatever_the_chunk_size
         assert as_tuples(batches) == framed(shape, targets)
 
 
+def test_signing_reports_its_progress_with_or_without_a_cache(tmp_path):
+    shape = PlanShape(23, 5, ("a",), "single", 0)
+    for cache in (None, tmp_path / "plan.bin"):
+        advanced: list[int] = []
+        signed_batches(cache, shape, ["a"] * 5, lambda: iter(fake_chunks(23, 7)), advanced.append)
+        assert advanced == [7, 7, 7, 2]
+
+
+def test_a_cache_record_claiming_gigabytes_is_signed_again_not_read(tmp_path):
+    import struct
+    shape = PlanShape(3, 5, ("a",), "single", 0)
+    cache = tmp_path / "plan.bin"
+    cache.write_bytes(b"qmemo-workload/1\n" + struct.pack("<64sI", bytes(64), 0xFFFF_FFF0) + b"x" * 10)
+    ids, _, from_cache = signed_batches(cache, shape, ["a"], lambda: iter(fake_chunks(3, 3)), None)
+    assert not from_cache and len(ids) == 3
+
+
 def test_the_cache_gives_back_the_same_plan_and_a_bad_one_is_signed_again(tmp_path):
     shape = PlanShape(23, 5, ("a",), "single", 0)
     targets = ["a"] * 5

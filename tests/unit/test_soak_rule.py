@@ -83,8 +83,8 @@ def test_a_soak_whose_load_collapsed_is_not_held_even_with_the_identity_intact()
     assert load_judgement({"planned": 0, "committed": 0})["held"] is False
 
 
-def window(store_us: float | None, start: float = 0.0, end: float = 60.0) -> dict:
-    return {"node": "node-0", "t_start_s": start, "t_end_s": end, "admitted": 0 if store_us is None else 1000,
+def window(store_us: float | None, start: float = 0.0, end: float = 60.0, admitted: int = 1000) -> dict:
+    return {"node": "node-0", "t_start_s": start, "t_end_s": end, "admitted": 0 if store_us is None else admitted,
             "us_per_tx": None if store_us is None else {"store": store_us, "verify": 5.0}}
 
 
@@ -103,3 +103,13 @@ def test_only_whole_windows_that_ended_under_load_are_judged():
                window(7.3, 215, 275)]
     kept = full_windows(windows, 60.0, duration_s=200.0, slack_s=10.0)
     assert [w["us_per_tx"]["store"] for w in kept] == [7.0, 7.1]     # a 29.6 s window; two ending after 200 + 10 s
+
+
+def test_a_window_that_admitted_well_below_the_others_is_not_judged():
+    # The first window holds the generator's start: fewer admitted, a block's fixed costs
+    # over fewer transactions, a higher first figure that would hide growth.
+    windows = [window(14.0, 0, 60, admitted=391_000), window(13.3, 60, 120, admitted=540_900),
+               window(13.5, 120, 180, admitted=541_000), window(13.8, 180, 240, admitted=540_500)]
+    kept = full_windows(windows, 60.0, duration_s=240.0, slack_s=10.0)
+    assert [w["us_per_tx"]["store"] for w in kept] == [13.3, 13.5, 13.8]
+    assert stage_cost_summary([window(0.0), window(2.0)])["verdict"] == "growing"      # from nothing to something
