@@ -73,7 +73,7 @@ def build_shard(shard: int, chain_id: int, shape: PlanShape, accounts: list[list
     cache_file = cache_dir / f"{key}.bin" if cache_dir else None
     ids, batches, from_cache = signed_batches(
         cache_file, shape, targets,
-        lambda: sign_chunks(items, own, scheme=scheme, chain_id=chain_id, fee=fee), progress)
+        sign_chunks(items, own, scheme=scheme, chain_id=chain_id, fee=fee), progress)
     destinations = [k for k, _ in recipients]
     cross = {i: receipt_id(chain_id, ids[i]) for i, k in enumerate(destinations) if k != shard}
     return ShardWorkload(shard, chain_id, ids, batches, previous_nonces(senders), destinations, cross, from_cache)

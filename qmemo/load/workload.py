@@ -30,7 +30,7 @@ import threading
 import time
 from array import array
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -149,16 +149,16 @@ def build(shape: PlanShape, accounts: list[Account], *, scheme: str, chain_id: i
     key = cache_key(genesis_hash, scheme, chain_id, shape, accounts)   # the genesis hash commits to the fee
     ids, batches, from_cache = signed_batches(
         cache_dir / f"{key}.bin" if cache_dir else None, shape, batch_targets,
-        lambda: sign_chunks(senders, accounts, scheme=scheme, chain_id=chain_id, fee=fee), progress)
+        sign_chunks(senders, accounts, scheme=scheme, chain_id=chain_id, fee=fee), progress)
     return Workload(ids, batches, from_cache, previous_nonces(senders))
 
 
 def signed_batches(cache_file: Path | None, shape: PlanShape, targets: list[str],
-                   sign: Callable[[], Iterator[Chunk]], progress: Callable[[int], None] | None
+                   signed: Generator[Chunk, None, None], progress: Callable[[int], None] | None
                    ) -> tuple[list[bytes], list[Batch], bool]:
     """The plan's transaction ids and framed batches, and whether they came from the cache:
-    read from `cache_file` when it holds the plan, else signed (`sign()`, chunk by chunk in
-    plan order) and cached. A transaction's bytes are framed into their batch as soon as the
+    read from `cache_file` when it holds the plan, else signed (`signed`: `sign_chunks`,
+    which signs nothing until it is read, chunk by chunk in plan order) and cached. A transaction's bytes are framed into their batch as soon as the
     batch is complete and then dropped, so the plan is held once (the framed batches), not
     twice or three times over: a 5-minute plan at 9,000 TPS is 4.9 GB of Falcon-512
     transactions, and holding each twice put the generator past this machine's 24 GB."""
@@ -171,8 +171,9 @@ def signed_batches(cache_file: Path | None, shape: PlanShape, targets: list[str]
             if progress:
                 progress(shape.count)
             return ids, batches, True
-    with _cache_writer(cache_file) as write:
-        ids, batches = _frame(sign(), shape, targets, write, progress)
+    # Closed on the way out, whatever happens: its pool of signers stops at once.
+    with _cache_writer(cache_file) as write, contextlib.closing(signed):
+        ids, batches = _frame(signed, shape, targets, write, progress)
     return ids, batches, False
 
 
@@ -204,7 +205,7 @@ def _frame(chunks: Iterator[Chunk], shape: PlanShape, targets: list[str], write:
 
 
 def sign_chunks(senders: list[tuple[int, int]] | list[tuple[int, int, bytes]], accounts: list[Account], *,
-                scheme: str, chain_id: int, fee: int) -> Iterator[Chunk]:
+                scheme: str, chain_id: int, fee: int) -> Generator[Chunk, None, None]:
     """Every planned transaction signed, as (ids, encodings) chunks in plan order."""
     workers = os.cpu_count() or 1
     context: dict[str, object] | None = None        # None: each worker process has its own

@@ -236,6 +236,11 @@ class LeanNode:
     netloc: str                  # the Host header
     posts: LeanPosts
 
+    async def post(self, path: str, body: bytes, timeout_s: float,
+                   headers: tuple[tuple[str, str], ...] = ()) -> Answer:
+        """POST a binary body to `path` on this node: the answer, any status."""
+        return await self.posts.post(self, path, body, timeout_s, headers)
+
     async def post_txs(self, body: bytes, *, timeout_s: float) -> Answer:
         """`POST /txs` with a binary batch: the answer, any status."""
-        return await self.posts.post(self, "/txs", body, timeout_s)
+        return await self.post("/txs", body, timeout_s)

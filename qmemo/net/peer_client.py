@@ -52,7 +52,7 @@ class HttpPeer:
         """A binary batch of `count` framed transactions (framed once, by the ledger)."""
         self._metrics.stages.lap(RELAY, thread_cpu_ns(), count)
         try:
-            answer = await self._relay.posts.post(self._relay, "/peer/txs", frames, self._timeout_s, self._origin)
+            answer = await self._relay.post("/peer/txs", frames, self._timeout_s, self._origin)
         except NodeUnreachable as exc:
             raise PeerError(str(exc)) from None
         status, payload = answer.status, answer.body

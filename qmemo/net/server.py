@@ -61,16 +61,12 @@ async def serve(config: NodeConfig, *, stop: asyncio.Event | None = None) -> Non
         loop.add_signal_handler(sig, stop.set)
     session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64))
     # The relay sends one batch at a time to each peer (shard peers are sent none): a
-    # connection each is enough.
-    relay_posts = LeanPosts(connections=len(config.peers) + len(config.shard_peers) + 1)
-    try:
-        node.attach_peers([HttpPeer(url, session, node.metrics, config.url, config.peer_timeout_s, posts=relay_posts)
-                           for url in config.peers],
-                          [HttpPeer(url, session, node.metrics, config.url, config.peer_timeout_s, posts=relay_posts)
-                           for url in config.shard_peers])
-    except ValueError as exc:       # a peer URL that is not http://host:port
-        await session.close()
-        raise ConfigError(f"--peers / --shard-peers: {exc}") from None
+    # connection each. The peers' URLs are http://host:port (NodeConfig checks them).
+    relay_posts = LeanPosts(connections=max(1, len(config.peers)))
+    node.attach_peers([HttpPeer(url, session, node.metrics, config.url, config.peer_timeout_s, posts=relay_posts)
+                       for url in config.peers],
+                      [HttpPeer(url, session, node.metrics, config.url, config.peer_timeout_s, posts=relay_posts)
+                       for url in config.shard_peers])
     runner = NodeRunner(make_app(node), access_log=None, handle_signals=False, shutdown_timeout=5.0)
     await runner.setup()
     site = web.TCPSite(runner, config.host, config.port, reuse_address=True)

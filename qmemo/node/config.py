@@ -24,6 +24,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -52,6 +53,7 @@ class Setting:
     choices: tuple[str, ...] = ()          # the allowed values of a string, compared case-insensitively
     expected: str | None = None            # what the refusal says is expected, where the bounds say too little
     example: Any = None                    # shown (commented out) by --print-config for a default of None
+    urls: bool = False                     # each item of a list is a node's base URL, http://host:port
 
 
 def setting(default: Any = dataclasses.MISSING, help: str = "", *, default_factory: Any = dataclasses.MISSING,
@@ -72,13 +74,14 @@ class NodeConfig:
     # address says nothing to another machine when it is 0.0.0.0 or behind NAT.
     advertise: str | None = setting(None, "URL other nodes reach this node at (default http://<host>:<port>)",
                                     example="http://203.0.113.7:8000")
-    peers: tuple[str, ...] = setting((), "peer base URLs, e.g. [\"http://127.0.0.1:8001\"]")
+    peers: tuple[str, ...] = setting((), "peer base URLs, e.g. [\"http://127.0.0.1:8001\"]", urls=True)
     # A sharded genesis (qmemo.core.shards): which shard this node runs - a validator's key
     # names its own; an observer needs this - and the other shards' nodes, which it pulls
     # cross-shard receipts from (qmemo.node.receipt_transport).
     shard: int | None = setting(None, "the shard this node runs (default: its validator key's)", low=0,
                                 example=0)
-    shard_peers: tuple[str, ...] = setting((), "base URLs of the other shards' nodes (receipts are pulled from them)")
+    shard_peers: tuple[str, ...] = setting((), "base URLs of the other shards' nodes (receipts are pulled from them)",
+                                           urls=True)
     receipt_pull_interval_s: float = setting(0.25, "how often a shard's node asks another shard for receipts, "
                                              "seconds", low=0, above=True)
     name: str | None = setting(None, "name in logs and metrics (default: node-<validator index>, or node-<port>)",
@@ -219,11 +222,19 @@ def _checked(name: str, value: Any, field_: dataclasses.Field, where: str) -> An
         if not isinstance(value, list | tuple) or not all(isinstance(item, str) for item in value):
             raise refuse("a list of strings (or one comma-separated string)")
         value = tuple(item.strip().rstrip("/") for item in value if item.strip())
+        if rule.urls and not all(_base_url(item) for item in value):
+            raise refuse("base URLs of the form http://host:port")
     else:  # a new field type: teach this function, or leave the field without SETTING metadata
         raise TypeError(f"NodeConfig.{name}: no file check for type {kind}")
     if isinstance(value, int | float) and not _in_range(value, rule):
         raise refuse(_expected(rule, "a whole number" if kind == "int" else "a number"))
     return value
+
+
+def _base_url(url: str) -> bool:
+    """http://host:port, nothing after it (the peers are called by path from there)."""
+    split = urlsplit(url)
+    return split.scheme == "http" and split.hostname is not None and split.path in ("", "/") and not split.query
 
 
 def _in_range(value: float, rule: Setting) -> bool:

@@ -45,6 +45,9 @@ def test_json_config_file_is_read_too(tmp_path: Path):
     ({**REQUIRED, "no_such_setting": 1}, "unknown node setting(s): no_such_setting"),
     ({**REQUIRED, "verify_threads": -1}, "verify_threads must be 0 (verify on the event loop) or more"),
     ({**REQUIRED, "port": 70000}, "port must be a TCP port, a whole number from 0 to 65535, got 70000"),
+    ({**REQUIRED, "peers": "https://127.0.0.1:8001"}, "peers must be base URLs of the form http://host:port"),
+    ({**REQUIRED, "peers": "127.0.0.1:8001"}, "peers must be base URLs of the form http://host:port"),
+    ({**REQUIRED, "shard_peers": ["http://h:8001/prefix"]}, "shard_peers must be base URLs of the form http://host:port"),
 ])
 def test_unusable_settings_are_refused_by_name(settings, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):

@@ -105,6 +105,10 @@ def fake_chunks(count: int, chunk: int) -> list[tuple[list[bytes], list[bytes]]]
     return out
 
 
+def iter_chunks(chunks):
+    yield from chunks
+
+
 def framed(shape: PlanShape, targets: list[str]) -> list[tuple[int, int, str, bytes]]:
     chunks = fake_chunks(shape.count, 1)
     encodings = [chunk[1][0] for chunk in chunks]
@@ -121,7 +125,7 @@ def test_signed_chunks_are_framed_into_the_plans_batches_whatever_the_chunk_size
     shape = PlanShape(23, 5, ("a", "b"), "round-robin", 0)
     targets = ["a", "b", "a", "b", "a"]
     for chunk in (1, 4, 7, 23):
-        ids, batches, from_cache = signed_batches(None, shape, targets, lambda: iter(fake_chunks(23, chunk)), None)
+        ids, batches, from_cache = signed_batches(None, shape, targets, iter_chunks(fake_chunks(23, chunk)), None)
         assert ids == [n.to_bytes(64, "little") for n in range(23)] and not from_cache
         assert as_tuples(batches) == framed(shape, targets)
 
@@ -130,7 +134,7 @@ def test_signing_reports_its_progress_with_or_without_a_cache(tmp_path):
     shape = PlanShape(23, 5, ("a",), "single", 0)
     for cache in (None, tmp_path / "plan.bin"):
         advanced: list[int] = []
-        signed_batches(cache, shape, ["a"] * 5, lambda: iter(fake_chunks(23, 7)), advanced.append)
+        signed_batches(cache, shape, ["a"] * 5, iter_chunks(fake_chunks(23, 7)), advanced.append)
         assert advanced == [7, 7, 7, 2]
 
 
@@ -139,7 +143,7 @@ def test_a_cache_record_claiming_gigabytes_is_signed_again_not_read(tmp_path):
     shape = PlanShape(3, 5, ("a",), "single", 0)
     cache = tmp_path / "plan.bin"
     cache.write_bytes(b"qmemo-workload/1\n" + struct.pack("<64sI", bytes(64), 0xFFFF_FFF0) + b"x" * 10)
-    ids, _, from_cache = signed_batches(cache, shape, ["a"], lambda: iter(fake_chunks(3, 3)), None)
+    ids, _, from_cache = signed_batches(cache, shape, ["a"], iter_chunks(fake_chunks(3, 3)), None)
     assert not from_cache and len(ids) == 3
 
 
@@ -149,20 +153,20 @@ def test_the_cache_gives_back_the_same_plan_and_a_bad_one_is_signed_again(tmp_pa
     cache = tmp_path / "workloads" / "plan.bin"
     signed = []
 
-    def sign():
+    def sign():            # counted once read: a plan served from the cache signs nothing
         signed.append(1)
-        return iter(fake_chunks(23, 7))
+        yield from fake_chunks(23, 7)
     advanced = []
-    first = signed_batches(cache, shape, targets, sign, advanced.append)
+    first = signed_batches(cache, shape, targets, sign(), advanced.append)
     assert cache.is_file() and not first[2] and sum(advanced) == 23 and len(signed) == 1
-    again = signed_batches(cache, shape, targets, sign, advanced.append)
+    again = signed_batches(cache, shape, targets, sign(), advanced.append)
     assert again[2] and len(signed) == 1 and again[0] == first[0] and as_tuples(again[1]) == as_tuples(first[1])
     assert sum(advanced) == 46
     for spoil in (lambda data: data[:-3], lambda data: data + b"x", lambda data: b"qmemo-workload/0\n" + data[17:]):
         cache.write_bytes(spoil(cache.read_bytes()))
-        redone = signed_batches(cache, shape, targets, sign, None)
+        redone = signed_batches(cache, shape, targets, sign(), None)
         assert not redone[2] and as_tuples(redone[1]) == as_tuples(first[1])
-    assert len(signed) == 4 and signed_batches(cache, shape, targets, sign, None)[2]    # rewritten whole
+    assert len(signed) == 4 and signed_batches(cache, shape, targets, sign(), None)[2]    # rewritten whole
 
 
 def test_a_plan_not_signed_to_the_end_leaves_no_cache_file(tmp_path):
@@ -173,5 +177,25 @@ def test_a_plan_not_signed_to_the_end_leaves_no_cache_file(tmp_path):
         yield fake_chunks(23, 7)[0]
         raise KeyboardInterrupt
     with pytest.raises(KeyboardInterrupt):
-        signed_batches(cache, shape, ["a"] * 5, broken, None)
+        signed_batches(cache, shape, ["a"] * 5, broken(), None)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_signers_are_stopped_at_once_when_framing_fails(tmp_path):
+    # sign_chunks shuts its pool of signers down when closed: a failure while framing
+    # (Ctrl-C, a full disk under the cache) must close it then, not when it is collected.
+    shape = PlanShape(23, 5, ("a",), "single", 0)
+    stopped = []
+
+    def sign():
+        try:
+            yield from fake_chunks(23, 7)
+        finally:
+            stopped.append(1)
+
+    def interrupted(_count):
+        raise KeyboardInterrupt
+    signing = sign()
+    with pytest.raises(KeyboardInterrupt):
+        signed_batches(tmp_path / "plan.bin", shape, ["a"] * 5, signing, interrupted)
+    assert stopped == [1]
