@@ -122,8 +122,10 @@ def read_node_bench(path: Path) -> NodeBench:
         c_source = display_path(Path(baseline["source"])) if "ops_per_s" in baseline else None
         note = (f"from `{c_source}`, run `{baseline['run_id']}`{', quick' if baseline.get('quick') else ''}"
                 if c_source else f"no C baseline at the time: {baseline.get('missing') or baseline.get('error')}")
+        # With several rounds, each thread count's median run (files from before rounds: every run).
         runs = tuple(NodeRun(r["threads"], r["admitted_per_s"], r["admitted_per_cpu_s"], r["node_cores_busy"],
-                             r["node_cpu_us_per_tx"], r["ratio_to_c_single_core"]) for r in document["runs"])
+                             r["node_cpu_us_per_tx"], r["ratio_to_c_single_core"])
+                     for r in document["runs"] if r.get("median", True))
         parameters = document["parameters"]
         return NodeBench(path, parameters["scheme"], parameters["txs"], baseline.get("ops_per_s"), c_source, note, runs,
                          document["speedup_2_vs_1_threads"], document["admission_breakdown_us_per_tx"],

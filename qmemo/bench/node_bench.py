@@ -6,7 +6,8 @@ Method:
    checks, signature verification in the pool, mempool insertion, the JSON answer).
 2. Every transaction is signed before any node starts (a thread pool; never timed), and
    framed into binary `POST /txs` bodies of `--batch` transactions.
-3. For each verify-thread count (`--threads 1,2`): a fresh `qmemo node` subprocess, a
+3. For each verify-thread count (`--threads 1,2`), `--rounds` times (the counts' order
+   reversed every other round, so neither always runs first): a fresh `qmemo node` subprocess, a
    warm-up of `--warmup` transactions, then the rest sent over loopback with
    `--concurrency` requests in flight. Measured: wall time from the first request to the
    last answer, and the node process's CPU time (user + system, every thread, from
@@ -63,20 +64,24 @@ class NodeBenchConfig:
     batch: int = 500                     # transactions per request
     concurrency: int = 4                 # requests in flight
     threads: tuple[int, ...] = (1, 2)    # verify-thread counts, one node run each (0: the node verifies inline)
+    # Node runs per thread count. One run's CPU per transaction moved by up to ±8% from
+    # run to run on this 2-core machine with the same code; the figures are the median
+    # run's, and the spread is in the file.
+    rounds: int = 3
     scheme: str = "Falcon-512"
     verifier: str = DEFAULT_VERIFIER     # the node's Falcon verifier, and the references'
     gil_switch_interval_s: float | None = None   # the node's sys.setswitchinterval (None: its default)
 
     def __post_init__(self) -> None:
         if self.txs < self.batch or self.batch < 1 or self.concurrency < 1 or not self.threads \
-                or min(self.threads) < 0 or self.warmup < 0:
-            raise ConfigError("need --txs >= --batch >= 1, --concurrency >= 1, --warmup >= 0 and thread counts "
-                              ">= 0 (0: verify inline)")
+                or min(self.threads) < 0 or self.warmup < 0 or self.rounds < 1:
+            raise ConfigError("need --txs >= --batch >= 1, --concurrency >= 1, --warmup >= 0, --rounds >= 1 and "
+                              "thread counts >= 0 (0: verify inline)")
         backend_of("Falcon-512", self.verifier)    # an unknown verifier is refused before any work
 
     def parameters(self) -> dict[str, Any]:
         return {"scheme": self.scheme, "txs": self.txs, "warmup": self.warmup, "batch": self.batch,
-                "concurrency": self.concurrency, "threads": list(self.threads),
+                "concurrency": self.concurrency, "threads": list(self.threads), "rounds": self.rounds,
                 "gil_switch_interval_s": self.gil_switch_interval_s, "verifier": self.verifier}
 
 
@@ -91,8 +96,9 @@ def run_node_bench(config: NodeBenchConfig, progress: Callable[[str], None]) -> 
         breakdown = admission_breakdown(devnet, transactions[:4000], config.verifier, config.batch)
         runs = [run_node(workdir, devnet, transactions, threads, batch=config.batch, warmup=config.warmup,
                          concurrency=config.concurrency, gil_switch_interval_s=config.gil_switch_interval_s,
-                         verifier=config.verifier, progress=progress)
-                for threads in config.threads]
+                         verifier=config.verifier, progress=progress, round_=round_)
+                for round_ in range(config.rounds)
+                for threads in (config.threads if round_ % 2 == 0 else config.threads[::-1])]
     document = summarize(config.parameters(), runs, references, c_baseline_reference(config.scheme), breakdown)
     document["machine"] = machine_info()
     return document

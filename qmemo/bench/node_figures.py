@@ -3,6 +3,7 @@ result document ("qmemo-node-bench/1"). Pure arithmetic on the measurements."""
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 from qmemo.bench.node_setup import PAYLOAD_BYTES
@@ -37,21 +38,23 @@ def summarize(parameters: dict[str, Any], runs: list[dict[str, Any]],
                                                   "ctypes_verify")
                                     if label in references and per_cpu}
     speedup = gain_share = None
-    by_threads = {run["threads"]: run for run in runs}
+    by_threads = median_runs(runs)
     if 1 in by_threads and 2 in by_threads:
-        speedup = by_threads[2]["admitted_per_s"] / by_threads[1]["admitted_per_s"]
+        speedup = statistics.median(r["admitted_per_s"] for r in runs if r["threads"] == 2) / \
+            statistics.median(r["admitted_per_s"] for r in runs if r["threads"] == 1)
         # What the second thread bought, over what a second thread bought a bare verify loop
         # in this run (the cores the machine really gave: ~2x idle, less when shared).
         machine = references.get("two_threads_verify", {}).get("speedup")
         gain_share = (speedup - 1) / (machine - 1) if machine and machine > 1 else None
     return {
         "schema": SCHEMA,
-        "headline": headline(parameters["verifier"], runs, references, breakdown),
+        "headline": headline(parameters["verifier"], list(by_threads.values()), references, breakdown),
         "parameters": {**parameters, "payload_bytes": PAYLOAD_BYTES},
         "c_baseline": baseline,
         "same_run_references": references,
         "admission_breakdown_us_per_tx": breakdown,
         "runs": runs,
+        "rounds": spread(runs, DISTURBED_SPREAD),
         "speedup_2_vs_1_threads": speedup,
         "thread_gain_share": gain_share,
         # The node's own work per admitted transaction against the protocol's floor (`floor_ratio`),
@@ -61,6 +64,35 @@ def summarize(parameters: dict[str, Any], runs: list[dict[str, Any]],
 
 
 NATIVE_LOOPS = ("kernel_verify", "native_loop_verify")
+DISTURBED_SPREAD = 0.15     # node CPU per transaction between a count's runs: more, and the runs look disturbed
+
+
+def median_runs(runs: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """For each thread count, its run with the median node CPU per transaction (the lower
+    of the two middle ones for an even count), marked `"median": true`; the figures that
+    describe a thread count are that run's."""
+    chosen: dict[int, dict[str, Any]] = {}
+    for threads in dict.fromkeys(run["threads"] for run in runs):
+        mine = sorted((run for run in runs if run["threads"] == threads), key=lambda run: run["node_cpu_us_per_tx"])
+        chosen[threads] = mine[(len(mine) - 1) // 2]
+    for run in runs:
+        run["median"] = any(run is pick for pick in chosen.values())
+    return chosen
+
+
+def spread(runs: list[dict[str, Any]], disturbed: float) -> dict[str, Any]:
+    """Each thread count's runs side by side (node CPU µs per transaction, admitted tx/s),
+    their spread (slowest over fastest CPU per transaction, less 1), and the counts whose
+    spread passes `disturbed`: the machine moved under the runs, so read the medians with
+    care and run again."""
+    counts: dict[str, Any] = {}
+    for threads in dict.fromkeys(run["threads"] for run in runs):
+        cpu = [run["node_cpu_us_per_tx"] for run in runs if run["threads"] == threads]
+        counts[str(threads)] = {"node_cpu_us_per_tx": cpu,
+                                "admitted_per_s": [run["admitted_per_s"] for run in runs if run["threads"] == threads],
+                                "spread": max(cpu) / min(cpu) - 1 if min(cpu) > 0 else None}
+    return {"by_threads": counts, "disturbed_above": disturbed,
+            "disturbed": [int(t) for t, c in counts.items() if c["spread"] is not None and c["spread"] > disturbed]}
 
 
 def headline(verifier: str, runs: list[dict[str, Any]], references: dict[str, Any],

@@ -34,22 +34,24 @@ NODE_READY_S = 30.0     # a node that is not answering /health by then has faile
 
 def run_node(workdir: Path, devnet: BenchDevnet, transactions: list[Transaction], threads: int, *,
              batch: int, warmup: int, concurrency: int, gil_switch_interval_s: float | None,
-             verifier: str, progress: Callable[[str], None]) -> dict[str, Any]:
-    """One node run with `threads` verify threads (0: verify inline); its measured figures."""
+             verifier: str, progress: Callable[[str], None], round_: int = 0) -> dict[str, Any]:
+    """One node run with `threads` verify threads (0: verify inline), a fresh node for
+    round `round_`; its measured figures."""
+    tag = f"{threads}-{round_}"
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    node_config = workdir / f"node-{threads}.json"
+    node_config = workdir / f"node-{tag}.json"
     settings = {"mempool_max_txs": 10 * len(transactions), "mempool_max_bytes": 1 << 34,
                 "mempool_max_per_sender": 10 * TXS_PER_ACCOUNT}
     if gil_switch_interval_s is not None:
         settings["gil_switch_interval_s"] = gil_switch_interval_s
     node_config.write_bytes(orjson.dumps(settings))
-    log = (workdir / f"node-{threads}.log").open("wb")
+    log = (workdir / f"node-{tag}.log").open("wb")
     qmemo = Path(sys.executable).with_name("qmemo")
     process = subprocess.Popen(
         [str(qmemo), "node", "--genesis", str(devnet.dir / GENESIS_FILE),
-         "--key", str(devnet.dir / validator_key_file(0)), "--data", str(workdir / f"data-{threads}"),
+         "--key", str(devnet.dir / validator_key_file(0)), "--data", str(workdir / f"data-{tag}"),
          "--port", str(port), "--verify-threads", str(threads), "--config", str(node_config),
          "--verifier", verifier, "--log-level", "WARNING"],
         stdout=log, stderr=subprocess.STDOUT)
@@ -58,7 +60,7 @@ def run_node(workdir: Path, devnet: BenchDevnet, transactions: list[Transaction]
               for i in range(0, len(transactions), batch)]
     warm = -(-warmup // batch)
     try:
-        progress(f"node with {threads} verify thread(s): admitting {len(transactions) - warm * batch:,} "
+        progress(f"node with {threads} verify thread(s), round {round_ + 1}: admitting {len(transactions) - warm * batch:,} "
                  "transactions ...")
         result = asyncio.run(_drive(url, process.pid, bodies[:warm], bodies[warm:], concurrency))
     finally:
@@ -71,12 +73,13 @@ def run_node(workdir: Path, devnet: BenchDevnet, transactions: list[Transaction]
     expected = sum(min(batch, len(transactions) - i)
                    for i in range(warm * batch, len(transactions), batch))
     if result["accepted"] != expected:
-        tail = (workdir / f"node-{threads}.log").read_text(errors="replace")[-2000:]
+        tail = (workdir / f"node-{tag}.log").read_text(errors="replace")[-2000:]
         raise BenchmarkError(f"the node accepted {result['accepted']} of {expected} transactions "
                            f"({result['answers']}); its log ends:\n{tail}")
     if result["verifier"] != verifier:
         raise BenchmarkError(f"the node verified with {result['verifier']!r}, not {verifier!r}")
     result["threads"] = threads
+    result["round"] = round_
     result["transactions"] = expected
     return result
 

@@ -41,14 +41,22 @@ async def read_body(request: web.Request, max_bytes: int) -> bytes:
     the client says how long it is, else as soon as the chunks read pass it.
 
     The chunks are joined once: aiohttp's `request.read()` grows a bytearray chunk by chunk
-    and then copies it into bytes, two more passes over a pushed block's ~13 MB."""
+    and then copies it into bytes, two more passes over a pushed block's ~13 MB. They are
+    taken one by one (`readchunk`), as the parser made them: `readany` joins whatever has
+    arrived into one more copy first (~5% of the event loop's time at 100,000 Falcon-512
+    transactions a second, `perf record` on `qmemo bench node`)."""
     if request.content_length is not None and request.content_length > max_bytes:
         raise TooLarge(f"the body is {request.content_length} bytes, the limit is {max_bytes}",
                        code="body_too_large")
     chunks: list[bytes] = []
     size = 0
     try:
-        while chunk := await request.content.readany():
+        while True:
+            chunk, chunk_end = await request.content.readchunk()
+            if not chunk:
+                if chunk_end:       # the end of one chunk of a chunked body: more may follow
+                    continue
+                break               # (b"", False): the body's end
             size += len(chunk)
             if size > max_bytes:
                 raise TooLarge(f"the body is over the limit of {max_bytes} bytes", code="body_too_large")

@@ -1,4 +1,4 @@
-"""`qmemo bench node`: a real, short run (one node, one verify thread, a few batches).
+"""`qmemo bench node`: a real, short run (one verify thread, two rounds of a node each, a few batches).
 
 Checks the result file's structure and that its numbers are positive and consistent
 with each other and with the flags; nothing here asserts a speed.
@@ -25,7 +25,8 @@ TXS, WARMUP, BATCH = 1000, 250, 250
 def document(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("node-bench") / "node.json"
     done = run_command([str(VENV_BIN / "qmemo"), "bench", "node", "--txs", str(TXS), "--warmup", str(WARMUP),
-                        "--batch", str(BATCH), "--concurrency", "2", "--threads", "1", "--out", str(out)],
+                        "--batch", str(BATCH), "--concurrency", "2", "--threads", "1", "--rounds", "2",
+                        "--out", str(out)],
                        timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"saved {out}" in done.stdout
@@ -35,10 +36,28 @@ def document(tmp_path_factory) -> dict:
 def test_the_document_names_its_schema_parameters_and_machine(document):
     assert document["schema"] == "qmemo-node-bench/1"
     assert document["parameters"] == {"scheme": "Falcon-512", "txs": TXS, "warmup": WARMUP, "batch": BATCH,
-                                      "concurrency": 2, "threads": [1], "payload_bytes": 188,
+                                      "concurrency": 2, "threads": [1], "rounds": 2, "payload_bytes": 188,
                                       "gil_switch_interval_s": None, "verifier": "fast"}
     assert document["machine"]
     assert document["speedup_2_vs_1_threads"] is None      # only one thread count ran
+
+
+def median_run(document: dict) -> dict:
+    [run] = [run for run in document["runs"] if run["median"]]
+    return run
+
+
+def test_each_round_is_a_node_run_and_the_figures_are_the_median_runs(document):
+    runs = document["runs"]
+    assert [(run["threads"], run["round"]) for run in runs] == [(1, 0), (1, 1)]
+    # Two runs: the median is the lower of the two middle ones, the one with less CPU per transaction.
+    assert median_run(document) is min(runs, key=lambda run: run["node_cpu_us_per_tx"])
+    rounds = document["rounds"]
+    cpu = [run["node_cpu_us_per_tx"] for run in runs]
+    assert rounds["by_threads"]["1"]["node_cpu_us_per_tx"] == cpu
+    assert rounds["by_threads"]["1"]["admitted_per_s"] == [run["admitted_per_s"] for run in runs]
+    assert rounds["by_threads"]["1"]["spread"] == pytest.approx(max(cpu) / min(cpu) - 1)
+    assert rounds["disturbed"] == ([1] if rounds["by_threads"]["1"]["spread"] > rounds["disturbed_above"] else [])
 
 def test_the_c_baseline_is_the_one_this_checkout_has(document):
     """What the document says of the C baseline is what results/latest holds: its rate,
@@ -58,15 +77,15 @@ def test_the_c_baseline_is_the_one_this_checkout_has(document):
 
 
 def test_every_offered_transaction_is_admitted_once(document):
-    [run] = document["runs"]
-    assert run["threads"] == 1
-    assert run["accepted"] == run["transactions"] == TXS    # admitted <= offered, and here all of them
-    # `answers` counts every request's HTTP status, the warm-up's included; `accepted` only the timed ones.
-    assert run["answers"] == {"200": (WARMUP + TXS) // BATCH}
+    for run in document["runs"]:        # each round's node is a fresh one
+        assert run["threads"] == 1
+        assert run["accepted"] == run["transactions"] == TXS    # admitted <= offered, and here all of them
+        # `answers` counts every request's HTTP status, the warm-up's included; `accepted` only the timed ones.
+        assert run["answers"] == {"200": (WARMUP + TXS) // BATCH}
 
 
 def test_rates_and_cpu_figures_are_positive_and_agree(document):
-    [run] = document["runs"]
+    run = median_run(document)
     assert run["wall_s"] > 0 and run["node_cpu_s"] > 0 and run["client_cpu_s"] >= 0
     assert run["admitted_per_s"] == pytest.approx(run["transactions"] / run["wall_s"])
     assert run["admitted_per_cpu_s"] == pytest.approx(run["transactions"] / run["node_cpu_s"])
@@ -101,7 +120,7 @@ def test_same_run_references_and_breakdown_are_measured(document):
 
 
 def test_headline_sets_the_node_against_its_own_verifiers_native_loop(document):
-    [run] = document["runs"]
+    run = median_run(document)
     head = document["headline"]
     assert head["verifier"] == run["verifier"] == "fast" and head["threads"] == 1
     assert head["admitted_per_cpu_s"] == run["admitted_per_cpu_s"]
@@ -128,7 +147,8 @@ def test_zero_verify_threads_runs_the_node_verifying_inline(tmp_path):
     """--threads 0 is a node that verifies on its event loop (qmemo node --verify-threads 0)."""
     out = tmp_path / "inline.json"
     done = run_command([str(VENV_BIN / "qmemo"), "bench", "node", "--txs", str(BATCH), "--warmup", "0",
-                        "--batch", str(BATCH), "--concurrency", "1", "--threads", "0", "--out", str(out)],
+                        "--batch", str(BATCH), "--concurrency", "1", "--threads", "0", "--rounds", "1",
+                        "--out", str(out)],
                        timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     [run] = json.loads(out.read_text())["runs"]

@@ -20,7 +20,7 @@ def test_zero_verify_threads_is_a_valid_node_bench_run():
 
 
 @pytest.mark.parametrize("kw", [{"threads": (-1,)}, {"threads": ()}, {"batch": 0}, {"txs": 10, "batch": 20},
-                                {"concurrency": 0}, {"warmup": -1}])
+                                {"concurrency": 0}, {"warmup": -1}, {"rounds": 0}])
 def test_impossible_node_bench_parameters_are_refused(kw):
     with pytest.raises(ConfigError):
         NodeBenchConfig(**kw)

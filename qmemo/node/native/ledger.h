@@ -231,6 +231,11 @@ uint64_t ledger_pending_nonce(const ledger *l, const uint8_t *addr);
 int ledger_verified(ledger *l, const uint8_t *id);                 /* locks */
 int ledger_remember_verified(ledger *l, const uint8_t *ids, size_t count, size_t stride); /* locks */
 void ledger_forget_verified(ledger *l, const uint8_t *id);        /* locks */
+/* The same, for many at once: the caller holds the lock around them. */
+void ledger_verified_lock(ledger *l);
+void ledger_verified_unlock(ledger *l);
+int ledger_verified_held(const ledger *l, const uint8_t *id);
+int ledger_remember_verified_held(ledger *l, const uint8_t *id);  /* 0, or -1 out of memory */
 
 /* What the pool evicted, and why (reported to the caller, for the metrics). */
 typedef struct {

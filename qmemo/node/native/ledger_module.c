@@ -316,26 +316,30 @@ static PyObject *BlockBody_verify(BlockBodyObject *self, PyObject *args) {
 		return PyErr_NoMemory();
 	}
 	Py_BEGIN_ALLOW_THREADS
+	ledger_verified_lock(&owner->l);
 	for (Py_ssize_t i = start; i < end; i++) {
 		qmemo_admit_record *rec = &self->recs[i];
 		if (rec->status == QMEMO_ADMIT_DECODED && rec->verdict == QMEMO_ADMIT_NOT_CHECKED &&
-		        !ledger_verified(&owner->l, rec->id)) {
+		        !ledger_verified_held(&owner->l, rec->id)) {
 			mask[i] = 1;
 			checked++;
 		}
 	}
+	ledger_verified_unlock(&owner->l);
 	if (checked) {
 		qmemo_admit_verify((const qmemo_admit_table *) (uintptr_t) table, v.body, v.body_length, self->recs,
 		                   (size_t) self->n, mask);
+		ledger_verified_lock(&owner->l);
 		for (Py_ssize_t i = start; i < end; i++) {
 			if (mask[i]) {
 				ns += self->recs[i].verify_ns;
 				if (self->recs[i].verdict == QMEMO_ADMIT_VALID) {
 					valid++;
-					ledger_remember_verified(&owner->l, self->recs[i].id, 1, ID_BYTES);
+					ledger_remember_verified_held(&owner->l, self->recs[i].id);
 				}
 			}
 		}
+		ledger_verified_unlock(&owner->l);
 	}
 	Py_END_ALLOW_THREADS
 	free(mask);
@@ -493,9 +497,10 @@ static PyObject *AdmitBatch_verify(AdmitBatchObject *self, PyObject *args) {
 	unsigned long long samples[SAMPLES];
 	int nsamples = 0;
 	Py_BEGIN_ALLOW_THREADS
+	ledger_verified_lock(l);
 	for (size_t k = start; k < end; k++) {
 		qmemo_admit_record *rec = &b->recs[b->candidates[k]];
-		if (ledger_verified(l, rec->id)) {
+		if (ledger_verified_held(l, rec->id)) {
 			rec->verdict = QMEMO_ADMIT_VALID;
 			hits++;
 		} else {
@@ -503,10 +508,12 @@ static PyObject *AdmitBatch_verify(AdmitBatchObject *self, PyObject *args) {
 			checked++;
 		}
 	}
+	ledger_verified_unlock(l);
 	if (checked) {
 		qmemo_admit_verify((const qmemo_admit_table *) (uintptr_t) table, b->body, b->body_length, b->recs, b->n,
 		                   mask);
 		size_t seen = 0, step = checked / SAMPLES + 1;
+		ledger_verified_lock(l);
 		for (size_t k = start; k < end; k++) {
 			qmemo_admit_record *rec = &b->recs[b->candidates[k]];
 			if (!mask[b->candidates[k]]) {
@@ -518,9 +525,10 @@ static PyObject *AdmitBatch_verify(AdmitBatchObject *self, PyObject *args) {
 			}
 			if (rec->verdict == QMEMO_ADMIT_VALID) {
 				valid++;
-				ledger_remember_verified(l, rec->id, 1, ID_BYTES);
+				ledger_remember_verified_held(l, rec->id);
 			}
 		}
+		ledger_verified_unlock(l);
 	}
 	Py_END_ALLOW_THREADS
 	free(mask);

@@ -330,6 +330,25 @@ int ledger_remember_verified(ledger *l, const uint8_t *ids, size_t count, size_t
 	return rc;
 }
 
+/* A verify slice's look-ups and additions take the lock once for the slice, not once per
+ * transaction: two verify threads taking it twice per signature each met on it often
+ * enough to cost more than the second thread gave. */
+void ledger_verified_lock(ledger *l) {
+	pthread_mutex_lock(&l->verified_lock);
+}
+
+void ledger_verified_unlock(ledger *l) {
+	pthread_mutex_unlock(&l->verified_lock);
+}
+
+int ledger_verified_held(const ledger *l, const uint8_t *id) {
+	return idring_get(&l->verified, id, NULL);
+}
+
+int ledger_remember_verified_held(ledger *l, const uint8_t *id) {
+	return idring_add(&l->verified, id, 0);
+}
+
 void ledger_forget_verified(ledger *l, const uint8_t *id) {
 	pthread_mutex_lock(&l->verified_lock);
 	idring_remove(&l->verified, id);

@@ -1,0 +1,116 @@
+"""Where the verify pool sends its jobs (qmemo.node.verify_pool): whole to the first
+thread while it keeps up, in one slice per thread once it is saturated or for a long
+batch on idle threads. The jobs here are stand-ins that
+record where and how they ran; the ledger's real verify calls are tested with the ledger."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from qmemo.node import verify_pool
+from qmemo.node.metrics import VerifyMetrics
+from qmemo.node.verify_pool import VerifyPool
+
+
+class Batch:
+    """An AdmitBatch stand-in: `candidates` signatures, each "verified" in `per_sig_ns`
+    (reported, not spent) after `hold` (an event the job waits for, or seconds to sleep)."""
+
+    def __init__(self, candidates: int, per_sig_ns: int = 4_000, hold: threading.Event | float | None = None):
+        self.candidates = candidates
+        self.per_sig_ns = per_sig_ns
+        self.hold = hold
+        self.calls: list[tuple[int, int, int]] = []     # (part, parts, the thread's ident)
+
+    def verify(self, table, part, parts):
+        if isinstance(self.hold, threading.Event):
+            assert self.hold.wait(10)
+        elif self.hold:
+            time.sleep(self.hold)
+        self.calls.append((part, parts, threading.get_ident()))
+        size = -(-self.candidates // parts)
+        checked = max(0, min(self.candidates, (part + 1) * size) - part * size)
+        return checked, checked, 0, checked * self.per_sig_ns, []
+
+
+def make_pool(threads: int) -> VerifyPool:
+    return VerifyPool(threads, VerifyMetrics(threads=threads), SimpleNamespace(table=1), None, verifier="fast")
+
+
+@pytest.fixture
+def pool():
+    pool = make_pool(2)
+    yield pool
+    pool.close()
+
+
+async def test_batches_that_keep_the_first_thread_up_all_go_to_it_whole(pool):
+    first = Batch(500)
+    await pool.verify_batch(first, "admission")       # nothing known yet: a first batch is sliced
+    assert sorted((part, parts) for part, parts, _ in first.calls) == [(0, 2), (1, 2)]
+    thread_0 = dict((part, ident) for part, _, ident in first.calls)[0]     # slice i runs on thread i
+    for _ in range(20):                               # 500 x 4 µs = 2 ms: under SPLIT_AFTER_NS
+        batch = Batch(500)
+        await pool.verify_batch(batch, "admission")
+        assert batch.calls == [(0, 1, thread_0)]
+    assert not pool.saturated
+
+
+async def test_a_long_batch_on_idle_threads_is_sliced_one_slice_per_thread(pool):
+    await pool.verify_batch(Batch(100), "admission")          # the mean: 4 µs a signature
+    long = Batch(2_000)                                       # 8 ms >= SPLIT_AFTER_NS (5 ms)
+    await pool.verify_batch(long, "block")
+    assert sorted((part, parts) for part, parts, _ in long.calls) == [(0, 2), (1, 2)]
+    assert len(set(ident for _, _, ident in long.calls)) == 2   # two threads, one slice each
+
+
+async def test_while_the_first_thread_keeps_up_the_others_wait_even_with_jobs_queued(pool):
+    await pool.verify_batch(Batch(100), "admission")          # known: short batches are not sliced
+    release = threading.Event()
+    batches = [Batch(100, hold=release) for _ in range(3)]
+    tasks = [asyncio.ensure_future(pool.verify_batch(batch, "admission")) for batch in batches]
+    await asyncio.sleep(0.05)
+    assert pool._backlog == [3, 0]      # not saturated: one running and two waiting on the first
+    release.set()
+    await asyncio.gather(*tasks)
+    assert len({batch.calls[0][2] for batch in batches}) == 1
+    assert pool._backlog == [0, 0]
+
+
+async def test_a_saturated_first_thread_brings_every_thread_in_until_they_relax(pool, monkeypatch):
+    monkeypatch.setattr(verify_pool, "WINDOW_NS", 100_000_000)
+    await pool.verify_batch(Batch(100), "admission")
+    pool._window_start = time.perf_counter_ns()
+    pool._busy_ns = 0
+    deadline = time.monotonic() + 0.25                          # busy all the time: saturated
+    while time.monotonic() < deadline:
+        await pool.verify_batch(Batch(100, hold=0.02), "admission")
+    batch = Batch(100)
+    await pool.verify_batch(batch, "admission")
+    assert pool.saturated
+    assert sorted((part, parts) for part, parts, _ in batch.calls) == [(0, 2), (1, 2)]
+    await asyncio.sleep(0.25)                                   # a window with nothing to do: relaxed
+    batch = Batch(100)
+    await pool.verify_batch(batch, "admission")
+    assert not pool.saturated
+    assert [(part, parts) for part, parts, _ in batch.calls] == [(0, 1)]
+
+
+async def test_one_thread_never_slices_and_no_thread_verifies_inline():
+    pool = make_pool(1)
+    try:
+        batch = Batch(5_000)
+        await pool.verify_batch(batch, "block")
+        assert [(part, parts) for part, parts, _ in batch.calls] == [(0, 1)]
+        assert batch.calls[0][2] != threading.get_ident()
+    finally:
+        pool.close()
+    inline = make_pool(0)
+    batch = Batch(5_000)
+    await inline.verify_batch(batch, "admission")
+    assert batch.calls == [(0, 1, threading.get_ident())]
