@@ -7,9 +7,9 @@ verifier table with the GIL released, remembers the ids that verified in the led
 verified set (so a block's validation finds them there), and hands back counts, the total
 verify time and a few sampled durations. No Python runs per signature.
 
-Each verify thread has its own queue. While the first thread keeps up (busy under
-`SATURATED` of the last `WINDOW_NS`), every job goes to it whole, and the other threads
-wait: while the event loop is the bottleneck, a second thread verifying at the same time
+Each verify thread has its own queue. A pool starts by using them all; once the first
+thread keeps up (busy under `SATURATED` of the last `WINDOW_NS`), every job goes to it
+whole, and the other threads wait: while the event loop is the bottleneck, a second thread verifying at the same time
 only takes a core from the loop (the node admitted 0.86-0.95x what one thread did, `qmemo
 bench node` with the fast verifier, when every batch was cut into one slice per thread).
 Once the first thread is saturated (liboqs's verifier, slower schemes) every batch is cut
@@ -76,7 +76,9 @@ class VerifyPool:
                            for _ in range(threads)]
         self._backlog = [0] * threads       # jobs given to each thread and not finished
         self._checked = self._checked_ns = 0    # signatures verified so far, and their time: a batch's estimate
-        self.saturated = False                  # slicing every batch across all threads
+        # Slicing every batch across all threads: until a first window has shown the first
+        # thread keeps up (a slow verifier then loses no time at the start).
+        self.saturated = threads > 1
         self._window_start = time.perf_counter_ns()
         self._busy_ns = 0                       # the jobs' wall time finished in this window, all threads
 

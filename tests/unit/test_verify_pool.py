@@ -42,11 +42,35 @@ def make_pool(threads: int) -> VerifyPool:
     return VerifyPool(threads, VerifyMetrics(threads=threads), SimpleNamespace(table=1), None, verifier="fast")
 
 
+def settle(pool: VerifyPool, monkeypatch) -> None:
+    """A quiet window goes by: the pool, which starts with every thread, learns that the
+    first keeps up."""
+    window = verify_pool.WINDOW_NS
+    monkeypatch.setattr(verify_pool, "WINDOW_NS", 1_000_000)
+    time.sleep(0.002)
+    pool.slices(1)
+    monkeypatch.setattr(verify_pool, "WINDOW_NS", window)
+
+
 @pytest.fixture
-def pool():
+def pool(monkeypatch):
     pool = make_pool(2)
+    settle(pool, monkeypatch)
     yield pool
     pool.close()
+
+
+async def test_a_new_pool_uses_every_thread_until_a_quiet_window_has_gone_by(monkeypatch):
+    pool = make_pool(2)
+    try:
+        assert pool.saturated
+        batch = Batch(100)
+        await pool.verify_batch(batch, "admission")     # short, but every thread until the pool knows better
+        assert sorted((part, parts) for part, parts, _ in batch.calls) == [(0, 2), (1, 2)]
+        settle(pool, monkeypatch)
+        assert not pool.saturated
+    finally:
+        pool.close()
 
 
 async def test_batches_that_keep_the_first_thread_up_all_go_to_it_whole(pool):
@@ -114,3 +138,19 @@ async def test_one_thread_never_slices_and_no_thread_verifies_inline():
     batch = Batch(5_000)
     await inline.verify_batch(batch, "admission")
     assert batch.calls == [(0, 1, threading.get_ident())]
+
+
+@pytest.mark.parametrize("saturated, windows", [
+    (True, [(0.8, True), (0.5, False), (0.8, False), (0.95, True)]),
+    (False, [(0.8, False), (0.95, True), (0.8, True), (0.5, False)]),
+])
+def test_between_relaxed_and_saturated_the_pool_stays_as_it_was(pool, saturated, windows):
+    """Hysteresis: a window with the threads busy 80% of it (between RELAXED and SATURATED)
+    keeps a saturated pool slicing and a relaxed one on its first thread; past either
+    bound it turns."""
+    pool.saturated = saturated
+    for busy, expected in windows:
+        pool._window_start = time.perf_counter_ns() - verify_pool.WINDOW_NS
+        pool._busy_ns = int(busy * verify_pool.WINDOW_NS)
+        pool.slices(1)
+        assert pool.saturated is expected, (busy, expected)
