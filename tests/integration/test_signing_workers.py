@@ -4,6 +4,7 @@ plan (a soak stopped during signing) must not leave its worker processes behind.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -26,9 +27,10 @@ keys = [scheme.keypair() for _ in range(3)]
 accounts = [workload.Account(k.public_key, k.secret_key, derive_address(scheme.info.scheme_id, k.public_key), 0)
             for k in keys]
 workload.PROCESS_SIGNING_MIN = 1
-for _ in workload.sign_chunks([(i % 3, i // 3) for i in range(300_000)], accounts, scheme="Falcon-512", chain_id=5,
-                             fee=2):
-    pass
+for n, _ in enumerate(workload.sign_chunks([(i % 3, i // 3) for i in range(300_000)], accounts, scheme="Falcon-512",
+                                          chain_id=5, fee=2)):
+    if n == 0:
+        print("first chunk signed", flush=True)     # the plan is under way: the test may kill us now
 """
 
 
@@ -55,15 +57,20 @@ def _alive(pid: int) -> bool:
 
 
 def test_signing_workers_exit_when_the_generator_is_killed():
-    parent = subprocess.Popen([sys.executable, "-c", SIGNER], cwd=REPO_ROOT)
+    parent = subprocess.Popen([sys.executable, "-c", SIGNER], cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
         workers: list[int] = []
         while len(workers) < 2:
             assert parent.poll() is None and time.monotonic() < deadline, "no signing workers started"
-            time.sleep(0.2)
+            time.sleep(0.1)
             workers = _workers(parent.pid)
-        time.sleep(3)                   # well into the plan: the workers hold chunks and the queue's lock
+        # Well into the plan (sixty chunks of 5,000): once the first chunk is back, the workers
+        # hold the next ones and the queue's lock.
+        assert parent.stdout is not None
+        while not select.select([parent.stdout], [], [], 0.5)[0] or not parent.stdout.readline():
+            assert parent.poll() is None and time.monotonic() < deadline, "no chunk signed"
+        assert parent.poll() is None and len(_workers(parent.pid)) >= 2
         parent.kill()
         parent.wait()
         deadline = time.monotonic() + 30
