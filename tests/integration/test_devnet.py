@@ -228,7 +228,7 @@ def test_dashboard_snapshot_of_live_nodes_then_ctrl_c_stops_everything(tmp_path)
 
 def test_nodes_only_run_ends_by_itself_and_stops_its_nodes(tmp_path):
     base = free_base_port()
-    result = run_command(devnet_command(tmp_path, base, "--no-load", "--duration", "3"), timeout=120)
+    result = run_command(devnet_command(tmp_path, base, "--no-load", "--duration", "1"), timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "stopped everything" in result.stdout
     assert processes_mentioning(str(tmp_path)) == []
