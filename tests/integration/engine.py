@@ -208,7 +208,7 @@ def start_engine(log: Path) -> Engine:
             break
         if SOCKET.exists() and engine.docker("version", timeout=20).returncode == 0:
             return engine
-        time.sleep(0.5)
+        time.sleep(0.1)
     problems = engine.stop()
     tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
     raise EngineUnavailable(f"dockerd did not answer within {START_TIMEOUT_S:.0f} s "

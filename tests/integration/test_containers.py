@@ -168,7 +168,7 @@ def _wait_gone(engine: Engine, stack: str) -> None:
         if not engine.docker("ps", "-aq", "--filter", f"label=com.docker.stack.namespace={stack}").stdout.strip() and \
            not engine.docker("network", "ls", "-q", "--filter", f"name={stack}_default").stdout.strip():
             return
-        time.sleep(1)
+        time.sleep(0.2)
 
 
 def test_the_swarm_stack_accounts_for_every_transaction(engine: Engine, image: dict, tmp_path: Path) -> None:
@@ -190,7 +190,7 @@ def test_the_swarm_stack_accounts_for_every_transaction(engine: Engine, image: d
             state = engine.docker("service", "ps", f"{stack}_gen", "--format", "{{.CurrentState}}").stdout
             if state.startswith(("Complete", "Failed", "Rejected", "Shutdown")):
                 break
-            time.sleep(2)
+            time.sleep(0.5)
         logs = engine.docker("service", "logs", "--raw", f"{stack}_gen").stdout
         assert state.startswith("Complete"), f"gen: {state!r}\n{logs}"
         assert_every_transaction_accounted_for(tmp_path / "runs" / "gen" / "summary.json")
@@ -223,7 +223,7 @@ def test_a_namespaced_scenario_passes_while_dockerd_runs(engine: Engine, tmp_pat
     while process.poll() is None and time.monotonic() < deadline:
         seen = seen or rule in subprocess.run(["iptables-save", "-t", "filter"], capture_output=True,
                                               text=True, timeout=30).stdout
-        time.sleep(0.5)
+        time.sleep(0.2)
     if process.poll() is None:
         process.terminate()
     output, _ = process.communicate(timeout=60)
