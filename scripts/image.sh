@@ -124,11 +124,14 @@ context="$WORK/context"
 rm -rf "$context"
 mkdir -p "$context"
 # The checkout less what .dockerignore leaves out (setup's outputs, results, caches, and
-# docs/, which nothing in the image reads: a change to the docs rebuilds nothing).
+# docs/ and the Python tests, which nothing in the image reads: a change to the docs or
+# to a test rebuilds nothing; tests/native stays, the setup compiles its harnesses).
 tar -C "$ROOT" --exclude-vcs --exclude=./.venv --exclude=./.deps --exclude=./results --exclude=./runs \
   --exclude=./docs/results --exclude=./devnet --exclude=./bench_c/build --exclude=__pycache__ \
   --exclude='*.egg-info' --exclude=.pytest_cache --exclude=.hypothesis --exclude=./deploy/image \
-  --exclude=./deploy/devnet --exclude=./deploy/runs --exclude=./docs -c . | tar -C "$context" -x
+  --exclude=./deploy/devnet --exclude=./deploy/runs --exclude=./docs \
+  --exclude=./tests/unit --exclude=./tests/integration --exclude=./tests/fixtures --exclude=./tests/vectors \
+  --exclude=./tests/conftest.py --exclude=./tests/__init__.py -c . | tar -C "$context" -x
 mkdir -p "$context/deploy/image"
 cp "$ROOT/deploy/image/README.md" "$context/deploy/image/README.md"
 extras="$context/deploy/image"
