@@ -22,6 +22,7 @@ DURATION_SET=0
 SCHEME=Falcon-512
 ACCOUNTS=1200
 BLOCK_TXS=4000
+BLOCK_MS=2000
 BATCH=""
 LOAD=1
 MONITOR=1
@@ -53,6 +54,7 @@ target rate, and shows the live dashboard. Ctrl-C stops everything it started.
   --duration S       seconds of load (default $DURATION; with --no-load: run until Ctrl-C)
   --scheme NAME      transaction signature scheme (default $SCHEME; see 'qmemo schemes')
   --accounts N       funded accounts in a new devnet (default $ACCOUNTS)
+  --block-ms MS      block interval of a new devnet, ms (default $BLOCK_MS, MEMO's)
   --block-txs N      most transactions per block in a new devnet (default $BLOCK_TXS, MEMO's;
                      with 2 s blocks that caps the chain at N/2 TPS)
   --batch N          transactions per request at most (default: qmemo gen's, which sends
@@ -94,6 +96,7 @@ while [ $# -gt 0 ]; do
     --duration) need_value "$@"; need_int "$1" "$2" 1; DURATION=$2; DURATION_SET=1; shift 2 ;;
     --scheme) need_value "$@"; SCHEME=$2; shift 2 ;;
     --accounts) need_value "$@"; need_int "$1" "$2" 1; ACCOUNTS=$2; shift 2 ;;
+    --block-ms) need_value "$@"; need_int "$1" "$2" 100; BLOCK_MS=$2; shift 2 ;;
     --block-txs) need_value "$@"; need_int "$1" "$2" 1; BLOCK_TXS=$2; shift 2 ;;
     --batch) need_value "$@"; need_int "$1" "$2" 1; BATCH=$2; shift 2 ;;
     --sweep) need_value "$@"; [[ "$2" =~ ^[0-9]+([.][0-9]+)?:[0-9]+([.][0-9]+)?:[0-9]+([.][0-9]+)?$ ]] || { echo "devnet.sh: --sweep takes START:FACTOR:MAX, e.g. 1000:1.5:4000" >&2; exit 2; }; SWEEP=$2; shift 2 ;;
@@ -142,6 +145,8 @@ fi
 
 # --- the devnet: genesis, validator keys, funded accounts --------------------------------
 PARAMS="nodes=$NODES scheme=$SCHEME accounts=$ACCOUNTS block_txs=$BLOCK_TXS"
+# Named only when not the default: a devnet made before the option still matches its params.
+[ "$BLOCK_MS" != 2000 ] && PARAMS+=" block_ms=$BLOCK_MS"
 [ "$SHARDS" -gt 1 ] && PARAMS+=" shards=$SHARDS"
 if [ "$RESET" = 1 ] || [ ! -f "$DEVNET_DIR/genesis.json" ] || [ "$(cat "$DEVNET_DIR/params" 2>/dev/null)" != "$PARAMS" ]; then
   if [ -d "$DEVNET_DIR" ] && [ -n "$(ls -A "$DEVNET_DIR")" ]; then
@@ -157,7 +162,8 @@ if [ "$RESET" = 1 ] || [ ! -f "$DEVNET_DIR/genesis.json" ] || [ "$(cat "$DEVNET_
   # 51 s on busy ones; Ed25519 and ECDSA keys take well under a second).
   echo "devnet.sh: generating $TOTAL validator and $ACCOUNTS account keys ($SCHEME) for a new devnet in $DEVNET_DIR"
   "$QMEMO" genesis --out "$DEVNET_DIR" --validators "$NODES" --accounts "$ACCOUNTS" --scheme "$SCHEME" \
-    --max-block-transactions "$BLOCK_TXS" --shards "$SHARDS"
+    --max-block-transactions "$BLOCK_TXS" --block-interval-ms "$BLOCK_MS" --shards "$SHARDS" \
+    --max-clock-drift-ms $((BLOCK_MS / 2 < 500 ? BLOCK_MS / 2 : 500))    # under the producer timeout (= the interval)
   echo "$PARAMS" >"$DEVNET_DIR/params"
 else
   echo "devnet.sh: reusing the devnet in $DEVNET_DIR ($PARAMS; --reset for a new one)"
