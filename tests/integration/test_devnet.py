@@ -1,8 +1,8 @@
 """devnet.sh end to end: three real nodes, the generator at a low rate, the dashboard once.
 
-One headless devnet run (`devnet.sh --no-monitor --duration 10 --tps 50`) is shared by
-the tests that read its results; a second, without load, keeps nodes up while the
-dashboard takes one snapshot of them. Both must end by themselves and leave no process.
+One headless devnet run (`devnet.sh --no-monitor --duration 10 --tps 50 --block-ms 500`) is
+shared by the tests that read its results; a second, without load, keeps nodes up while
+the dashboard takes one snapshot of them. Both must end by themselves and leave no process.
 """
 
 from __future__ import annotations
@@ -98,7 +98,9 @@ def devnet_command(tmp: Path, base: int, *extra: str) -> list[str]:
 def devnet_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("devnet")
     base = free_base_port()
-    result = run_command(devnet_command(tmp, base, "--duration", "10", "--tps", "50"), timeout=240)
+    # 500 ms blocks (devnet.sh's default is 2 s): the run's last transactions are final in
+    # about a second after the load, not five.
+    result = run_command(devnet_command(tmp, base, "--duration", "10", "--tps", "50", "--block-ms", "500"), timeout=240)
     runs = sorted((tmp / "runs").iterdir())
     return {"tmp": tmp, "base": base, "result": result, "run": runs[-1] if runs else None}
 

@@ -80,7 +80,7 @@ def test_a_node_that_cannot_start_says_why_in_json_too(tmp_path: Path):
 
 def test_devnet_sh_passes_the_log_format_to_nodes_and_generator(tmp_path: Path):
     result = run_command(devnet_command(tmp_path, free_base_port(), "--duration", "3", "--tps", "20",
-                                        "--log-format", "json"), timeout=240)
+                                        "--block-ms", "500", "--log-format", "json"), timeout=240)
     run = sorted((tmp_path / "runs").iterdir())[-1]
     assert result.returncode == 0, result.stdout + result.stderr
     for index in range(3):

@@ -26,7 +26,8 @@ def sharded_run(tmp_path_factory):
     base = free_base_port(SHARDS * NODES)
     command = ["bash", str(REPO_ROOT / "devnet.sh"), "--no-monitor", "--base-port", str(base), "--dir",
                str(tmp / "devnet"), "--runs", str(tmp / "runs"), "--accounts", "60", "--shards", str(SHARDS),
-               "--nodes", str(NODES), "--cross-shard", "30", "--tps", "40", "--duration", "8"]
+               "--nodes", str(NODES), "--cross-shard", "30", "--tps", "40", "--duration", "8",
+               "--block-ms", "500"]     # devnet.sh's 2 s blocks would make every credit wait four times as long
     result = run_command(command, timeout=300)
     runs = sorted((tmp / "runs").iterdir())
     run = runs[-1] if runs else None
