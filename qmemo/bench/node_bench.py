@@ -63,7 +63,7 @@ class NodeBenchConfig:
     warmup: int = 3_000                  # transactions before timing starts
     batch: int = 500                     # transactions per request
     concurrency: int = 4                 # requests in flight
-    threads: tuple[int, ...] = (1, 2)    # verify-thread counts, one node run each (0: the node verifies inline)
+    threads: tuple[int, ...] = (1, 2)    # verify-thread counts, `rounds` node runs each (0: the node verifies inline)
     # Node runs per thread count. One run's CPU per transaction moved by up to ±8% from
     # run to run on this 2-core machine with the same code; the figures are the median
     # run's, and the spread is in the file.

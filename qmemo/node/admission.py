@@ -106,7 +106,7 @@ class Admission:
     """The pool side of a node: admits batches into the ledger's pool."""
 
     def __init__(self, genesis: Genesis, ledger: Any, kernel: AdmitKernel, pool: VerifyPool, metrics: NodeMetrics,
-                 limits: PoolLimits, relay: Callable[[bytes, int], None],
+                 limits: PoolLimits, relay: Callable[[bytes, int], None] | None,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
         self.genesis = genesis
         self.ledger = ledger
@@ -163,7 +163,9 @@ class Admission:
 
     async def admit(self, batch: Any, *, relay: bool) -> Admitted:
         """Check, verify and commit a decoded batch. `relay`: it came from a client, so what
-        is accepted goes on to the peers (held ones when they join the pool)."""
+        is accepted goes on to the peers (held ones when they join the pool) - if there are
+        peers: a node without (`relay` None at construction) builds no relay buffers."""
+        relay = relay and self._relay is not None
         metrics, ledger, stages = self.metrics, self.ledger, self.metrics.stages
         metrics.tx_received += batch.count
         started = thread_cpu_ns()
@@ -184,7 +186,7 @@ class Admission:
             metrics.tx_rejected[code] += n
         self._count_evictions(evicted)
         stages.lap(MEMPOOL, started)
-        if relay_count:
+        if relay_count and self._relay is not None:
             self._relay(relay_frames, relay_count)
         return Admitted(batch, frames, count, self.genesis)
 
@@ -195,7 +197,7 @@ class Admission:
         release held transactions whose gap it filled (relayed on if a client sent them)."""
         evicted, relay_frames, relay_count = self.ledger.block_applied(body, self._monotonic())
         self._count_evictions(evicted)
-        if relay_count:
+        if relay_count and self._relay is not None:
             self._relay(relay_frames, relay_count)
 
     def blocks_undone(self, bodies: list[Any]) -> None:

@@ -7,16 +7,16 @@ verifier table with the GIL released, remembers the ids that verified in the led
 verified set (so a block's validation finds them there), and hands back counts, the total
 verify time and a few sampled durations. No Python runs per signature.
 
-Each verify thread has its own queue. A pool starts by using them all; once the first
-thread keeps up (busy under `SATURATED` of the last `WINDOW_NS`), every job goes to it
-whole, and the other threads wait: while the event loop is the bottleneck, a second thread verifying at the same time
-only takes a core from the loop (the node admitted 0.86-0.95x what one thread did, `qmemo
-bench node` with the fast verifier, when every batch was cut into one slice per thread).
-Once the first thread is saturated (liboqs's verifier, slower schemes) every batch is cut
-into one slice per thread, until the threads together are busy under `RELAXED` of a
-window. A batch that would keep one thread busy for `SPLIT_AFTER_NS` (a block) is sliced
-whenever every thread is idle: the slices shorten the wait, and nothing else was using
-the cores.
+Each verify thread has its own queue. A pool starts by using them all; once a window of
+`WINDOW_NS` shows the verify threads' CPU under `RELAXED` of it, every job goes whole to
+the first thread and the others wait: where the event loop is the bottleneck, a second
+thread verifying at the same time only takes a core from the loop (the node admitted
+0.86-0.95x what one thread did, `qmemo bench node` with the fast verifier, when every batch
+was cut into one slice per thread). After `SATURATED_WINDOWS` windows in a row with the
+first thread's CPU at `SATURATED` of them (liboqs's verifier, slower schemes), every batch
+is cut into one slice per thread again, each slice to the least busy. A batch that would
+keep one thread busy `SPLIT_AFTER_NS` (a block) goes to the idle threads, in a slice each,
+whatever the first is doing: nothing else is using them, and the chain waits for it.
 
 Block headers (one signature per block) are verified on the calling thread through the
 registry (`verify_header`).
@@ -42,8 +42,9 @@ from qmemo.node.stages import thread_cpu_ns
 MIN_CHUNK = 8   # below this a job's fixed cost (~20 µs) is not worth a second thread
 SPLIT_AFTER_NS = 5_000_000  # a batch that would take this long on one idle thread is cut into slices
 WINDOW_NS = 100_000_000     # how often the threads' busy share is judged
-SATURATED = 0.9             # the first thread busy this much of a window: slice across all
-RELAXED = 0.7               # all threads together busy less than this: back to the first alone
+SATURATED = 0.9             # the verify threads' CPU this much of a window ...
+SATURATED_WINDOWS = 2       # ... this many windows in a row: slice across all (one burst is not enough)
+RELAXED = 0.8               # the verify threads' CPU together under this much of a window: the first alone
 
 
 def name_os_thread(name: str) -> None:
@@ -79,8 +80,9 @@ class VerifyPool:
         # Slicing every batch across all threads: until a first window has shown the first
         # thread keeps up (a slow verifier then loses no time at the start).
         self.saturated = threads > 1
-        self._window_start = time.perf_counter_ns()
-        self._busy_ns = 0                       # the jobs' wall time finished in this window, all threads
+        self._window_start: int | None = None   # the first job starts the first window
+        self._busy_ns = 0                       # the verify threads' CPU in jobs finished in this window
+        self._hot_windows = 0                   # windows in a row at SATURATED
 
     @property
     def inline(self) -> bool:
@@ -103,59 +105,60 @@ class VerifyPool:
             self._file(path, *self._timed(job, 0, 1))
             return
         loop = asyncio.get_running_loop()
-        parts = self.slices(count)
-        threads = range(parts) if parts > 1 else [self._next_thread()]
+        threads = self.plan(count)
         futures = []
         for part, thread in enumerate(threads):
             self._backlog[thread] += 1
-            future = loop.run_in_executor(self._executors[thread], self._timed, job, part, parts)
+            future = loop.run_in_executor(self._executors[thread], self._timed, job, part, len(threads))
             future.add_done_callback(lambda _, thread=thread: self._finished(thread))
             futures.append(future)
         for result in await asyncio.gather(*futures):
             self._file(path, *result)
 
-    def slices(self, count: int) -> int:
-        """How many slices a batch of `count` signatures is cut into: one per thread while
-        saturated; else one, unless every thread is idle and the batch would keep one busy
-        for SPLIT_AFTER_NS (by the mean verify time so far; a first batch is cut, as
-        nothing is known yet)."""
-        if len(self._executors) < 2:
-            return 1
+    def plan(self, count: int) -> list[int]:
+        """The threads a batch of `count` signatures goes to, one slice each: while
+        saturated, one slice per thread (at least MIN_CHUNK signatures each), to the least
+        busy; else a long batch (SPLIT_AFTER_NS by the mean verify time so far, or any
+        batch before anything is known) to the idle threads; else the whole batch to the
+        first thread."""
+        threads = len(self._executors)
+        if threads < 2:
+            return [0]
         self._judge(time.perf_counter_ns())
-        if not self.saturated:
-            if any(self._backlog):
-                return 1
-            if self._checked and count * self._checked_ns < SPLIT_AFTER_NS * self._checked:
-                return 1
-        return max(1, min(len(self._executors), count // self._min_chunk))
+        backlog, most = self._backlog, max(1, count // self._min_chunk)
+        if self.saturated:
+            return sorted(range(threads), key=backlog.__getitem__)[:most]
+        if not self._checked or count * self._checked_ns >= SPLIT_AFTER_NS * self._checked:
+            idle = [thread for thread in range(threads) if not backlog[thread]]
+            if idle:
+                return idle[:most]
+        return [0]
 
     def _judge(self, now_ns: int) -> None:
-        """Once a window: saturated or not, by the threads' busy share in it."""
+        """Once a window: saturated or not, by the verify threads' CPU in it."""
+        if self._window_start is None:
+            self._window_start = now_ns
+            return
         elapsed = now_ns - self._window_start
         if elapsed >= WINDOW_NS:
             busy = self._busy_ns / elapsed
-            self.saturated = busy >= (RELAXED if self.saturated else SATURATED)
+            self._hot_windows = self._hot_windows + 1 if busy >= SATURATED else 0
+            self.saturated = busy >= RELAXED if self.saturated else self._hot_windows >= SATURATED_WINDOWS
             self._window_start, self._busy_ns = now_ns, 0
-
-    def _next_thread(self) -> int:
-        """A whole job's thread: the first, unless saturated; then the least busy."""
-        backlog = self._backlog
-        return backlog.index(min(backlog)) if self.saturated else 0
 
     def _finished(self, thread: int) -> None:
         self._backlog[thread] -= 1
 
     @staticmethod
     def _timed(job: Callable[[int, int], tuple], part: int, parts: int) -> tuple:
-        started, wall_started = thread_cpu_ns(), time.perf_counter_ns()
+        started = thread_cpu_ns()
         checked, valid, hits, ns, samples = job(part, parts)
-        return checked, hits, ns, samples, thread_cpu_ns() - started, time.perf_counter_ns() - wall_started
+        return checked, hits, ns, samples, thread_cpu_ns() - started
 
-    def _file(self, path: str, checked: int, hits: int, ns: int, samples: list[int], cpu_ns: int,
-              wall_ns: int) -> None:
+    def _file(self, path: str, checked: int, hits: int, ns: int, samples: list[int], cpu_ns: int) -> None:
         self._checked += checked
         self._checked_ns += ns
-        self._busy_ns += wall_ns
+        self._busy_ns += cpu_ns
         self.metrics.record_summary(path, checked, ns, samples, cpu_ns)
         self.metrics.count_cache(hits, checked)
 

@@ -113,3 +113,31 @@ def test_a_json_batch_is_framed_with_its_broken_items_kept_aside():
     error = DecodeError("broken", code="malformed")
     body, positions, failed = frame_items([error, tx, tx.encoded])
     assert decode_frames(body, 2) == [tx.encoded, tx.encoded] and positions == [1, 2] and failed == {0: error}
+
+
+class CommitSpy:
+    """The ledger with its `commit` calls' `relay` argument recorded."""
+
+    def __init__(self, ledger) -> None:
+        self.ledger = ledger
+        self.relay_args: list[bool] = []
+
+    def commit(self, batch, now, relay):
+        self.relay_args.append(relay)
+        return self.ledger.commit(batch, now, relay)
+
+    def __getattr__(self, name):
+        return getattr(self.ledger, name)
+
+
+def test_a_node_without_peers_builds_no_relay_buffers():
+    """No relay (a node without peers): a client's batch is committed without the relay
+    frames the ledger would copy for the peers; with one, it asks for them."""
+    for relay, expected in ((None, [False]), (lambda frames, count: None, [True])):
+        room = Room(0)
+        spy = CommitSpy(room.ledger)
+        room.admission = Admission(room.genesis, spy, room.admission.kernel, room.pool, room.metrics, SMALL, relay)
+        alice, bob = ed_keys()[3], ed_keys()[4]
+        admitted = room.admit([sign_tx(alice, 0, address_of(bob)).encoded], relay=True)
+        assert admitted.counts()["accepted"] == 1
+        assert spy.relay_args == expected
