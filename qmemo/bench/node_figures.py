@@ -65,13 +65,21 @@ NATIVE_LOOPS = ("kernel_verify", "native_loop_verify")
 DISTURBED_SPREAD = 0.15     # node CPU per transaction between a count's runs: more, and the runs look disturbed
 
 
+def by_thread_count(runs: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    """The runs of each thread count, in the order they ran."""
+    counts: dict[int, list[dict[str, Any]]] = {}
+    for run in runs:
+        counts.setdefault(run["threads"], []).append(run)
+    return counts
+
+
 def median_runs(runs: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
     """For each thread count, its run with the median node CPU per transaction (the lower
     of the two middle ones for an even count), marked `"median": true`; the figures that
     describe a thread count are that run's."""
     chosen: dict[int, dict[str, Any]] = {}
-    for threads in dict.fromkeys(run["threads"] for run in runs):
-        mine = sorted((run for run in runs if run["threads"] == threads), key=lambda run: run["node_cpu_us_per_tx"])
+    for threads, mine in by_thread_count(runs).items():
+        mine = sorted(mine, key=lambda run: run["node_cpu_us_per_tx"])
         chosen[threads] = mine[(len(mine) - 1) // 2]
     for run in runs:
         run["median"] = any(run is pick for pick in chosen.values())
@@ -84,10 +92,9 @@ def spread(runs: list[dict[str, Any]], disturbed: float) -> dict[str, Any]:
     spread passes `disturbed`: the machine moved under the runs, so read the medians with
     care and run again."""
     counts: dict[str, Any] = {}
-    for threads in dict.fromkeys(run["threads"] for run in runs):
-        cpu = [run["node_cpu_us_per_tx"] for run in runs if run["threads"] == threads]
-        counts[str(threads)] = {"node_cpu_us_per_tx": cpu,
-                                "admitted_per_s": [run["admitted_per_s"] for run in runs if run["threads"] == threads],
+    for threads, mine in by_thread_count(runs).items():
+        cpu = [run["node_cpu_us_per_tx"] for run in mine]
+        counts[str(threads)] = {"node_cpu_us_per_tx": cpu, "admitted_per_s": [run["admitted_per_s"] for run in mine],
                                 "spread": max(cpu) / min(cpu) - 1 if min(cpu) > 0 else None}
     return {"by_threads": counts, "disturbed_above": disturbed,
             "disturbed": [int(t) for t, c in counts.items() if c["spread"] is not None and c["spread"] > disturbed]}
