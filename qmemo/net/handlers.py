@@ -48,15 +48,20 @@ async def read_body(request: web.Request, max_bytes: int) -> bytes:
     if request.content_length is not None and request.content_length > max_bytes:
         raise TooLarge(f"the body is {request.content_length} bytes, the limit is {max_bytes}",
                        code="body_too_large")
+    content = request.content
     chunks: list[bytes] = []
     size = 0
     try:
         while True:
-            chunk, chunk_end = await request.content.readchunk()
+            chunk, chunk_end = await content.readchunk()
             if not chunk:
-                if chunk_end:       # the end of one chunk of a chunked body: more may follow
-                    continue
-                break               # (b"", False): the body's end
+                # The body's end is `at_eof()`, whatever readchunk says with it: an empty
+                # body is aiohttp's one shared EmptyStreamReader, which answers (b"", False)
+                # once per process and (b"", True) ever after, so "(b'', True) means a chunk
+                # of a chunked body ended, more may follow" would loop for good on it.
+                if not chunk_end or content.at_eof():
+                    break
+                continue            # a chunk of a chunked body ended and the body has not
             size += len(chunk)
             if size > max_bytes:
                 raise TooLarge(f"the body is over the limit of {max_bytes} bytes", code="body_too_large")

@@ -14,6 +14,7 @@ session and the relay's connections.
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import gc
 import signal
 import sys
@@ -57,6 +58,9 @@ async def serve(config: NodeConfig, *, stop: asyncio.Event | None = None) -> Non
     sys.setswitchinterval(config.gil_switch_interval_s)
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
+    # SIGUSR1 writes every thread's stack to stderr (the log): what a stuck node is doing,
+    # read without stopping it (the tests attach it to a node that stops answering).
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64))

@@ -241,6 +241,33 @@ class NodeProcess:
         status = self.try_get("/status")
         return status["height"] if status else None
 
+    def stack_dump(self, wait_s: float = 1.0) -> str:
+        """Every thread's stack, as the node writes it to its log on SIGUSR1 (faulthandler)."""
+        if not self.running():
+            return "(not running)"
+        assert self.process is not None and self.log_path is not None
+        size = self.log_path.stat().st_size
+        self.process.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and self.log_path.stat().st_size == size:
+            time.sleep(0.05)
+        time.sleep(0.1)     # the dump is written in a few writes
+        return self.log_path.read_bytes()[size:].decode(errors="replace")
+
+    def assert_live(self, since_height: int, new_blocks: int = 2, timeout_s: float = 10.0) -> None:
+        """The node answers /health at once and its chain grows `new_blocks` past
+        `since_height` within `timeout_s`; else fail with its stacks and its log's tail."""
+        health = self.try_get("/health")
+        deadline = time.monotonic() + timeout_s
+        height = self.height() if health else None
+        while health and (height or 0) < since_height + new_blocks and time.monotonic() < deadline:
+            time.sleep(0.1)
+            height = self.height()
+        if not health or height is None or height < since_height + new_blocks:
+            what = "no answer to /health" if not health else f"height {height}, not {since_height + new_blocks}"
+            raise AssertionError(f"{self.name} is not live ({what} within {timeout_s} s)\n"
+                                 f"--- stacks:\n{self.stack_dump()}\n--- log:\n{self.log_tail()}")
+
 
 class Network:
     """N nodes of one devnet, each peering with all the others."""
