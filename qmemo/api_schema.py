@@ -357,6 +357,74 @@ def decode_receipt_statuses(document: Any, count: int, where: str = "/receipts/s
     return [from_json(ReceiptStatus, item, f"{where}.receipts[{i}]") for i, item in enumerate(items)]
 
 
+# --- the envelopes: lists of the values above, errors, request bodies --------------------
+# The answers' and requests' outer shapes as the OpenAPI document (qmemo.net.openapi) names
+# them; the decoders below read the same shapes.
+
+@dataclass(frozen=True, slots=True)
+class ErrorBody:
+    """Every error answer (docs/api.md section 2)."""
+
+    error: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class TxRejection:
+    """`POST /tx`'s answer to a rejected transaction: its result, and the `error` code every
+    error body has."""
+
+    id: bytes | None
+    status: str
+    code: str
+    detail: str
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class TxsAnswer:
+    """`POST /txs`: one result per transaction, in input order, and the totals."""
+
+    results: tuple[TxResult, ...]
+    accepted: int
+    duplicate: int
+    rejected: int
+
+
+@dataclass(frozen=True, slots=True)
+class TxStatuses:
+    statuses: tuple[TxStatus, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiptStatuses:
+    receipts: tuple[ReceiptStatus, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Accounts:
+    accounts: tuple[AccountState, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Blocks:
+    blocks: tuple[BlockSummary, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TxIdsRequest:
+    """`POST /txs/status` and `POST /receipts/status`' body."""
+
+    ids: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AddressesRequest:
+    """`POST /accounts`' body."""
+
+    addresses: tuple[bytes, ...]
+
+
 # --- decoding -------------------------------------------------------------------------------
 
 def decode_status(document: Any, where: str = "/status") -> NodeStatus:

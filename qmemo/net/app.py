@@ -1,6 +1,7 @@
 """The aiohttp application factory: routes, the error middleware, byte counting.
 
-`make_app(node)` wires docs/api.md's routes to `Handlers`. The middleware is the HTTP
+`make_app(node)` routes the API's operations (qmemo.net.openapi.OPERATIONS, the table
+`GET /openapi.json` describes) to `Handlers`. The middleware is the HTTP
 boundary of the error hierarchy: a `QmemoError` becomes `{"error": code, "detail": ...}`
 with the error's own status (`Handlers.respond` adds Retry-After to a 429); aiohttp's own HTTP errors (unknown
 route, wrong method, a body over the server's hard cap) get the same JSON shape; any
@@ -24,6 +25,7 @@ from qmemo.errors import Misuse, QmemoError
 from qmemo.net import wire
 from qmemo.net.client_faults import PARSER_MAX_LINE_BYTES, ClientFaultLog, fault_body, parser_fault
 from qmemo.net.handlers import BODY_BYTES_KEY, Handlers
+from qmemo.net.openapi import OPERATIONS
 from qmemo.node.service import Node
 
 NODE_KEY = web.AppKey("node", Node)
@@ -63,6 +65,8 @@ def make_app(node: Node) -> web.Application:
         except web.HTTPException as exc:
             code = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}.get(exc.status, "http")
             response = handlers.json(wire.error_json(code, exc.reason), status=exc.status)
+            if "Allow" in exc.headers:      # a 405 names the methods the path has (RFC 9110 15.5.6)
+                response.headers["Allow"] = exc.headers["Allow"]
         except Exception:   # a bug: answer 500, keep serving, keep the traceback in the log
             node.log.exception("internal error in %s %s", request.method, request.path)
             response = handlers.json(wire.error_json("internal", "internal error; see the node's log"), status=500)
@@ -78,24 +82,5 @@ def make_app(node: Node) -> web.Application:
                           handler_args={"logger": fault_log, "max_line_size": PARSER_MAX_LINE_BYTES,
                                         "max_field_size": PARSER_MAX_LINE_BYTES})
     app[NODE_KEY] = node
-    app.add_routes([
-        web.post("/tx", handlers.post_tx),
-        web.post("/txs", handlers.post_txs),
-        web.get("/tx/{tx_id}", handlers.get_tx),
-        web.post("/txs/status", handlers.post_txs_status),
-        web.get("/blocks", handlers.get_blocks),
-        web.get("/block/{height}", handlers.get_block),
-        web.get("/account/{address}", handlers.get_account),
-        web.post("/accounts", handlers.post_accounts),
-        web.get("/status", handlers.get_status),
-        web.get("/health", handlers.get_health),
-        web.get("/metrics", handlers.get_metrics),
-        web.get("/metrics/prometheus", handlers.get_prometheus),
-        web.post("/peer/txs", handlers.peer_txs),
-        web.post("/peer/block", handlers.peer_block),
-        web.post("/peer/block_ids", handlers.peer_block_ids),
-        web.get("/peer/blocks", handlers.peer_blocks),
-        web.post("/receipts/status", handlers.post_receipts_status),
-        web.get("/peer/receipts", handlers.peer_receipts),
-    ])
+    app.add_routes([web.route(op.method, op.path, getattr(handlers, op.handler)) for op in OPERATIONS])
     return app

@@ -19,6 +19,7 @@ from qmemo.core.hashing import DIGEST_BYTES
 from qmemo.core.transaction import ADDRESS_BYTES, Transaction
 from qmemo.errors import DecodeError, NotFound, TooLarge
 from qmemo.net import prometheus, wire
+from qmemo.net.openapi import openapi_document
 from qmemo.node.service import Node
 from qmemo.node.stages import HTTP, thread_cpu_ns
 
@@ -30,6 +31,8 @@ MAX_ACCOUNTS = 10_000           # per POST /accounts
 MAX_STATUS_IDS = 1_000          # per POST /txs/status: like a /txs batch
 DEFAULT_SYNC_PAGE = 20          # GET /peer/blocks without a limit
 MAX_RECEIPT_WAIT_MS = 30_000    # GET /peer/receipts' long poll at most
+
+OPENAPI_JSON = wire.dumps(openapi_document())
 
 # Where read_body notes how many bytes it really read (the metrics count those, not the
 # Content-Length header a client may lie in).
@@ -236,6 +239,10 @@ class Handlers:
         if "text/plain" in request.headers.get("Accept", "") and JSON_TYPE not in request.headers.get("Accept", ""):
             return await self.get_prometheus(request)
         return self.json(self.node.metrics_snapshot())
+
+    async def get_openapi(self, request: web.Request) -> web.Response:
+        """GET /openapi.json: the API's OpenAPI 3.1 document (qmemo.net.openapi)."""
+        return self.respond(OPENAPI_JSON)
 
     async def get_prometheus(self, request: web.Request) -> web.Response:
         text = prometheus.render(self.node.metrics_snapshot(), self.node.histograms())

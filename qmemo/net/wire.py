@@ -98,12 +98,17 @@ def loads(body: bytes) -> Any:
 
 
 def expect_key(document: Any, key: str, kind: type, what: str) -> Any:
-    """`document[key]`, which must exist and be of `kind`; DecodeError otherwise."""
+    """`document[key]`, which must exist, be of `kind` and be the object's only key (a
+    misspelt option is refused, not silently ignored); DecodeError otherwise."""
     if not isinstance(document, dict):
         raise DecodeError(f"{what} must be a JSON object", code="malformed")
     value = document.get(key)
     if type(value) is not kind:
         raise DecodeError(f"{what}.{key} must be a JSON {kind.__name__}", code="malformed")
+    if len(document) != 1:
+        unknown = sorted(name for name in document if name != key)
+        shape = "[...]" if kind is list else kind.__name__
+        raise DecodeError(f"{what} has unknown keys {unknown}; it is {{\"{key}\": {shape}}}", code="malformed")
     return value
 
 
@@ -115,9 +120,6 @@ def decode_tx_items(body: bytes, *, binary: bool, max_count: int) -> list[Item]:
         return decode_tx_batch(body, max_count)
     document = loads(body)
     entries = expect_key(document, "transactions", list, "the body")
-    unknown = sorted(key for key in document if key != "transactions")
-    if unknown:     # a misspelt option is refused, not silently ignored
-        raise DecodeError(f"the body has unknown keys {unknown}; it is {{\"transactions\": [...]}}", code="malformed")
     if len(entries) > max_count:
         raise TooLarge(f"{len(entries)} transactions in one batch, the limit is {max_count}", code="batch_too_large")
     items: list[Item] = []
