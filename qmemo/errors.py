@@ -167,6 +167,14 @@ class TooLarge(DecodeError):
     http_status = 413
 
 
+class SlowBody(DecodeError):
+    """A request body that did not arrive within the node's `body_timeout_s` (the answer
+    closes the connection: the rest of the body may still be on its way)."""
+
+    code = "body_timeout"
+    http_status = 408
+
+
 class NotFound(QmemoError):
     """Asked for a block, transaction or route the node does not have."""
 

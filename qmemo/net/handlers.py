@@ -9,6 +9,7 @@ in app.py. docs/api.md documents every route.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 from aiohttp import web
@@ -17,7 +18,7 @@ from qmemo.core.block import Block, BlockIds
 from qmemo.core.codec import U64_MAX, parse_hex
 from qmemo.core.hashing import DIGEST_BYTES
 from qmemo.core.transaction import ADDRESS_BYTES, Transaction
-from qmemo.errors import DecodeError, NotFound, TooLarge
+from qmemo.errors import DecodeError, NotFound, SlowBody, TooLarge
 from qmemo.net import prometheus, wire
 from qmemo.net.openapi import openapi_document
 from qmemo.node.service import Node
@@ -39,7 +40,7 @@ OPENAPI_JSON = wire.dumps(openapi_document())
 BODY_BYTES_KEY = web.RequestKey("qmemo_body_bytes", int)
 
 
-async def read_body(request: web.Request, max_bytes: int) -> bytes:
+async def read_body(request: web.Request, max_bytes: int, timeout_s: float) -> bytes:
     """The request body, or TooLarge (413) past `max_bytes` - checked before reading when
     the client says how long it is, else as soon as the chunks read pass it.
 
@@ -55,20 +56,23 @@ async def read_body(request: web.Request, max_bytes: int) -> bytes:
     chunks: list[bytes] = []
     size = 0
     try:
-        while True:
-            chunk, chunk_end = await content.readchunk()
-            if not chunk:
-                # The body's end is `at_eof()`, whatever readchunk says with it: an empty
-                # body is aiohttp's one shared EmptyStreamReader, which answers (b"", False)
-                # once per process and (b"", True) ever after, so "(b'', True) means a chunk
-                # of a chunked body ended, more may follow" would loop for good on it.
-                if not chunk_end or content.at_eof():
-                    break
-                continue            # a chunk of a chunked body ended and the body has not
-            size += len(chunk)
-            if size > max_bytes:
-                raise TooLarge(f"the body is over the limit of {max_bytes} bytes", code="body_too_large")
-            chunks.append(chunk)
+        async with asyncio.timeout(timeout_s):
+            while True:
+                chunk, chunk_end = await content.readchunk()
+                if not chunk:
+                    # The body's end is `at_eof()`, whatever readchunk says with it: an empty
+                    # body is aiohttp's one shared EmptyStreamReader, which answers (b"", False)
+                    # once per process and (b"", True) ever after, so "(b'', True) means a chunk
+                    # of a chunked body ended, more may follow" would loop for good on it.
+                    if not chunk_end or content.at_eof():
+                        break
+                    continue            # a chunk of a chunked body ended and the body has not
+                size += len(chunk)
+                if size > max_bytes:
+                    raise TooLarge(f"the body is over the limit of {max_bytes} bytes", code="body_too_large")
+                chunks.append(chunk)
+    except TimeoutError:
+        raise SlowBody(f"the body took over {timeout_s:g} s to arrive ({size} bytes read)") from None
     except ConnectionResetError:        # the client went away mid-body: nobody to answer
         raise web.HTTPBadRequest(reason="the client closed the connection before sending its body") from None
     finally:
@@ -111,7 +115,7 @@ class Handlers:
 
     async def post_txs(self, request: web.Request) -> web.Response:
         """POST /txs: a binary batch or {"transactions": [...]}; per-transaction results."""
-        body = await read_body(request, self.config.max_body_bytes)
+        body = await read_body(request, self.config.max_body_bytes, self.config.body_timeout_s)
         stages = self.stages
         if request.content_type == BINARY_TYPE:     # the node frames, decodes and hashes it in one native call
             admitted = await self.node.submit_body(body)
@@ -131,7 +135,7 @@ class Handlers:
     async def post_tx(self, request: web.Request) -> web.Response:
         """POST /tx: one JSON transaction; 200 accepted/duplicate, else the rejection's own
         status (422 a broken rule, 429 a full mempool or sender: retry later)."""
-        body = await read_body(request, self.config.max_body_bytes)
+        body = await read_body(request, self.config.max_body_bytes, self.config.body_timeout_s)
         tx = Transaction.from_json(wire.loads(body))        # DecodeError -> 400
         outcome = (await self.node.submit([tx]))[0]
         error = outcome.error                               # set exactly when rejected
@@ -220,7 +224,7 @@ class Handlers:
 
     async def _hex_list(self, request: web.Request, key: str, maximum: int, length: int) -> list[bytes]:
         """The body's `{key: [hex, ...]}`, at most `maximum` byte strings of `length` bytes each."""
-        body = await read_body(request, self.config.max_body_bytes)
+        body = await read_body(request, self.config.max_body_bytes, self.config.body_timeout_s)
         items = wire.expect_key(wire.loads(body), key, list, "the body")
         if len(items) > maximum:
             raise TooLarge(f"{len(items)} {key}, the limit is {maximum}", code="batch_too_large")
@@ -253,7 +257,7 @@ class Handlers:
     async def peer_txs(self, request: web.Request) -> web.Response:
         """POST /peer/txs: a relayed binary batch, admitted like any other (never trusted), so
         under the client's caps too: a peer is no more trusted with a 100 MiB body."""
-        body = await read_body(request, self.config.max_body_bytes)
+        body = await read_body(request, self.config.max_body_bytes, self.config.body_timeout_s)
         admitted = await self.node.submit_body(body, from_peer=True)
         started = thread_cpu_ns()
         response = self.json(admitted.counts())
@@ -262,7 +266,7 @@ class Handlers:
 
     async def peer_block(self, request: web.Request) -> web.Response:
         """POST /peer/block: one block encoding; validated in full before it is applied."""
-        body = await read_body(request, self.config.max_peer_body_bytes)
+        body = await read_body(request, self.config.max_peer_body_bytes, self.config.body_timeout_s)
         return self.json(await self.node.receive_block(body))
 
     async def peer_block_ids(self, request: web.Request) -> web.Response:
@@ -270,7 +274,8 @@ class Handlers:
         this node's pool ("missing" if it lacks one), then validated as a whole block is.
         Capped at the longest such body the chain allows (~1.3 MB for 20,000 transactions),
         not at a whole block's `max_peer_body_bytes`."""
-        body = await read_body(request, BlockIds.max_bytes(self.node.genesis.max_block_transactions))
+        body = await read_body(request, BlockIds.max_bytes(self.node.genesis.max_block_transactions),
+                               self.config.body_timeout_s)
         return self.json(await self.node.receive_block_ids(body))
 
     async def peer_blocks(self, request: web.Request) -> web.Response:

@@ -174,7 +174,7 @@ class Operation:
 # limit (414), what aiohttp's parser refuses (400, 414, 431: docs/api.md section 2), and a node
 # that is starting or stopping (503).
 ALWAYS = (400, 414, 431, 503)
-BODY_ERRORS = (413,)           # a POST's body over its limit
+BODY_ERRORS = (408, 413)       # a POST's body too slow, or over its limit
 TX_ID = Param("tx_id", "path", hex_of(64), True, "a transaction id")
 TXS_VIEW = Param("txs", "query", {"type": "string", "enum": ["full", "ids", "none"]}, False,
                  "full transactions (default), their ids, or the summary alone")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import faulthandler
 import gc
+import resource
 import signal
 import sys
 
@@ -51,6 +52,20 @@ def build_node(config: NodeConfig) -> Node:
     return Node(config, load_shard_genesis(config.genesis, keys[0].public_key, config.shard), keys[0])
 
 
+# Descriptors a node needs besides its connections: the store, its journal, logs, the peer
+# client's connections, the verify threads' wake-ups.
+OWN_DESCRIPTORS = 256
+
+
+def descriptors_for(connections: int) -> None:
+    """Raise the process's soft descriptor limit to hold `connections` and the node's own,
+    as far as the hard limit allows (a soft limit of 1,024 is common, the hard one higher)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = connections + OWN_DESCRIPTORS
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted if hard == resource.RLIM_INFINITY else min(wanted, hard), hard))
+
+
 async def serve(config: NodeConfig, *, stop: asyncio.Event | None = None) -> None:
     """Run a node until SIGINT/SIGTERM (or `stop` is set)."""
     heap_pinned = pin_mmap_threshold()     # before the node allocates its first large buffer
@@ -61,6 +76,7 @@ async def serve(config: NodeConfig, *, stop: asyncio.Event | None = None) -> Non
     # SIGUSR1 writes every thread's stack to stderr (the log): what a stuck node is doing,
     # read without stopping it (the tests attach it to a node that stops answering).
     faulthandler.register(signal.SIGUSR1, all_threads=True)
+    descriptors_for(config.max_connections)
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64))
@@ -71,7 +87,8 @@ async def serve(config: NodeConfig, *, stop: asyncio.Event | None = None) -> Non
                        for url in config.peers],
                       [HttpPeer(url, session, node.metrics, config.url, config.peer_timeout_s, posts=relay_posts)
                        for url in config.shard_peers])
-    runner = NodeRunner(make_app(node), access_log=None, handle_signals=False, shutdown_timeout=5.0)
+    runner = NodeRunner(make_app(node), access_log=None, handle_signals=False, shutdown_timeout=5.0,
+                        keepalive_timeout=config.idle_timeout_s, max_connections=config.max_connections)
     await runner.setup()
     site = web.TCPSite(runner, config.host, config.port, reuse_address=True)
     try:

@@ -290,7 +290,7 @@ PARSER_FAULTS = [   # (what, raw request, status, code): refused by aiohttp's pa
 @asynccontextmanager
 async def served(node):
     """`node` behind the runner `qmemo node` uses (NodeRunner), on an ephemeral port."""
-    runner = NodeRunner(make_app(node), access_log=None)
+    runner = NodeRunner(make_app(node), access_log=None, max_connections=node.config.max_connections)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()

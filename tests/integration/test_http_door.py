@@ -11,6 +11,7 @@ attaches every thread's stack to a failure).
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -99,3 +100,85 @@ def test_the_three_commands_of_a_curl_user_are_all_answered(node):
                                          "Content-Type: application/octet-stream\r\nContent-Length: 0")
         assert status_of(answer) == 200 and answer.endswith(b'{"results":[],"accepted":0,"duplicate":0,"rejected":0}')
     assert status_of(raw_exchange(node, "GET /health HTTP/1.1\r\nHost: x")) == 200
+
+
+def test_a_wrong_method_answers_405_naming_the_methods_the_path_has(node):
+    answer = raw_exchange(node, "DELETE /txs HTTP/1.1\r\nHost: x")
+    assert status_of(answer) == 405 and b"\r\nAllow: POST\r\n" in answer, answer[:300]
+
+
+@pytest.mark.parametrize("route, key", [("/txs/status", "ids"), ("/receipts/status", "ids"), ("/accounts", "addresses")])
+def test_a_look_up_body_with_a_misspelt_key_is_refused(node, route, key):
+    body = f'{{"{key}": [], "limit": 5}}'.encode()
+    answer = raw_exchange(node, f"POST {route} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                f"Content-Length: {len(body)}", body)
+    assert status_of(answer) in (400, 404) and (b"unknown keys" in answer or b"unsharded" in answer), answer[:300]
+
+
+# --- slow and idle clients: a node with short limits -----------------------------------------------
+
+BODY_TIMEOUT_S = 1.0
+IDLE_TIMEOUT_S = 1.5
+MAX_CONNECTIONS = 48
+
+
+@pytest.fixture(scope="module")
+def strict(devnet: Devnet, tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
+    """An observer of the devnet (it never produces) with short client limits."""
+    root = tmp_path_factory.mktemp("door-strict")
+    config = root / "node.toml"
+    config.write_text(f"body_timeout_s = {BODY_TIMEOUT_S}\nidle_timeout_s = {IDLE_TIMEOUT_S}\n"
+                      f"max_connections = {MAX_CONNECTIONS}\n")
+    with Network(devnet, root, count=1, extra=["--config", str(config)], key=devnet.observer_key()) as network:
+        network.start()
+        yield network.nodes[0]
+
+
+def closed_within(sock: socket.socket, seconds: float) -> tuple[bool, bytes]:
+    """Whether the node closes `sock` within `seconds`, and what it sent before."""
+    sock.settimeout(seconds)
+    answer = b""
+    try:
+        while chunk := sock.recv(65536):
+            answer += chunk
+    except TimeoutError:
+        return False, answer
+    except ConnectionResetError:
+        pass
+    return True, answer
+
+
+def test_a_body_at_one_byte_at_a_time_is_answered_408_while_other_clients_are_served(strict):
+    with socket.create_connection(("127.0.0.1", strict.port)) as slow:
+        slow.sendall(b"POST /txs HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
+                     b"Content-Length: 100\r\n\r\n")
+        started = time.monotonic()
+        while time.monotonic() - started < BODY_TIMEOUT_S * 0.8:
+            slow.sendall(b"x")
+            assert status_of(raw_exchange(strict, "GET /health HTTP/1.1\r\nHost: x", timeout_s=1.0)) == 200
+            time.sleep(0.1)
+        # answered (aiohttp may then linger a while reading what the client still sends)
+        _, answer = closed_within(slow, BODY_TIMEOUT_S + 2.0)
+    assert status_of(answer) == 408 and b'"error":"body_timeout"' in answer, answer[:300]
+
+
+def test_headers_never_finished_are_closed_after_the_idle_timeout(strict):
+    with socket.create_connection(("127.0.0.1", strict.port)) as sock:
+        sock.sendall(b"POST /txs HTTP/1.1\r\nHost: x\r\n")        # and never the blank line
+        started = time.monotonic()
+        closed, answer = closed_within(sock, IDLE_TIMEOUT_S + 3.0)
+    assert closed and answer == b"" and time.monotonic() - started >= IDLE_TIMEOUT_S * 0.9
+
+
+def test_a_flood_of_idle_connections_past_the_cap_never_locks_out_a_client(strict):
+    flood = [socket.create_connection(("127.0.0.1", strict.port)) for _ in range(MAX_CONNECTIONS * 4)]
+    try:
+        for sock in flood[: MAX_CONNECTIONS * 2]:
+            sock.sendall(b"GET /health HTTP/1.1\r\nHo")     # half a request line: idle, holding a slot
+        for _ in range(20):
+            assert status_of(raw_exchange(strict, "GET /health HTTP/1.1\r\nHost: x", timeout_s=2.0)) == 200
+        closed = sum(closed_within(sock, 0.01)[0] for sock in flood)
+        assert closed >= len(flood) - MAX_CONNECTIONS, f"{closed} of {len(flood)} closed"
+    finally:
+        for sock in flood:
+            sock.close()
