@@ -8,12 +8,14 @@ counters from /metrics. Every timed transaction must be accepted.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +34,21 @@ from qmemo.records import to_json
 NODE_READY_S = 30.0     # a node that is not answering /health by then has failed to start
 
 
+# Something run against the node through the timed span, given its host and port: a context
+# manager whose value (a dictionary of what it did) goes into the run's figures as "disturbance".
+Disturbance = Callable[[str, int], AbstractContextManager[dict[str, Any]]]
+
+
 def run_node(workdir: Path, devnet: BenchDevnet, transactions: list[Transaction], threads: int, *,
              batch: int, warmup: int, concurrency: int, gil_switch_interval_s: float | None,
-             verifier: str, progress: Callable[[str], None], round_: int = 0) -> dict[str, Any]:
+             verifier: str, progress: Callable[[str], None], round_: int = 0,
+             disturb: Disturbance | None = None, label: str = "",
+             node_settings: dict[str, Any] | None = None) -> dict[str, Any]:
     """One node run with `threads` verify threads (0: verify inline), a fresh node for
-    round `round_`; its measured figures."""
-    tag = f"{threads}-{round_}"
+    round `round_` (and `label`, where one round runs several nodes of one thread count);
+    its measured figures. `disturb`, if given, runs through the timed span; `node_settings`
+    are NodeConfig settings for the node besides the benchmark's own."""
+    tag = f"{threads}-{round_}{'-' + label if label else ''}"
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -46,6 +57,7 @@ def run_node(workdir: Path, devnet: BenchDevnet, transactions: list[Transaction]
                 "mempool_max_per_sender": 10 * TXS_PER_ACCOUNT}
     if gil_switch_interval_s is not None:
         settings["gil_switch_interval_s"] = gil_switch_interval_s
+    settings.update(node_settings or {})
     node_config.write_bytes(orjson.dumps(settings))
     log = (workdir / f"node-{tag}.log").open("wb")
     qmemo = Path(sys.executable).with_name("qmemo")
@@ -62,7 +74,8 @@ def run_node(workdir: Path, devnet: BenchDevnet, transactions: list[Transaction]
     try:
         progress(f"node with {threads} verify thread(s), round {round_ + 1}: admitting {len(transactions) - warm * batch:,} "
                  "transactions ...")
-        result = asyncio.run(_drive(url, process.pid, bodies[:warm], bodies[warm:], concurrency))
+        result = asyncio.run(_drive(url, process.pid, bodies[:warm], bodies[warm:], concurrency,
+                                    None if disturb is None else lambda: disturb("127.0.0.1", port)))
     finally:
         process.send_signal(signal.SIGTERM)
         try:
@@ -84,7 +97,8 @@ def run_node(workdir: Path, devnet: BenchDevnet, transactions: list[Transaction]
     return result
 
 
-async def _drive(url: str, pid: int, warmup: list[bytes], bodies: list[bytes], concurrency: int) -> dict[str, Any]:
+async def _drive(url: str, pid: int, warmup: list[bytes], bodies: list[bytes], concurrency: int,
+                 disturb: Callable[[], AbstractContextManager[dict[str, Any]]] | None) -> dict[str, Any]:
     if not (await wait_ready([url], NODE_READY_S))[url]:
         raise BenchmarkError(f"the node at {url} did not become ready in {NODE_READY_S:g} s")
     answers: dict[str, int] = {}
@@ -109,16 +123,17 @@ async def _drive(url: str, pid: int, warmup: list[bytes], bodies: list[bytes], c
 
     async with open_clients([url], timeout_s=300) as (client,):
         await send_all(client, warmup)
-        before = await client.metrics()
-        accepted = 0
-        cpu_before, client_before = thread_cpu_s(pid), time.process_time()
-        started = time.perf_counter()
-        await send_all(client, bodies)
-        wall_s = time.perf_counter() - started
-        cpu_after, client_s = thread_cpu_s(pid), time.process_time() - client_before
-        threads_s = {group: cpu_after.get(group, 0.0) - cpu_before.get(group, 0.0) for group in cpu_after}
-        cpu_s = sum(threads_s.values())
-        after = await client.metrics()
+        with disturb() if disturb is not None else contextlib.nullcontext({}) as disturbance:
+            before = await client.metrics()
+            accepted = 0
+            cpu_before, client_before = thread_cpu_s(pid), time.process_time()
+            started = time.perf_counter()
+            await send_all(client, bodies)
+            wall_s = time.perf_counter() - started
+            cpu_after, client_s = thread_cpu_s(pid), time.process_time() - client_before
+            threads_s = {group: cpu_after.get(group, 0.0) - cpu_before.get(group, 0.0) for group in cpu_after}
+            cpu_s = sum(threads_s.values())
+            after = await client.metrics()
     stages_before, stages_after = before.stages, after.stages
     return {"accepted": accepted, "answers": answers, "wall_s": wall_s, "node_cpu_s": cpu_s,
             "node_cpu_s_by_thread": threads_s, "client_cpu_s": client_s,
@@ -126,7 +141,8 @@ async def _drive(url: str, pid: int, warmup: list[bytes], bodies: list[bytes], c
             "verify_s": after.verify.seconds["admission"] - before.verify.seconds["admission"],
             "verify_latency_us": after.verify.latency_us,
             "verifier": after.verify.verifier, "key_cache": to_json(after.verify.key_cache),
-            "event_loop": after.process.event_loop,
+            "event_loop": after.process.event_loop, "open_fds": after.process.open_fds,
+            "disturbance": dict(disturbance),
             "event_loop_lag_ms": to_json(after.event_loop_lag_ms),
             "stages_cpu_s": {name: stages_after.by_stage[name].cpu_s - figure.cpu_s
                              for name, figure in stages_before.by_stage.items()},

@@ -22,22 +22,15 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import time
-
-    import orjson
-
     from qmemo.bench.core_bench import run_core_bench
-    from qmemo.paths import RESULTS_DIR
+    from qmemo.commands.bench import save_result
 
     schemes = [name.strip() for name in args.schemes.split(",") if name.strip()]
     document = run_core_bench(schemes, args.transactions, args.accounts, args.repeat)
     print_table(document["schemes"], args)
     load = document["load_average_1m"]
     print(f"load average (1 min): {load['before']:.2f} before, {load['after']:.2f} after")
-    out = args.out or RESULTS_DIR / f"core-bench-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
-    print(f"saved {out}")
+    save_result(document, args.out, "core-bench")
     return 0
 
 

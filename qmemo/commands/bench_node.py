@@ -31,12 +31,8 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import time
-
-    import orjson
-
     from qmemo.bench.node_bench import NodeBenchConfig, run_node_bench
-    from qmemo.paths import RESULTS_DIR
+    from qmemo.commands.bench import save_result
     from qmemo.errors import ConfigError
 
     try:
@@ -48,10 +44,7 @@ def run(args: argparse.Namespace) -> int:
                              gil_switch_interval_s=args.gil_switch_interval_s)
     document = run_node_bench(config, lambda line: print(line, flush=True))
     _print(document)
-    out = args.out or RESULTS_DIR / f"node-bench-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
-    print(f"saved {out}")
+    save_result(document, args.out, "node-bench")
     return 0
 
 
