@@ -6,6 +6,12 @@ known-answer entry), and this command is the first a user runs."""
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from qmemo.crypto.vectors import SourceResult
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -70,19 +76,19 @@ def run(args: argparse.Namespace) -> int:
     return 0 if self_tests_ok and all(r.ok for r in vector_results) else 1
 
 
-def _vector_results():
+def _vector_results() -> list[SourceResult]:
     from qmemo.crypto.vectors import check_all
 
     return check_all()
 
 
-def _vector_json(result) -> dict[str, object]:
+def _vector_json(result: SourceResult) -> dict[str, object]:
     return {"verifier": result.verifier_label, "implementation": result.implementation, "source": result.source,
             "origin": result.origin, "cases": result.cases, "passed": result.passed,
             "not_applicable": result.not_applicable, "error": result.error, "failing": result.failing_cases()}
 
 
-def vector_table(results):
+def vector_table(results: list[SourceResult]) -> Table:
     """One row per scheme and verifier, one line per source: passed of the cases that apply."""
     from rich.table import Table
 
@@ -102,11 +108,13 @@ def _liboqs_build() -> str:
     """Which liboqs build the liboqs rows describe (the setup records when it built it)."""
     from qmemo.crypto.liboqs import build_info, liboqs_version
 
-    built = build_info().get("built_at")
-    return f"liboqs {liboqs_version()}" + (f" built {built}" if built else " (not built by the setup)")
+    info = build_info()
+    name = info.get("build_name") or f"liboqs {liboqs_version()}"   # names the ML-DSA patch where there is one
+    built = info.get("built_at")
+    return f"{name}" + (f" built {built}" if built else " (not built by the setup)")
 
 
-def _vector_line(result) -> str:
+def _vector_line(result: SourceResult) -> str:
     from rich.markup import escape
 
     if result.error is not None:
@@ -120,7 +128,7 @@ def _vector_line(result) -> str:
 SHOWN_FAILURES = 5
 
 
-def _failure_lines(results) -> list[str]:
+def _failure_lines(results: list[SourceResult]) -> list[str]:
     lines = []
     for result in results:
         failing = result.failing_cases()
