@@ -72,6 +72,12 @@ class LiboqsNotFound(SetupError):
     code = "liboqs_not_found"
 
 
+class NonConformingVerifier(SetupError):
+    """A verifier gives a verdict the standards' known answers do not (qmemo.crypto.conformance)."""
+
+    code = "nonconforming_verifier"
+
+
 class BenchmarkError(QmemoError):
     """A benchmark could not be built or run to completion (its log says why)."""
 

@@ -5,6 +5,8 @@ rules, signatures, `apply_block`) -> node state (mempool, chain) -> store. Each 
 has its own room, and `Node` wires them together at `start` and takes them down at
 `stop`:
 
+- chain verifiers (qmemo.node.chain_verifiers): each scheme's conformance self-test, then
+  the admission kernel, before anything else is made;
 - admission (qmemo.node.admission): transactions into the mempool;
 - block intake (qmemo.node.intake): validate, pre-verify, apply and undo blocks; owns
   the chain lock;
@@ -38,15 +40,15 @@ from qmemo.core.finality import quorum
 from qmemo.core.fork_lock import lock_expiry_ms
 from qmemo.core.genesis import Genesis
 from qmemo.core.state import Account
-from qmemo.crypto.admit_kernel import AdmitKernel
 from qmemo.crypto.keys import NamedKey
 from qmemo.crypto.verifier import signer
-from qmemo.errors import DecodeError, MempoolFull, NodeBehind, NodeNotReady, NotFound, SetupError, UnknownScheme
+from qmemo.errors import DecodeError, MempoolFull, NodeBehind, NodeNotReady, NotFound
 from qmemo.node import reporting
 from qmemo.node.admission import Admission, Admitted, frame_items
 from qmemo.node.answers import BlockAnswer, BlockStatus, Item, TxOutcome, TxStatus
 from qmemo.node.block_gate import screen_block
 from qmemo.node.chain import Chain
+from qmemo.node.chain_verifiers import admission_kernel
 from qmemo.node.config import NodeConfig
 from qmemo.node.intake import BlockIntake
 from qmemo.node.journal import Journal
@@ -68,17 +70,6 @@ EXPIRY_INTERVAL_S = 1.0     # how often held transactions are checked against th
 # A receipts long poll looks at the final height this often: a check is a comparison, and
 # 50 ms is small beside a 2 s block (qmemo.node.receipt_transport).
 LONG_POLL_CHECK_S = 0.05
-
-
-def admission_kernel(genesis: Genesis, verifier: str) -> AdmitKernel:
-    """The admission kernel for this chain with the node's verifier: every transaction
-    scheme of the genesis needs a native verifier (the one path admits every batch);
-    SetupError naming the scheme otherwise."""
-    try:
-        return AdmitKernel(genesis.chain_id, [genesis.scheme_name(i) for i in genesis.tx_scheme_ids],
-                           verifier=verifier)
-    except UnknownScheme as exc:
-        raise SetupError(f"the admission kernel cannot verify this chain's transactions: {exc}") from None
 
 
 class Node:
