@@ -80,3 +80,13 @@ def test_without_qmemo_home_the_report_still_reads_result_files(wheel_venv, tmp_
                         "--out", str(tmp_path / "out")], env=outside_env(), cwd=tmp_path, timeout=300)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "out" / "REPORT.md").is_file() and (tmp_path / "out" / "REPORT.html").is_file()
+
+
+def test_the_wheel_carries_the_conformance_case_files_a_node_checks_at_start(wheel_venv, tmp_path):
+    code = ("import qmemo.crypto.conformance as c; print(c.__file__); "
+            "print(sum(len(c.cases_for(name).cases) for name in sorted(c.REQUIRED)))")
+    done = run_command([str(wheel_venv / "bin" / "python"), "-c", code], env=outside_env(QMEMO_HOME=str(REPO_ROOT)),
+                       cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    module_file, count = done.stdout.split()
+    assert Path(module_file).is_relative_to(wheel_venv) and int(count) > 0
