@@ -27,8 +27,9 @@ Bitcoin file (DER, SHA-256, low-S: libsecp256k1's rules exactly) runs through th
 registry's verify makes after its encoding step (libsecp256k1's DER verify, via coincurve).
 
 Used by tests/integration/test_third_party_vectors.py and `qmemo schemes --vectors`.
-It never changes a verdict it reads, and never signs: a case's expected verdict is the
-source's (plus the low-S rule, named in the source's label).
+It never changes a verdict it reads and never signs (kat_sig, liboqs's program, signs to
+replay a KAT): a case's expected verdict is the source's, plus the low-S rule where the
+label says so; the "bit flips" cases derived from a KAT are invalid by construction.
 """
 
 from __future__ import annotations
@@ -313,14 +314,14 @@ def _quietly(function: Callable[[str], object], name: str) -> None:
         pass   # reported by the source that needs it
 
 
-def _kat_entries(output: bytes) -> list[dict[str, bytes | int]]:
+def _kat_entries(output: bytes) -> list[tuple[int, bytes, bytes, bytes]]:
+    """(count, pk, msg, sm) of each entry of a KAT file."""
     entries = []
     for block in output.decode().split("\n\n"):
         fields = dict(re.findall(r"^(\w+) = (\S*)$", block, re.M))
         if "sm" in fields:
-            entry: dict[str, bytes | int] = {k: bytes.fromhex(fields[k]) for k in ("pk", "msg", "sm")}
-            entry["count"] = int(fields["count"])
-            entries.append(entry)
+            entries.append((int(fields["count"]), bytes.fromhex(fields["pk"]), bytes.fromhex(fields["msg"]),
+                            bytes.fromhex(fields["sm"])))
     return entries
 
 
@@ -344,10 +345,9 @@ def kat_signature(name: str, message: bytes, signed_message: bytes) -> bytes:
 
 
 def _kat_cases(name: str, output: bytes) -> tuple[VectorCase, ...]:
-    return tuple(VectorCase(case_id=f"count {entry['count']}", comment="known answer", flags=(),
-                            public_key=entry["pk"], message=entry["msg"],        # type: ignore[arg-type]
-                            signature=kat_signature(name, entry["msg"], entry["sm"]), valid=True)  # type: ignore[arg-type]
-                 for entry in _kat_entries(output))
+    return tuple(VectorCase(case_id=f"count {count}", comment="known answer", flags=(), public_key=public_key,
+                            message=message, signature=kat_signature(name, message, signed), valid=True)
+                 for count, public_key, message, signed in _kat_entries(output))
 
 
 def _liboqs_kat(name: str) -> tuple[VectorCase, ...]:
