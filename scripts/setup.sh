@@ -19,7 +19,10 @@
 #               inside the crate blake3; each pinned by version and sha256, kept in
 #               .deps/crates/ and unpacked into .deps/src/ (scripts/lib/fetch_crate.py).
 #   2. liboqs   liboqs built from that source with cmake in Release as a shared
-#               library, installed in .deps/liboqs. Or, with QMEMO_LIBOQS_PREFIX=/path,
+#               library, installed in .deps/liboqs, its AVX2 ML-DSA verify made FIPS
+#               204's at build time (scripts/liboqs/mldsa_conformance.cmake; docs/setup.md
+#               says why). Built and installed aside, then swapped in, so programs using
+#               the old one keep working until the swap. Or, with QMEMO_LIBOQS_PREFIX=/path,
 #               an existing install is linked there instead and nothing is built.
 #   3. native   qmemo/crypto/native/qmemo_batch.c compiled against that liboqs into .deps/native
 #               (batch signature verification: one GIL release per chunk, not per verify).
@@ -181,8 +184,13 @@ step_apt() {
 # --- 2. liboqs ------------------------------------------------------------------
 liboqs_stamp() {
   { echo "$OQS_CRATE $OQS_CRATE_VERSION"; echo "$OQS_ALGS"; echo "${OQS_CMAKE_FLAGS[*]}"
-    cat "$ROOT/scripts/liboqs/oqs_compat.c" "$ROOT/scripts/liboqs/compat.cmake"; } | stamp_of
+    cat "$ROOT/scripts/liboqs/oqs_compat.c" "$ROOT/scripts/liboqs/compat.cmake" \
+        "$ROOT/scripts/liboqs/mldsa_conformance.cmake" "$ROOT/scripts/liboqs/rename_symbols.cmake"; } | stamp_of
 }
+
+# The ML-DSA conformance patch's name in build-info.json and the reports: the edits are
+# mldsa_conformance.cmake's, so its bytes name them.
+mldsa_patch_id() { sha256sum "$ROOT/scripts/liboqs/mldsa_conformance.cmake" | cut -c1-12; }
 
 # --- 1b. fetch: the C sources, from crates.io ---------------------------------------
 # crate_source NAME VERSION SHA256: print the folder the crate is unpacked in
@@ -243,24 +251,32 @@ step_liboqs() {
   want=$(liboqs_stamp)
   [ -L "$LIBOQS_PREFIX" ] && rm -f "$LIBOQS_PREFIX"
   say "building liboqs $OQS_VERSION (first run only; 1-3 minutes on 2 cores; log: $LOGS/liboqs-build.log)"
-  local started=$SECONDS src build="$DEPS/build/liboqs"
+  # Built in build.next and installed under stage/ (DESTDIR: the files already hold their
+  # final paths), then swapped in: .deps/liboqs is whole, old or new, at every moment.
+  # The programs get the installed library's path (CMAKE_BUILD_WITH_INSTALL_RPATH), not
+  # the build folder's, so nothing run from .deps/liboqs needs a build folder.
+  local started=$SECONDS src build="$DEPS/build/liboqs.next" stage="$DEPS/build/liboqs.stage"
+  local staged="$DEPS/build/liboqs.stage$LIBOQS_PREFIX"
   : >"$LOGS/liboqs-build.log"
   src=$(liboqs_source)
-  rm -rf "$build" "$LIBOQS_PREFIX"
+  rm -rf "$build" "$stage"
   run_progress liboqs-build cmake -S "$src" -B "$build" "${OQS_CMAKE_FLAGS[@]}" \
     "-DCMAKE_PROJECT_liboqs_INCLUDE=$ROOT/scripts/liboqs/compat.cmake" \
-    "-DCMAKE_INSTALL_PREFIX=$LIBOQS_PREFIX"
-  run_progress liboqs-build cmake --build "$build" --parallel "$(nproc)" --target oqs speed_sig kat_sig
-  run liboqs-build cmake --install "$build"
+    "-DCMAKE_INSTALL_PREFIX=$LIBOQS_PREFIX" -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON "-DCMAKE_INSTALL_RPATH=$LIBOQS_PREFIX/lib"
+  # qmemo_mldsa_bench: the conforming and as-shipped ML-DSA archives bench_c compares
+  # (an empty target where liboqs has no AVX2 ML-DSA).
+  run_progress liboqs-build cmake --build "$build" --parallel "$(nproc)" --target oqs speed_sig kat_sig qmemo_mldsa_bench
+  run liboqs-build env DESTDIR="$stage" cmake --install "$build"
   # liboqs's own benchmark and KAT programs: bench_c measures against them.
-  run liboqs-build mkdir -p "$LIBOQS_PREFIX/bin" "$LIBOQS_PREFIX/share/liboqs"
-  run liboqs-build cp "$build/tests/speed_sig" "$build/tests/kat_sig" "$LIBOQS_PREFIX/bin/"
-  run liboqs-build cp "$src/tests/KATs/sig/kats.json" "$LIBOQS_PREFIX/share/liboqs/kats.json"
-  has_compat_symbol "$(ls "$LIBOQS_PREFIX"/lib*/liboqs.so | head -n1)" ||
+  run liboqs-build mkdir -p "$staged/bin" "$staged/share/liboqs"
+  run liboqs-build cp "$build/tests/speed_sig" "$build/tests/kat_sig" "$staged/bin/"
+  run liboqs-build cp "$src/tests/KATs/sig/kats.json" "$staged/share/liboqs/kats.json"
+  has_compat_symbol "$(ls "$staged"/lib*/liboqs.so | head -n1)" ||
     die "step 'liboqs-build': the built liboqs.so lacks OQS_SIG_supports_ctx_str; log: $LOGS/liboqs-build.log"
-  run liboqs-build python3 - "$LIBOQS_PREFIX/share/liboqs/build-info.json" "$src" "$OQS_ALGS" "${OQS_CMAKE_FLAGS[*]}" "$build/CMakeCache.txt" <<'EOF'
+  run liboqs-build python3 - "$staged/share/liboqs/build-info.json" "$src" "$OQS_ALGS" "${OQS_CMAKE_FLAGS[*]}" "$build/CMakeCache.txt" \
+    "$(mldsa_patch_id)" <<'EOF'
 import json, re, sys, datetime
-out, src, algs, flags, cache = sys.argv[1:]
+out, src, algs, flags, cache, patch = sys.argv[1:]
 cache_text = open(cache).read()
 def cached(key):
     m = re.search(rf"^{key}:[A-Z]+=(.*)$", cache_text, re.M)
@@ -275,10 +291,25 @@ json.dump({
     "c_flags_release": cached("CMAKE_C_FLAGS_RELEASE"),
     "dist_build": cached("OQS_DIST_BUILD"),
     "compat": "OQS_SIG_supports_ctx_str from scripts/liboqs/oqs_compat.c",
+    # The build's name wherever a figure measured with it is shown.
+    "build_name": f"liboqs 0.13.0 + qMEMO ML-DSA conformance patch {patch}",
+    "ml_dsa_conformance_patch": {
+        "id": patch,
+        "source": "scripts/liboqs/mldsa_conformance.cmake",
+        "fixes": ["AVX2 verify: ||z||_inf < gamma1 - beta (FIPS 204 Algorithm 8, line 13)",
+                  "AVX2 use_hint: r1 + 1 only where r0 > 0 (FIPS 204 Algorithm 40)"],
+    },
     "built_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
 }, open(out, "w"), indent=2)
 EOF
-  echo "$want" >"$LIBOQS_PREFIX/.qmemo-stamp"
+  echo "$want" >"$staged/.qmemo-stamp"
+  # The swap: two renames, then the old install goes. The build folder stays as a record
+  # (compile_commands.json) in build/liboqs; nothing runs from it, nothing rebuilds in it.
+  rm -rf "$LIBOQS_PREFIX.old"
+  if [ -e "$LIBOQS_PREFIX" ]; then mv "$LIBOQS_PREFIX" "$LIBOQS_PREFIX.old"; fi
+  mv "$staged" "$LIBOQS_PREFIX"
+  rm -rf "$LIBOQS_PREFIX.old" "$stage" "$DEPS/build/liboqs"
+  mv "$build" "$DEPS/build/liboqs"
   say "liboqs built and installed in $LIBOQS_PREFIX ($((SECONDS - started)) s)"
 }
 

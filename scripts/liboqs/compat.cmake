@@ -18,3 +18,6 @@ function(qmemo_add_oqs_compat)
 endfunction()
 
 cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}" CALL qmemo_add_oqs_compat)
+
+# The AVX2 ML-DSA verify made FIPS 204's (see that file): every liboqs qMEMO builds has it.
+include("${CMAKE_CURRENT_LIST_DIR}/mldsa_conformance.cmake")
