@@ -17,6 +17,7 @@ from qmemo.analysis import plots
 from qmemo.analysis.markdown import MISSING, Section, image, num, percent, source_note, table, times
 from qmemo.analysis.results import FALCON, Results, display_path
 from qmemo.bench.c_validate import read_validation
+from qmemo.bench.fingerprint import build_name
 from qmemo.errors import DecodeError
 
 JB_CRITICAL_5PCT = 5.991  # chi-squared(2) at 5%: Jarque-Bera's null distribution (bench_c/src/stats.h)
@@ -52,7 +53,7 @@ def environment(results: Results, plot_dir: Path) -> Section:
         ("machine", f"{s.cpu_model}, {s.cores} cores online, {s.kernel}"),
         ("CPU flags used", s.cpu_flags or MISSING),
         ("frequency governor", s.governor or "not readable (VM or container)"),
-        ("liboqs", f"{s.liboqs_version}, code path: "
+        ("liboqs", f"{build_name(b.summary.fingerprint) or s.liboqs_version}, code path: "
                    + ("**AVX2**" if s.avx2 else "**portable** (no AVX2)")),
         ("compiler and flags", f"{s.compiler} (`__VERSION__`); `{s.cflags}`"),
         ("classical libraries", f"libsecp256k1 {s.libsecp256k1_version or MISSING}, "

@@ -50,7 +50,15 @@ def liboqs_build(prefix: Path) -> tuple[str, str]:
     library = next((p for p in (prefix / "lib" / "liboqs.so", prefix / "lib64" / "liboqs.so") if p.is_file()), None)
     library_sha = _sha256(library.read_bytes()) if library else "missing"
     flags = " ".join(str(info[k]) for k in ("cmake_flags", "c_flags_release") if info.get(k)) or "unknown flags"
-    return str(info.get("liboqs_version", "unknown")), f"{flags}; liboqs.so sha256 {library_sha}"
+    name = f"{info['build_name']}; " if info.get("build_name") else ""
+    return str(info.get("liboqs_version", "unknown")), f"{name}{flags}; liboqs.so sha256 {library_sha}"
+
+
+def build_name(fingerprint: Fingerprint | None) -> str | None:
+    """The setup's name of the liboqs build a fingerprint records ("liboqs 0.13.0 + qMEMO
+    ML-DSA conformance patch <id>", the first part liboqs_build writes), or None."""
+    first = fingerprint.liboqs_build.split("; ", 1)[0] if fingerprint else ""
+    return first if first.startswith("liboqs ") else None
 
 
 def current(liboqs_prefix: Path | None = None) -> Fingerprint:

@@ -198,3 +198,7 @@ def _print_verify_implementations(console: Any, summary: CSummary) -> None:
                       "-" if row.ratio_to_liboqs is None else f"{row.ratio_to_liboqs:.2f}",
                       "-" if row.instructions_per_verify is None else f"{row.instructions_per_verify:,}")
     console.print(table)
+    from qmemo.bench.c_verifiers import conformance_lines
+
+    for line in conformance_lines(summary.verify_implementations):
+        console.print(line, soft_wrap=True)

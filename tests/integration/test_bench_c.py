@@ -366,13 +366,23 @@ def test_run_all_writes_every_file_and_a_summary_the_reader_loads(binary, tmp_pa
 
 
 def check_verify_implementations(rows: list[dict]) -> None:
-    """Each scheme's liboqs row, then qMEMO's modes where it has a verifier, fn-dsa last: one run's
-    rates, each ratio to that run's liboqs row of the same scheme, every row saying its timing."""
-    from qmemo.bench.c_verifiers import TARGETS
+    """Each scheme's liboqs row, then qMEMO's modes where it has a verifier (and, for ML-DSA on
+    an AVX2 CPU, liboqs's verify as shipped, without the setup's conformance patch), fn-dsa
+    last: one run's rates, each ratio to that run's liboqs row of the same scheme - the
+    shipped row's to the conforming build's timed with it - every row saying its timing."""
+    from qmemo.bench.c_verifiers import CONFORMANCE_TARGETS, TARGETS
+    from qmemo.crypto.liboqs import cpu_extensions
 
+    shipped = {t.scheme for t in CONFORMANCE_TARGETS} if cpu_extensions()["AVX2"] else set()
     assert [(r["scheme"], r["mode"]) for r in rows] == \
-        [(t.scheme, m) for t in TARGETS for m in t.modes] + [("FN-DSA-512", "decoded"), ("FN-DSA-512", "encoded")]
+        [(t.scheme, m) for t in TARGETS for m in t.modes + (("shipped",) if t.scheme in shipped else ())] + \
+        [("FN-DSA-512", "decoded"), ("FN-DSA-512", "encoded")]
     liboqs = {r["scheme"]: r for r in rows if r["mode"] == "liboqs"}
+    assert all("conformance patch" in r["implementation"] for r in liboqs.values())
+    for row in (r for r in rows if r["mode"] == "shipped"):
+        assert "NOT FIPS 204's" in row["implementation"] and "no cache" in row["timing"]
+        assert row["ratio_to_liboqs"] > 0 and "against OQS_SIG_verify of the conforming build" in row["source"]
+    rows = [r for r in rows if r["mode"] != "shipped"]
     for row in rows:
         reference = liboqs["Falcon-512" if row["scheme"] == "FN-DSA-512" else row["scheme"]]
         assert row["signature_compatible_with_liboqs"] is (row["scheme"] != "FN-DSA-512")
