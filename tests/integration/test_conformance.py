@@ -17,8 +17,8 @@ import pytest
 from qmemo.crypto import conformance
 from qmemo.crypto.schemes import get_scheme
 from qmemo.errors import NonConformingVerifier
-from tests.conftest import REPO_ROOT, VENV_BIN, run_command
-from tests.integration.nodes import make_devnet, running_node
+from tests.conftest import REPO_ROOT, run_command
+from tests.integration.nodes import running_node
 
 pytestmark = pytest.mark.slow
 
