@@ -34,6 +34,7 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("report", "qmemo.commands.report", "write REPORT.md and plots from bench_c results (and devnet runs)"),
     ("soak", "qmemo.commands.soak", "a devnet under steady load for minutes: nodes' RSS and open fds sampled"),
     ("scenario", "qmemo.commands.scenario", "run a scenario: nodes in network namespaces, link profiles, faults, invariants"),
+    ("deploy", "qmemo.commands.deploy", "a scenario as a Docker Swarm stack over several hosts, and its results"),
 ]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from qmemo.scenario.manifest import Load, Manifest
+from qmemo.scenario.manifest import Load, Manifest, Network
 
 NODE_PORT = 8000
 
@@ -25,14 +25,31 @@ def genesis_arguments(manifest: Manifest, out: str) -> list[str]:
             *(["--shards", str(network.shards)] if network.shards > 1 else [])]
 
 
+def key_file(i: int, shard: tuple[int, int] | None = None) -> str:
+    """Validator i's key file in the devnet folder (`shard`: a sharded devnet's (shard, index in it))."""
+    return f"validator-{i}.keys.json" if shard is None else f"shard-{shard[0]}-validator-{shard[1]}.keys.json"
+
+
+def node_shard(network: Network, i: int) -> tuple[int, int] | None:
+    """Node i's (shard, validator index in it) on a sharded network; None on one chain."""
+    return (network.shard_of(i), i % network.per_shard) if network.shards > 1 else None
+
+
+def node_peers(network: Network, i: int) -> tuple[list[int], list[int]]:
+    """Node i's peers: the other nodes of its shard (blocks, relay), and every other shard's
+    nodes (it pulls their receipts). On one chain the second list is empty."""
+    shard = network.shard_of(i)
+    same = [j for j in range(network.nodes) if j != i and network.shard_of(j) == shard]
+    return same, [j for j in range(network.nodes) if network.shard_of(j) != shard]
+
+
 def node_arguments(i: int, devnet: str, data: str, host: str, peers: Sequence[str], *,
                    advertise: str | None = None, verify_threads: int | None = None,
                    shard: tuple[int, int] | None = None, shard_peers: Sequence[str] = ()) -> list[str]:
     """`qmemo node` for validator i, listening on `host`:NODE_PORT and peering with `peers` (URLs).
     `shard` (shard, validator index in it): a sharded devnet's node, pulling receipts from
     `shard_peers` (the other shards' nodes)."""
-    key = f"validator-{i}.keys.json" if shard is None else f"shard-{shard[0]}-validator-{shard[1]}.keys.json"
-    command = ["node", "--genesis", f"{devnet}/genesis.json", "--key", f"{devnet}/{key}",
+    command = ["node", "--genesis", f"{devnet}/genesis.json", "--key", f"{devnet}/{key_file(i, shard)}",
                "--data", data, "--host", host, "--port", str(NODE_PORT), "--peers", ",".join(peers),
                "--name", f"node-{i}"]
     if shard_peers:

@@ -22,7 +22,7 @@ import orjson
 from qmemo.errors import NodeApiError
 from qmemo.net.client import base_url, open_clients
 from qmemo.scenario import links, relay
-from qmemo.scenario.argv import NODE_PORT, node_arguments
+from qmemo.scenario.argv import NODE_PORT, node_arguments, node_peers, node_shard
 from qmemo.scenario.hosts import Hosts, Process, stop_process
 from qmemo.scenario.manifest import Manifest, Perturbation
 from qmemo.scenario.observe import SAMPLE_TIMEOUT_S
@@ -74,14 +74,12 @@ class Cluster:
 
     def start_node(self, i: int) -> None:
         network = self.manifest.network
-        shard = network.shard_of(i)     # a sharded devnet: peers in its shard, receipts from the others
-        peers = [self.peer_url(i, j) for j in range(network.nodes) if j != i and network.shard_of(j) == shard]
-        others = [self.url(j) for j in range(network.nodes) if network.shard_of(j) != shard]
+        same, others = node_peers(network, i)     # a sharded devnet: peers in its shard, receipts from the others
         command = [str(Path(sys.executable).parent / "qmemo"),
                    *node_arguments(i, str(self.devnet), str(self.devnet / f"data/node-{i}"),
-                                   self.hosts.hosts[f"node-{i}"].address, peers, verify_threads=1,
-                                   shard=(shard, i % network.per_shard) if network.shards > 1 else None,
-                                   shard_peers=others)]
+                                   self.hosts.hosts[f"node-{i}"].address, [self.peer_url(i, j) for j in same],
+                                   verify_threads=1, shard=node_shard(network, i),
+                                   shard_peers=[self.url(j) for j in others])]
         self.nodes[i] = self.hosts.spawn(f"node-{i}", f"node-{i}", command, self.run_dir / "logs" / f"node-{i}.log")
 
     def healthy(self, i: int) -> bool:

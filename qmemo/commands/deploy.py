@@ -1,0 +1,79 @@
+"""`qmemo deploy`: a scenario manifest as a Docker Swarm stack of several hosts, and its results.
+
+    qmemo deploy render MANIFEST [--shards S --per-shard N] [--hosts H] [--placement spread|shard|none]
+                        [--set KEY=VALUE ...] [--out DIR]
+        the devnet (`qmemo genesis`, once per chain) and DIR/stack.yaml (qmemo.deploy.stack),
+        with DIR/README.md: the labels to set, the deploy command, where the results land
+    qmemo deploy collect DIR --stack NAME [--run ID] [--wait S]
+        after (or, with --wait, until the end of) a run: every service's log and task
+        history from the manager's Swarm API into DIR/runs/ID beside the generator's folder
+        (qmemo.deploy.collect), so `qmemo report --devnet DIR/runs/ID` reads one folder
+
+docs/scenarios.md, "Several hosts", is the procedure on real machines.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from qmemo.deploy.stack import DEFAULT_RUN, PLACEMENTS, SUBNET
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="deploy_command", metavar="<render|collect>", required=True)
+    render = sub.add_parser("render", help="the devnet and a Swarm stack file from a scenario manifest")
+    render.add_argument("manifest", type=Path, help="a scenario TOML file (or a shipped scenario's name)")
+    render.add_argument("--out", type=Path, help="folder for stack.yaml, devnet/ and runs/ (default runs/swarm-<name>)")
+    render.add_argument("--shards", type=int, help="shards (sets network.shards and, with --per-shard, network.nodes)")
+    render.add_argument("--per-shard", type=int, help="validators per shard (default 3 with --shards)")
+    render.add_argument("--hosts", type=int, default=3, help="hosts labelled qmemo.host=0..H-1 (default 3)")
+    render.add_argument("--placement", choices=PLACEMENTS, default="spread",
+                        help="spread: a shard's validators on different hosts (default); shard: a shard per "
+                             "host; none: wherever Swarm puts them")
+    render.add_argument("--verify-threads", type=int, help="each node's verify threads (default: the node's)")
+    render.add_argument("--subnet", default=SUBNET, help=f"the overlay network's subnet (default {SUBNET})")
+    render.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a manifest key (TOML value), e.g. load.tps=100; repeatable")
+    render.set_defaults(run=run_render)
+    collect = sub.add_parser("collect", help="every service's log and tasks into the run folder on the manager")
+    collect.add_argument("folder", type=Path, help="the rendered folder (with stack.yaml and runs/)")
+    collect.add_argument("--stack", required=True, help="the stack's name (as given to docker stack deploy)")
+    collect.add_argument("--run", dest="run_name", default=DEFAULT_RUN,
+                         help=f"the run's name under runs/ (QMEMO_RUN; default {DEFAULT_RUN})")
+    collect.add_argument("--wait", type=float, default=0.0, metavar="S",
+                         help="first wait up to S seconds for the generator's task to end")
+    collect.set_defaults(run=run_collect)
+
+
+def run_render(args: argparse.Namespace) -> int:
+    from qmemo.commands.scenario import PROFILES_FILE, _resolve
+    from qmemo.deploy.files import make_devnet, write_stack
+    from qmemo.deploy.stack import StackPlan
+    from qmemo.scenario.manifest import load_manifest
+
+    overrides = list(args.overrides)
+    if args.shards is not None:
+        per_shard = args.per_shard or 3
+        overrides += [f"network.shards={args.shards}", f"network.nodes={args.shards * per_shard}"]
+    elif args.per_shard is not None:
+        overrides += [f"network.nodes={args.per_shard}"]
+    path = _resolve(args.manifest)
+    manifest = load_manifest(path, path.parent / PROFILES_FILE, overrides)
+    out = (args.out or Path("runs") / f"swarm-{manifest.name}").resolve()
+    genesis_hash = make_devnet(manifest, out / "devnet")
+    plan = StackPlan(hosts=args.hosts, placement=args.placement, folder=str(out), genesis_hash=genesis_hash,
+                     verify_threads=args.verify_threads, subnet=args.subnet)
+    stack_file = write_stack(manifest, plan, out, " ".join(["qmemo deploy render", str(args.manifest), *(
+        f"--set {o}" for o in overrides)]))
+    print(f"stack: {stack_file} ({manifest.network.shards} shard(s) x {manifest.network.per_shard} validators on "
+          f"{args.hosts} host(s), placement {args.placement}); the steps: {out / 'README.md'}")
+    return 0
+
+
+def run_collect(args: argparse.Namespace) -> int:
+    from qmemo.deploy.collect import collect
+
+    run_dir, state = collect(args.folder.resolve(), args.stack, args.run_name, args.wait)
+    print(f"run folder: {run_dir} (generator: {state}); its report: qmemo report --devnet {run_dir}")
+    return 0 if state.startswith("Complete") else 1

@@ -1,0 +1,86 @@
+"""`qmemo deploy collect`: a Swarm run's logs and task history into its run folder on the manager.
+
+The generator already writes the run's figures into the manager's runs/<run>/gen (its
+own merge of every shard: summary.json with the invariants, node-stages.json, each
+node's metrics, all read over the overlay from whichever host runs the node). What
+stays on the hosts is each container's log: the manager's Swarm API serves them all
+(`docker service logs`), wherever the task ran, so nothing here copies files between
+hosts. Beside gen/ it writes
+
+    logs/<service>.log   every task's log of that service, with Docker's timestamps
+    tasks.jsonl          `docker service ps` of every service: where each task ran, its
+                         state and error (a task moved after a host went down shows here)
+    nodes.jsonl          `docker node ls`: the hosts, their state and availability
+
+Runs the docker client (DOCKER_HOST as set); what it must never do: change the stack.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from qmemo.errors import SetupError
+
+POLL_S = 0.5
+ENDED = ("Complete", "Failed", "Rejected", "Shutdown", "Orphaned")
+
+
+def _run(args: tuple[str, ...], timeout: float, merged: bool) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(["docker", *args], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT if merged else subprocess.PIPE, text=True, timeout=timeout,
+                              check=False, env=os.environ.copy())
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SetupError(f"`docker {' '.join(args)}` failed: {exc}") from None
+
+
+def _docker(*args: str, timeout: float = 120) -> str:
+    done = _run(args, timeout, merged=False)
+    if done.returncode != 0:
+        raise SetupError(f"`docker {' '.join(args)}` failed: {done.stderr.strip()}")
+    return done.stdout
+
+
+def service_log(service: str) -> str:
+    """Every task's log of `service`, stderr included. A task on a host that is down has
+    none to give: the client then says so after the others' lines and exits 1, and that
+    line is kept (the log is still what the hosts that answered had)."""
+    done = _run(("service", "logs", "--raw", "--timestamps", "--no-trunc", service), 300, merged=True)
+    if done.returncode != 0:
+        return done.stdout + f"# docker service logs {service} exited {done.returncode}\n"
+    return done.stdout
+
+
+def generator_state(stack: str) -> str:
+    """The generator's newest task's state, as `docker service ps` says it ("Running 3 seconds ago")."""
+    lines = _docker("service", "ps", f"{stack}_gen", "--format", "{{.CurrentState}}").splitlines()
+    return lines[0].strip() if lines else ""
+
+
+def wait_generator(stack: str, timeout_s: float) -> str:
+    """Poll until the generator's task has ended, or `timeout_s`; its last state."""
+    deadline = time.monotonic() + timeout_s
+    state = generator_state(stack)
+    while not state.startswith(ENDED) and time.monotonic() < deadline:
+        time.sleep(POLL_S)
+        state = generator_state(stack)
+    return state
+
+
+def collect(folder: Path, stack: str, run: str, wait_s: float = 0.0) -> tuple[Path, str]:
+    """Logs, tasks and nodes into folder/runs/<run>; (the run folder, the generator's state)."""
+    state = wait_generator(stack, wait_s) if wait_s > 0 else generator_state(stack)
+    run_dir = folder / "runs" / run
+    (run_dir / "logs").mkdir(parents=True, exist_ok=True)
+    services = _docker("stack", "services", stack, "--format", "{{.Name}}").split()
+    for service in services:
+        short = service.removeprefix(f"{stack}_")
+        (run_dir / "logs" / f"{short}.log").write_text(service_log(service))
+    if services:
+        (run_dir / "tasks.jsonl").write_text(_docker("service", "ps", "--no-trunc", "--format", "{{json .}}",
+                                                     *services))
+    (run_dir / "nodes.jsonl").write_text(_docker("node", "ls", "--format", "{{json .}}"))
+    return run_dir, state

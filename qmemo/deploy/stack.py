@@ -1,0 +1,196 @@
+"""`qmemo deploy render`: a scenario manifest rendered as a Docker Swarm stack over several hosts.
+
+The manifest is the one `qmemo scenario run` starts in network namespaces on one machine
+(network.nodes, network.shards, chain, load); the stack runs the very same command lines
+(qmemo.scenario.argv), with service names where the runner has addresses:
+
+    node-<i>     one service per validator (node i is validator i % per_shard of shard
+                 i // per_shard, as the runner numbers them), one replica, its chain in
+                 the named volume node-<i>-data on whichever host runs it
+    gen          the load generator, on the manager: one `qmemo gen` for every shard, as
+                 on one machine - it follows each shard's blocks and each cross-shard
+                 transfer to its credit, then writes the merged run folder (summary.json
+                 with the invariants, node-stages.json, the nodes' metrics) into the
+                 manager's runs/<run>/gen, where `qmemo report --devnet runs/<run>` reads it
+
+The devnet (genesis and keys) is made once, on the manager, by `qmemo genesis`; Swarm
+carries it to the hosts: genesis.json as a config and each validator's key as a secret,
+both named with the genesis's hash (a config cannot change in place, a new chain gets
+new names). Scheduling, restarts, service discovery (each service's name, `dnsrr`: no
+IPVS needed) and the overlay network are Swarm's; nothing here talks to a host.
+
+Placement, by node labels `qmemo.host-<h>=true` (h = 0 .. hosts-1, set with `docker node
+update --label-add qmemo.host-<h>=true <host>`; `label_commands()`):
+
+    spread   node i on host i mod hosts: with at least as many hosts as a shard has
+             validators, a shard's validators each on a host of its own; every host
+             used, as many nodes on each as the count allows
+    shard    shard k's validators together on host k mod hosts: blocks stay on a host,
+             receipts cross between hosts
+    none     no constraint: Swarm's scheduler places each node (and moves it anywhere)
+
+A constraint is a hard rule: a node pinned to host h waits while h is down (its task
+stays pending), unless another host also carries qmemo.host-<h>: the operator's say in
+where Swarm may move h's nodes (they start there on a new volume and sync their chain).
+
+Pure: `stack(manifest, plan)` returns the stack file's content; the command writes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from qmemo.errors import ConfigError
+from qmemo.scenario.argv import NODE_PORT, gen_arguments, key_file, node_arguments, node_peers, node_shard
+from qmemo.scenario.compose import IMAGE
+from qmemo.scenario.manifest import Manifest, Network
+
+PLACEMENTS = ("spread", "shard", "none")
+HOST_LABEL = "qmemo.host"  # qmemo.host-<h>=true: a host that may run host h's nodes
+DEVNET = "/devnet"          # in every container: genesis.json (a config), the node's key (a secret)
+DATA = "/data"
+RUNS = "/runs"
+# An overlay subnet of the project's own range (deploy/compose.yaml's is 172.31.229.0/24,
+# tests/integration/engine.py's pools 172.31.224.0/20 and 172.31.236.0/22); change it with
+# --subnet where it overlaps a network of the hosts.
+SUBNET = "172.31.244.0/24"
+RUN_VARIABLE = "QMEMO_RUN"  # the run folder's name under runs/, substituted by `docker stack deploy`
+DEFAULT_RUN = "1"
+HEALTH_WAIT_S = 600         # the generator waits this long for every node to answer /health
+
+
+@dataclass(frozen=True, slots=True)
+class StackPlan:
+    hosts: int                      # hosts labelled qmemo.host=0 .. hosts-1
+    placement: str                  # one of PLACEMENTS
+    folder: str                     # the rendered folder on the manager, absolute (stack deploy's bind mounts)
+    genesis_hash: str               # names the config and secrets: a new chain, new objects
+    verify_threads: int | None = None
+    subnet: str = SUBNET
+    image: str = IMAGE
+
+    def __post_init__(self) -> None:
+        if self.placement not in PLACEMENTS:
+            raise ConfigError(f"--placement is one of {', '.join(PLACEMENTS)} (got {self.placement!r})")
+        if self.hosts < 1:
+            raise ConfigError("--hosts must be 1 or more")
+        if not self.folder.startswith("/"):
+            raise ConfigError(f"the stack's folder must be an absolute path (got {self.folder!r})")
+
+
+def host_label(h: int) -> str:
+    return f"{HOST_LABEL}-{h}"
+
+
+def host_of(network: Network, i: int, plan: StackPlan) -> int | None:
+    """The host h whose label qmemo.host-<h> node i is constrained to (None: anywhere)."""
+    if plan.placement == "spread":
+        return i % plan.hosts
+    if plan.placement == "shard":
+        return network.shard_of(i) % plan.hosts
+    return None
+
+
+def url(i: int) -> str:
+    return f"http://node-{i}:{NODE_PORT}"
+
+
+def _names(i: int, network: Network, plan: StackPlan) -> tuple[str, str]:
+    """(config, secret) names of node i's genesis and key."""
+    key = key_file(i, node_shard(network, i)).removesuffix(".keys.json")
+    return f"genesis-{plan.genesis_hash}", f"{key}-{plan.genesis_hash}"
+
+
+def peers_resolve_entrypoint(peers: list[str]) -> list[str]:
+    """`sh -c`: wait until every peer's service name resolves, then `exec qmemo <command>`.
+
+    Swarm starts a stack's tasks on all hosts at once, but a service's name resolves only
+    once Swarm has added its task to the DNS (with a health check: once healthy, 15 s after
+    the nodes listened on the three-engine test) and the overlay has carried that to this
+    host. A validator that starts before its peers resolve produces blocks alone; when the
+    branches meet, the validators whose blocks were undone hold back for their fork lock
+    (about 30 block intervals), which stalls the shard's finality. ($$: a literal $ in a
+    stack file.)"""
+    wait = f'for peer in {" ".join(peers)}; do until getent hosts "$$peer" >/dev/null; do sleep 0.5; done; done; '
+    return ["sh", "-c", wait + 'exec qmemo "$$@"', "node"]
+
+
+def node_service(manifest: Manifest, i: int, plan: StackPlan) -> dict[str, Any]:
+    network = manifest.network
+    same, others = node_peers(network, i)
+    shard = node_shard(network, i)
+    config, secret = _names(i, network, plan)
+    host = host_of(network, i, plan)
+    deploy: dict[str, Any] = {
+        "restart_policy": {"condition": "on-failure"},
+        # A service's name resolves to its task's own address: Swarm's default (a virtual
+        # IP) needs the kernel's IPVS, which not every kernel has.
+        "endpoint_mode": "dnsrr",
+    }
+    if host is not None:
+        deploy["placement"] = {"constraints": [f"node.labels.{host_label(host)} == true"]}
+    return {
+        "image": plan.image,
+        "entrypoint": peers_resolve_entrypoint([f"node-{j}" for j in same]),
+        "command": node_arguments(i, DEVNET, DATA, "0.0.0.0", [url(j) for j in same], advertise=url(i),
+                                  verify_threads=plan.verify_threads, shard=shard,
+                                  shard_peers=[url(j) for j in others]),
+        "configs": [{"source": config, "target": f"{DEVNET}/genesis.json"}],
+        "secrets": [{"source": secret, "target": f"{DEVNET}/{key_file(i, shard)}"}],
+        "volumes": [f"node-{i}-data:{DATA}"],
+        # No health check: Swarm names only healthy tasks in its DNS, so with one, no peer
+        # resolves until the node is up, and the nodes' wait for each other (entrypoint)
+        # would never end. The generator asks every node itself (`qmemo health --wait`).
+        "labels": {"qmemo.shard": str(network.shard_of(i)), "qmemo.validator": str(i % network.per_shard)},
+        "deploy": deploy,
+    }
+
+
+def gen_service(manifest: Manifest, plan: StackPlan) -> dict[str, Any]:
+    urls = [url(i) for i in manifest.load.target_nodes]
+    run = f"{RUNS}/${{{RUN_VARIABLE}:-{DEFAULT_RUN}}}"
+    everyone = " ".join(url(i) for i in range(manifest.network.nodes))
+    return {
+        "image": plan.image,
+        # Swarm starts every service at once: the generator waits until each node answers.
+        "entrypoint": ["sh", "-c", f'qmemo health --wait {HEALTH_WAIT_S} {everyone} && exec qmemo "$$@"', "gen"],
+        # As the scenario runner starts it: the manifest's load, and its live status beside the summary.
+        "command": [*gen_arguments(manifest.load, DEVNET, f"{DEVNET}/accounts.keys.json", urls, f"{run}/gen"),
+                    "--live", f"{run}/gen/live.json"],
+        # Read-write: the generator keeps its signed workloads in devnet/workloads for the next run.
+        "volumes": [f"{plan.folder}/devnet:{DEVNET}", f"{plan.folder}/runs:{RUNS}"],
+        "deploy": {"restart_policy": {"condition": "none"}, "endpoint_mode": "dnsrr",
+                   "placement": {"constraints": ["node.role == manager"]}},
+    }
+
+
+def stack(manifest: Manifest, plan: StackPlan) -> dict[str, Any]:
+    """The stack file as a dict: node-0 .. node-<n-1>, gen, their configs, secrets, volumes, network."""
+    network = manifest.network
+    services: dict[str, Any] = {f"node-{i}": node_service(manifest, i, plan) for i in range(network.nodes)}
+    services["gen"] = gen_service(manifest, plan)
+    devnet = f"{plan.folder}/devnet"
+    configs = {f"genesis-{plan.genesis_hash}": {"file": f"{devnet}/genesis.json"}}
+    secrets = {_names(i, network, plan)[1]: {"file": f"{devnet}/{key_file(i, node_shard(network, i))}"}
+               for i in range(network.nodes)}
+    return {
+        "version": "3.8",
+        "services": services,
+        "configs": configs,
+        "secrets": secrets,
+        "volumes": {f"node-{i}-data": {} for i in range(network.nodes)},
+        "networks": {"default": {"driver": "overlay", "ipam": {"config": [{"subnet": plan.subnet}]}}},
+    }
+
+
+def label_commands(plan: StackPlan) -> list[str]:
+    """The `docker node update` lines that give each host its label (<host-h>: its node name)."""
+    return [f"docker node update --label-add {host_label(h)}=true <host-{h}>" for h in range(plan.hosts)]
+
+
+def placement_table(manifest: Manifest, plan: StackPlan) -> list[tuple[str, int, int, str]]:
+    """(service, shard, validator, host) for every node: what the placement makes of the manifest."""
+    network = manifest.network
+    return [(f"node-{i}", network.shard_of(i), i % network.per_shard,
+             "any" if (host := host_of(network, i, plan)) is None else str(host)) for i in range(network.nodes)]
