@@ -143,8 +143,9 @@ def _links() -> set[str]:
 class Engine:
     env: dict[str, str]                    # DOCKER_HOST for every client call
     process: subprocess.Popen | None       # the dockerd started here (None: the machine's own)
-    host_state: HostState | None
+    host_state: HostState | None           # None: nothing of the host's to put back (or not ours to)
     log: Path | None
+    roots: tuple[Path, ...] = (EXEC_ROOT, DATA_ROOT)   # what its mounts live under (unmounted at stop)
 
     def docker(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         return _run(["docker", *args], timeout=timeout, env=self.env)
@@ -162,10 +163,7 @@ class Engine:
                 self.process.kill()
                 self.process.wait(timeout=30)
                 problems.append(f"dockerd (pid {self.process.pid}) did not stop in {STOP_TIMEOUT_S:.0f} s; killed")
-        mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
-                  if str(EXEC_ROOT) in line.split()[1] or str(DATA_ROOT) in line.split()[1]]
-        for mount in sorted(mounts, reverse=True):
-            _run(["umount", "-l", mount])
+        unmount_under(self.roots)
         if self.host_state is not None:
             problems += self.host_state.restore()
         self.process = None
@@ -180,6 +178,49 @@ def machine_engine() -> Engine | None:
     return None
 
 
+def unmount_under(roots: tuple[Path, ...]) -> None:
+    """Lazily unmount every mount below `roots` (an engine's overlays, netns files, secrets), deepest first."""
+    mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
+              if any(line.split()[1].startswith(str(root)) for root in roots)]
+    for mount in sorted(mounts, reverse=True):
+        _run(["umount", "-l", mount])
+
+
+def launch_dockerd(log: Path, data_root: Path, exec_root: Path, *, bridge_ip: str = BRIDGE_IP,
+                   address_pool: str = ADDRESS_POOL, netns: str | None = None, hostname: str | None = None,
+                   host_state: HostState | None = None) -> Engine:
+    """A dockerd with its own data root, exec root and socket (in `exec_root`), answering
+    within START_TIMEOUT_S; `netns`: inside that named network namespace (nsenter, which
+    keeps the host's /sys and cgroups, where `ip netns exec` would remount /sys), and
+    `hostname`: with a UTS namespace of that name (a Swarm node's name is its host's)."""
+    socket = exec_root / "docker.sock"
+    exec_root.mkdir(parents=True, exist_ok=True)
+    data_root.mkdir(parents=True, exist_ok=True)
+    socket.unlink(missing_ok=True)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    enter = ["nsenter", f"--net=/var/run/netns/{netns}"] if netns else []
+    if hostname:     # every step execs the next: the PID is dockerd's
+        enter += ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', hostname]
+    with log.open("ab") as out:
+        process = subprocess.Popen(
+            [*enter, "dockerd", "--data-root", str(data_root), "--exec-root", str(exec_root / "exec"),
+             "--pidfile", str(exec_root / "dockerd.pid"), "--host", f"unix://{socket}",
+             "--bip", bridge_ip, "--default-address-pool", address_pool],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    engine = Engine({"DOCKER_HOST": f"unix://{socket}"}, process, host_state, log, (exec_root, data_root))
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            break
+        if socket.exists() and engine.docker("version", timeout=20).returncode == 0:
+            return engine
+        time.sleep(0.1)
+    problems = engine.stop()
+    tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+    raise EngineUnavailable(f"dockerd did not answer within {START_TIMEOUT_S:.0f} s "
+                            f"(exit {process.returncode}); restore: {problems or 'clean'}; log {log}:\n{tail}")
+
+
 def start_engine(log: Path) -> Engine:
     """The machine's engine if one answers, else a dockerd started here; EngineUnavailable says why not."""
     if (engine := machine_engine()) is not None:
@@ -190,26 +231,4 @@ def start_engine(log: Path) -> Engine:
     if missing:
         raise EngineUnavailable(f"no container engine answers and {', '.join(missing)} missing "
                                 "(scripts/setup.sh installs docker.io, docker-compose, iptables, nftables)")
-    EXEC_ROOT.mkdir(parents=True, exist_ok=True)
-    DATA_ROOT.mkdir(parents=True, exist_ok=True)
-    SOCKET.unlink(missing_ok=True)
-    state = HostState.read()
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("ab") as out:
-        process = subprocess.Popen(
-            ["dockerd", "--data-root", str(DATA_ROOT), "--exec-root", str(EXEC_ROOT / "exec"),
-             "--pidfile", str(EXEC_ROOT / "dockerd.pid"), "--host", f"unix://{SOCKET}",
-             "--bip", BRIDGE_IP, "--default-address-pool", ADDRESS_POOL],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-    engine = Engine({"DOCKER_HOST": f"unix://{SOCKET}"}, process, state, log)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            break
-        if SOCKET.exists() and engine.docker("version", timeout=20).returncode == 0:
-            return engine
-        time.sleep(0.1)
-    problems = engine.stop()
-    tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
-    raise EngineUnavailable(f"dockerd did not answer within {START_TIMEOUT_S:.0f} s "
-                            f"(exit {process.returncode}); restore: {problems or 'clean'}; log {log}:\n{tail}")
+    return launch_dockerd(log, DATA_ROOT, EXEC_ROOT, host_state=HostState.read())

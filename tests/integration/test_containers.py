@@ -1,11 +1,11 @@
 """Containers on a real engine: the image, the devnet under Compose and under Swarm, a
 rendered scenario project, and a namespaced scenario while dockerd runs.
 
-One dockerd for the module (tests/integration/engine.py): the machine's own when one
-answers, else one started here with its own data root, stopped by PID at the end, the
-host's iptables, sysctls and links put back exactly as they were (checked: a difference
-fails the module). The image is built by scripts/image.sh, which skips the build when
-its content tag is in the engine's data root already. Each devnet run is 3 validators
+One dockerd for the module (the `engine` and `image` fixtures, tests/integration/conftest.py):
+the machine's own when one answers, else one started here with its own data root, stopped
+by PID at the end, the host's iptables, sysctls and links put back exactly as they were
+(checked: a difference fails the module). The image is built by scripts/image.sh, which
+skips the build when its content tag is in the engine's data root already. Each devnet run is 3 validators
 and a short load; the generator's own summary, written from inside the project into a
 bind-mounted folder, must account for every planned transaction.
 
@@ -19,55 +19,21 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 import pytest
 
-from qmemo.errors import SetupError
-from qmemo.scenario.hosts import leftovers, require_root_and_netns
+from qmemo.scenario.hosts import leftovers
 from qmemo.scenario.verdict import read
 from tests.conftest import REPO_ROOT, VENV_BIN
-from tests.integration.engine import SWARM_POOL, Engine, EngineUnavailable, start_engine
+from tests.integration.engine import SWARM_POOL, Engine
 
 pytestmark = pytest.mark.slow
 
 TPS = 200
 DURATION_S = 10
 RUN_TIMEOUT_S = 240
-
-
-@pytest.fixture(scope="module")
-def engine(tmp_path_factory) -> Iterator[Engine]:
-    log = tmp_path_factory.mktemp("engine") / "dockerd.log"
-    try:
-        started = start_engine(log)
-    except EngineUnavailable as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"no container engine: {exc}")
-        pytest.skip(f"no container engine: {exc}")
-    yield started
-    problems = started.stop()
-    assert problems == [], f"the host is not as it was before dockerd started: {problems}"
-
-
-@pytest.fixture(scope="module")
-def image(engine: Engine) -> dict:
-    """scripts/image.sh's record of the build (or of finding it built)."""
-    done = subprocess.run(["bash", str(REPO_ROOT / "scripts" / "image.sh")], capture_output=True, text=True,
-                          timeout=1200, env={**os.environ, **engine.env})
-    assert done.returncode == 0, done.stdout + done.stderr
-    record = json.loads((REPO_ROOT / ".deps" / "image" / "last-build.json").read_text())
-    if engine.process is not None:
-        # Our own engine's data root keeps one image per checkout it saw: older ones go, so it
-        # does not grow with every change (a machine's own engine is left as it is).
-        older = [tag for tag in engine.docker("images", "--format", "{{.Repository}}:{{.Tag}}", "qmemo").stdout.split()
-                 if tag.startswith("qmemo:ctx-") and tag != record["content_tag"]]
-        if older:
-            engine.docker("rmi", *older)
-        engine.docker("image", "prune", "-f")
-    return {**record, "output": done.stdout}
 
 
 def assert_every_transaction_accounted_for(summary: Path) -> dict:
@@ -202,14 +168,8 @@ def test_the_swarm_stack_accounts_for_every_transaction(engine: Engine, image: d
             engine.docker("swarm", "leave", "--force")
 
 
-def test_a_namespaced_scenario_passes_while_dockerd_runs(engine: Engine, tmp_path: Path) -> None:
+def test_a_namespaced_scenario_passes_while_dockerd_runs(engine: Engine, namespaces: None, tmp_path: Path) -> None:
     """dockerd's FORWARD policy DROP would cut the runner's bridge: its own rule lets it through, and goes."""
-    try:
-        require_root_and_netns()
-    except SetupError as exc:
-        if os.environ.get("CI"):
-            pytest.fail(str(exc))
-        pytest.skip(str(exc))
     policy = subprocess.run(["iptables", "-S", "FORWARD"], capture_output=True, text=True, timeout=30).stdout
     assert "-P FORWARD DROP" in policy.splitlines()        # the condition this test is about
     out = tmp_path / "run"

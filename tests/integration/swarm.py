@@ -1,0 +1,171 @@
+"""Several hosts on one machine for the tests: a Docker engine in each of three network namespaces, one Swarm.
+
+The namespaces, their veths and the bridge between them are the scenario runner's
+(qmemo.scenario.hosts.Hosts: a 10.231.X.0/24 of its choosing, the FORWARD rule it adds
+while a root-namespace engine drops forwarding, one cleanup path). Each host's dockerd
+(tests/integration/engine.launch_dockerd, entered with nsenter so it keeps the host's
+/sys and cgroups) has its own data root, exec root, socket and docker0; its iptables
+rules, FORWARD policy and sysctls are its namespace's, so they go with it. Host 0 is the
+manager (`swarm init` on its address), hosts 1 and 2 join as workers; each is labelled
+qmemo.host-<h>=true (qmemo.deploy.stack). The image arrives as a `docker save` archive, loaded
+into each engine: no registry.
+
+`kill(h)` is a host losing power: SIGKILL to its dockerd, to everything else in its
+namespace (containerd, the shims) and to its containers' first processes (which takes
+their PID namespaces with them). `close()` removes the stack, stops the engines that
+are left, unmounts and deletes their roots, then the namespaces, and puts the root
+namespace's iptables, sysctls and links back as they were (engine.HostState): nothing
+stays behind.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from qmemo.deploy.stack import host_label
+from qmemo.scenario.hosts import Hosts, choose_subnet, run_ip
+from tests.integration.engine import SWARM_POOL, Engine, HostState, launch_dockerd, unmount_under
+
+ROOT = Path("/var/lib/qmemo-swarm")        # <pid>/h<n>/{data,exec}: deleted at close
+# A dockerd uses the system's containerd when this socket is there instead of starting its
+# own: three engines would then share one, and a host's kill would not take its containers.
+SYSTEM_CONTAINERD = Path("/run/containerd/containerd.sock")
+JOIN_TIMEOUT_S = 60.0
+
+
+@dataclass
+class Swarm:
+    log_dir: Path
+    count: int = 3
+    hosts: Hosts = field(init=False)
+    engines: list[Engine | None] = field(default_factory=list)
+    killed: set[int] = field(default_factory=set)
+    host_state: HostState | None = None       # the root namespace's, before anything started
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.hosts = Hosts(choose_subnet())
+        self.root = ROOT / str(os.getpid())
+
+    def address(self, h: int) -> str:
+        return self.hosts.hosts[f"node-{h}"].address
+
+    def hostname(self, h: int) -> str:
+        return f"qmemo-host-{h}"
+
+    def namespace(self, h: int) -> str:
+        return self.hosts.hosts[f"node-{h}"].namespace
+
+    def docker(self, h: int, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        engine = self.engines[h]
+        assert engine is not None, f"host {h} has no engine"
+        return engine.docker(*args, timeout=timeout)
+
+    @property
+    def manager_env(self) -> dict[str, str]:
+        assert self.engines[0] is not None
+        return self.engines[0].env
+
+    def start(self) -> None:
+        """Namespaces, one engine in each, the Swarm, the labels."""
+        self.host_state = HostState.read()
+        self.hosts.create(self.count)
+        for h in range(self.count):
+            self.engines.append(None)
+            self.engines[h] = launch_dockerd(self.log_dir / f"dockerd-{h}.log", self.root / f"h{h}" / "data",
+                                             self.root / f"h{h}" / "exec", netns=self.namespace(h),
+                                             hostname=self.hostname(h))
+        init = self.docker(0, "swarm", "init", "--advertise-addr", self.address(0), "--listen-addr",
+                           f"{self.address(0)}:2377", "--default-addr-pool", SWARM_POOL)
+        assert init.returncode == 0, init.stderr
+        token = self.docker(0, "swarm", "join-token", "-q", "worker").stdout.strip()
+        for h in range(1, self.count):
+            joined = self.docker(h, "swarm", "join", "--token", token, "--advertise-addr", self.address(h),
+                                 "--listen-addr", f"{self.address(h)}:2377", f"{self.address(0)}:2377")
+            assert joined.returncode == 0, f"host {h}: {joined.stderr}"
+        deadline = time.monotonic() + JOIN_TIMEOUT_S
+        while time.monotonic() < deadline and len(self.ready_nodes()) < self.count:
+            time.sleep(0.2)
+        assert len(self.ready_nodes()) == self.count, self.docker(0, "node", "ls").stdout
+        for h in range(self.count):
+            node = self.node_id(h)
+            labelled = self.docker(0, "node", "update", "--label-add", f"{host_label(h)}=true", node)
+            assert labelled.returncode == 0, labelled.stderr
+
+    def node_id(self, h: int) -> str:
+        return self.docker(h, "info", "--format", "{{.Swarm.NodeID}}").stdout.strip()
+
+    def ready_nodes(self) -> list[str]:
+        lines = self.docker(0, "node", "ls", "--format", "{{.Hostname}} {{.Status}}").stdout.splitlines()
+        return [line for line in lines if line.endswith(" Ready")]
+
+    def node_states(self) -> dict[str, str]:
+        """Swarm node id -> its status as the manager sees it (Ready, Down)."""
+        lines = self.docker(0, "node", "ls", "--format", "{{.ID}} {{.Status}}").stdout.split("\n")
+        return dict(line.split(" ", 1) for line in lines if line)
+
+    def load_image(self, archive: Path, tag: str) -> float:
+        """`docker load` of the archive into every engine at once; the seconds it took."""
+        started = time.monotonic()
+
+        def load(h: int) -> subprocess.CompletedProcess[str]:
+            return self.docker(h, "load", "-i", str(archive), timeout=600)
+
+        with ThreadPoolExecutor(self.count) as pool:
+            for h, done in enumerate(pool.map(load, range(self.count))):
+                assert done.returncode == 0, f"host {h}: {done.stderr}"
+                assert self.docker(h, "image", "inspect", tag).returncode == 0, f"host {h} has no {tag}"
+        return time.monotonic() - started
+
+    def kill(self, h: int) -> None:
+        """Host h's engine and everything it runs, SIGKILLed: a host that lost power."""
+        ids = self.docker(h, "ps", "-q").stdout.split()
+        pids = [int(p) for p in self.docker(h, "inspect", "--format", "{{.State.Pid}}", *ids).stdout.split()
+                if p.isdigit() and int(p) > 0] if ids else []
+        engine = self.engines[h]
+        assert engine is not None and engine.process is not None
+        engine.process.kill()
+        engine.process.wait(timeout=30)
+        for pid in [*run_ip(["ip", "netns", "pids", self.namespace(h)], check=False).stdout.split(), *pids]:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.killed.add(h)
+
+    def close(self, stack: str | None = None) -> list[str]:
+        """The stack, the engines, their roots, the namespaces: removed; what went wrong, as lines."""
+        problems: list[str] = []
+        alive = [h for h, engine in enumerate(self.engines) if engine is not None and h not in self.killed]
+        if stack and 0 in alive:       # its tasks stop with their engines below
+            self.docker(0, "stack", "rm", stack)
+        for h in reversed(alive):              # workers first: the manager leaves last
+            self.docker(h, "swarm", "leave", "--force", timeout=60)
+        def stop(h: int) -> list[str]:
+            engine = self.engines[h]
+            assert engine is not None
+            return [f"host {h}: {line}" for line in engine.stop()]
+
+        with ThreadPoolExecutor(self.count) as pool:     # each waits for its containers: at once
+            for lines in pool.map(stop, alive):
+                problems += lines
+        for h, engine in enumerate(self.engines):
+            if engine is not None and h in self.killed:
+                unmount_under(engine.roots)
+        problems += self.hosts.close()
+        unmount_under((self.root,))
+        if self.host_state is not None:
+            # The engines' rules are their namespaces' and went with them; what the root
+            # namespace gained on the way (an empty filter table, seen here) goes too.
+            problems += self.host_state.restore()
+        shutil.rmtree(self.root, ignore_errors=True)
+        if self.root.exists():
+            problems.append(f"{self.root} could not be deleted")
+        return problems
