@@ -111,6 +111,12 @@ class Swarm:
         lines = self.docker(0, "node", "ls", "--format", "{{.ID}} {{.Status}}").stdout.split("\n")
         return dict(line.split(" ", 1) for line in lines if line)
 
+    def running(self, service: str) -> set[str]:
+        """The hosts (names) where the manager says `service` has a task running now."""
+        lines = self.docker(0, "service", "ps", service, "--filter", "desired-state=running",
+                            "--format", "{{.Node}} {{.CurrentState}}").stdout.splitlines()
+        return {line.split()[0] for line in lines if " Running " in f"{line} "}
+
     def load_image(self, archive: Path, tag: str) -> float:
         """`docker load` of the archive into every engine at once; the seconds it took."""
         started = time.monotonic()
