@@ -358,8 +358,8 @@ def decode_receipt_statuses(document: Any, count: int, where: str = "/receipts/s
 
 
 # --- the envelopes: lists of the values above, errors, request bodies --------------------
-# The answers' and requests' outer shapes as the OpenAPI document (qmemo.net.openapi) names
-# them; the decoders below read the same shapes.
+# The answers' and requests' outer shapes, for the OpenAPI document (qmemo.net.openapi);
+# qmemo.net.wire writes them, tests/unit/test_openapi.py holds what it writes to them.
 
 @dataclass(frozen=True, slots=True)
 class ErrorBody:

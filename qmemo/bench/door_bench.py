@@ -4,7 +4,7 @@ Method: `qmemo bench node`'s devnet, signing and node runs (qmemo.bench.node_set
 node_run), one verify-thread count. Each round runs two fresh nodes, one undisturbed
 ("quiet") and one with a mix of hostile clients held against it through the timed span
 ("hostile": qmemo.bench.hostile - bodies a byte a second, headers never finished, idle
-connections), the order swapped every other round so neither always runs first. Measured
+connections, clients that never read their answers), the order swapped every other round so neither always runs first. Measured
 per run: admitted tx/s and the node's CPU per admitted transaction, and what the hostile
 clients did (connections, closed by the node, answered 408) and the descriptors the node
 held. The figures are each mode's median run (by admitted tx/s); the verdict is the hostile
@@ -56,7 +56,7 @@ class DoorBenchConfig:
 
     def __post_init__(self) -> None:
         if self.txs < self.batch or self.batch < 1 or self.concurrency < 1 or self.threads < 0 or self.rounds < 1 \
-                or self.warmup < 0 or min(self.mix.slow_bodies, self.mix.trickled_headers, self.mix.idle) < 0 \
+                or self.warmup < 0 or min(self.mix.slow_bodies, self.mix.trickled_headers, self.mix.idle, self.mix.slow_readers) < 0 \
                 or self.mix.interval_s <= 0 or (self.node_timeout_s is not None and self.node_timeout_s <= 0):
             raise ConfigError("need --txs >= --batch >= 1, --concurrency >= 1, --threads >= 0, --rounds >= 1, "
                               "--warmup >= 0, client counts >= 0 and --interval-s > 0")

@@ -7,7 +7,9 @@ connect, misbehave, and when the node closes the connection (or answers it), con
 - `slow_bodies`: `POST /txs` headers promising a body, then one byte every `interval_s`;
 - `trickled_headers`: a request line, then one header byte every `interval_s`, never the
   blank line that ends the headers;
-- `idle`: a connection that sends nothing.
+- `idle`: a connection that sends nothing;
+- `slow_readers`: `GET /openapi.json` a hundred times in one write (~4 MB of answers), and
+  never a byte read.
 
 Only loopback: the host is the node's, which the benchmark started itself.
 """
@@ -26,6 +28,7 @@ from qmemo.bench.node_run import Disturbance
 SLOW_BODY_HEAD = (b"POST /txs HTTP/1.1\r\nHost: node\r\nContent-Type: application/octet-stream\r\n"
                   b"Content-Length: 100000\r\n\r\n")
 TRICKLE_HEAD = b"POST /txs HTTP/1.1\r\nHost: node\r\nX-Slow: "
+UNREAD_REQUESTS = b"GET /openapi.json HTTP/1.1\r\nHost: node\r\n\r\n" * 100
 RECONNECT_PAUSE_S = 0.2     # after a refused connection: never a busy loop against the node
 
 
@@ -34,11 +37,12 @@ class HostileMix:
     slow_bodies: int = 100
     trickled_headers: int = 100
     idle: int = 500
+    slow_readers: int = 20
     interval_s: float = 1.0
 
     def as_dict(self) -> dict[str, Any]:
         return {"slow_bodies": self.slow_bodies, "trickled_headers": self.trickled_headers, "idle": self.idle,
-                "interval_s": self.interval_s}
+                "slow_readers": self.slow_readers, "interval_s": self.interval_s}
 
 
 def hostile_clients(mix: HostileMix) -> Disturbance:
@@ -78,10 +82,30 @@ def hostile_clients(mix: HostileMix) -> Disturbance:
                     stopped.cancel()
                     writer.close()
 
+        async def reader_that_never_reads() -> None:
+            while not stop.is_set():
+                try:
+                    _, writer = await asyncio.open_connection(host, port)
+                except OSError:
+                    stats["refused"] += 1
+                    await asyncio.sleep(RECONNECT_PAUSE_S)
+                    continue
+                stats["connections"] += 1
+                try:
+                    writer.write(UNREAD_REQUESTS)
+                    stats["bytes_sent"] += len(UNREAD_REQUESTS)
+                    while not writer.transport.is_closing() and not stop.is_set():
+                        await asyncio.sleep(mix.interval_s)
+                    if writer.transport.is_closing() and not stop.is_set():
+                        stats["closed_by_node"] += 1
+                finally:
+                    writer.transport.abort()
+
         async def main() -> None:
             clients = ([client(SLOW_BODY_HEAD, True) for _ in range(mix.slow_bodies)]
                        + [client(TRICKLE_HEAD, True) for _ in range(mix.trickled_headers)]
-                       + [client(b"", False) for _ in range(mix.idle)])
+                       + [client(b"", False) for _ in range(mix.idle)]
+                       + [reader_that_never_reads() for _ in range(mix.slow_readers)])
             tasks = [asyncio.ensure_future(c) for c in clients]
             while stats["connections"] < len(tasks) and not stop.is_set():
                 await asyncio.sleep(0.05)

@@ -24,6 +24,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trickled-headers", type=int, default=100,
                         help="clients sending headers a byte at a time, never finishing them")
     parser.add_argument("--idle", type=int, default=500, help="connections that send nothing")
+    parser.add_argument("--slow-readers", type=int, default=20,
+                        help="clients sending requests and never reading the answers")
     parser.add_argument("--interval-s", type=float, default=1.0, help="seconds between a slow client's bytes")
     parser.add_argument("--node-timeout-s", type=float,
                         help="the node's body_timeout_s and idle_timeout_s in both modes (default: the node's, 30 s); "
@@ -38,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     from qmemo.commands.bench import save_result
 
     mix = HostileMix(slow_bodies=args.slow_bodies, trickled_headers=args.trickled_headers, idle=args.idle,
-                     interval_s=args.interval_s)
+                     slow_readers=args.slow_readers, interval_s=args.interval_s)
     config = DoorBenchConfig(txs=args.txs, warmup=args.warmup, batch=args.batch, concurrency=args.concurrency,
                              threads=args.threads, rounds=args.rounds, verifier=args.verifier, mix=mix,
                              node_timeout_s=args.node_timeout_s)
@@ -59,7 +61,8 @@ def _print(document: dict[str, Any]) -> None:
     console = Console()
     mix = document["parameters"]["hostile"]
     table = Table(title=f"qmemo bench door: admission with and without {mix['slow_bodies']} slow bodies, "
-                        f"{mix['trickled_headers']} unfinished headers, {mix['idle']} idle connections")
+                        f"{mix['trickled_headers']} unfinished headers, {mix['idle']} idle connections, "
+                        f"{mix['slow_readers']} clients that never read")
     for column in ("round", "mode", "admitted tx/s", "node CPU µs/tx", "node fds", "hostile connections",
                    "closed by node", "408s"):
         table.add_column(column, justify="right")

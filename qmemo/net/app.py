@@ -8,7 +8,7 @@ route, wrong method, a body over the server's hard cap) get the same JSON shape;
 other exception is a bug - logged with its traceback, answered 500, never a crash.
 
 Client faults aiohttp's parser catches before the app (qmemo.net.client_faults) are
-answered in JSON by `NodeRunner`'s connections and logged as one rate-limited WARNING
+answered in JSON by `NodeRunner`'s connections (qmemo.net.connections) and logged as one rate-limited WARNING
 line, never a traceback; a body that breaks while a handler reads it is answered here.
 The parser's line limit sits above the app's URL limit, so a URL up to that limit is
 answered here (414 `url_too_long`).

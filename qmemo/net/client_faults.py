@@ -24,7 +24,6 @@ closes the connection.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 from typing import Any
@@ -114,57 +113,3 @@ class JsonFaultHandler(RequestHandler):
         response = web.Response(body=body, status=status, content_type="application/json")
         response.force_close()          # the parser has lost its place in this connection's bytes
         return response
-
-
-class JsonFaultServer(web.Server):
-    """aiohttp's server, making `JsonFaultHandler`s, with at most `max_connections` open (a
-    descriptor each: a flood of idle connections must not use up the process's, which its
-    peers' connections and its store need too). A new connection past the cap closes the
-    oldest idle one - waiting for a request, or for the rest of a request's headers - so a
-    flood of idle connections cannot lock out a client that has something to ask; only when
-    every connection has a request under way is the new one closed at once."""
-
-    def __init__(self, *args: Any, max_connections: int, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.max_connections = max_connections
-        self.refused_connections = 0           # closed at once: every open one was busy
-        self.closed_idle_connections = 0       # idle ones closed to make room
-
-    def __call__(self) -> RequestHandler:
-        return JsonFaultHandler(self, loop=self._loop, **self._kwargs)
-
-    def connection_made(self, handler: RequestHandler, transport: asyncio.Transport) -> None:
-        if len(self._connections) >= self.max_connections:
-            idle = next((open_ for open_ in self._connections if waiting_for_a_request(open_)), None)
-            if idle is None:
-                self.refused_connections += 1
-                transport.abort()       # no request read from it yet: nothing to answer
-                return
-            self.closed_idle_connections += 1
-            self._connections.pop(idle, None)
-            idle.force_close()
-        super().connection_made(handler, transport)
-
-
-def waiting_for_a_request(handler: RequestHandler) -> bool:
-    """Whether a connection has no request under way: aiohttp's handler then awaits its
-    `_waiter` for the next parsed request, as its own idle check does (`_process_keepalive`,
-    aiohttp 3.14 web_protocol.py; tests/integration/test_http_door.py holds it to that)."""
-    waiter = handler._waiter
-    return waiter is not None and not waiter.done()
-
-
-class NodeRunner(web.AppRunner):
-    """`web.AppRunner` whose connections answer parser faults in JSON (`JsonFaultHandler`),
-    at most `max_connections` at once; an idle connection is closed after
-    `keepalive_timeout` (an AppRunner setting)."""
-
-    def __init__(self, app: web.Application, *, max_connections: int, **kwargs: Any) -> None:
-        super().__init__(app, **kwargs)
-        self._max_connections = max_connections
-
-    async def _make_server(self) -> web.Server:
-        server = await super()._make_server()
-        return JsonFaultServer(server.request_handler, request_factory=server.request_factory,
-                               handler_cancellation=server.handler_cancellation, loop=server._loop,
-                               max_connections=self._max_connections, **server._kwargs)

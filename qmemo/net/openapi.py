@@ -3,9 +3,10 @@
 `OPERATIONS` is the API: app.py routes each operation to the `Handlers` method it names,
 and `openapi_document()` describes the same operations, their parameters, bodies and every
 status each can answer, with the JSON schemas generated from qmemo.api_schema's
-dataclasses (the classes the node writes its answers with and every reader decodes them
-with). A route cannot exist without its description, and a field renamed in a dataclass is
-renamed in the document. The node serves the document at `GET /openapi.json`; the
+dataclasses (the documents' classes; the envelopes - lists, errors, request bodies - are
+there for this document, the node writes them with qmemo.net.wire). A route cannot exist
+without its description; tests/unit/test_openapi.py holds every writer's output to its
+schema, and the fuzzer every answer a real node gives. The node serves the document at `GET /openapi.json`; the
 schema-driven fuzzer (tests/integration/test_api_fuzz.py) drives every operation from it.
 
 The few shapes that are the core's, not the API's (a transaction's and a block header's

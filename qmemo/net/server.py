@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import faulthandler
 import gc
+import logging
 import resource
 import signal
 import sys
@@ -28,7 +29,7 @@ from qmemo.crypto.keys import load_keys
 from qmemo.crypto.verifier import load_shard_genesis
 from qmemo.errors import ConfigError, KeyFileError
 from qmemo.net.app import make_app
-from qmemo.net.client_faults import NodeRunner
+from qmemo.net.connections import NodeRunner
 from qmemo.net.lean_post import LeanPosts
 from qmemo.net.peer_client import HttpPeer
 from qmemo.node.config import NodeConfig
@@ -57,13 +58,25 @@ def build_node(config: NodeConfig) -> Node:
 OWN_DESCRIPTORS = 256
 
 
-def descriptors_for(connections: int) -> None:
-    """Raise the process's soft descriptor limit to hold `connections` and the node's own,
-    as far as the hard limit allows (a soft limit of 1,024 is common, the hard one higher)."""
+def connections_allowed(wanted: int, log: logging.LoggerAdapter) -> int:
+    """The connections the node may hold: `wanted`, after raising the process's soft
+    descriptor limit to fit them and the node's own as far as the hard limit allows (a soft
+    limit of 1,024 is common, the hard one higher); fewer, said in one WARNING line, where
+    the limit does not stretch that far."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = connections + OWN_DESCRIPTORS
-    if soft != resource.RLIM_INFINITY and soft < wanted:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted if hard == resource.RLIM_INFINITY else min(wanted, hard), hard))
+    needed = wanted + OWN_DESCRIPTORS
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError) as exc:      # a system maximum below the hard limit (macOS)
+            log.warning("could not raise the descriptor limit to %d: %s", target, exc)
+    allowed = wanted if soft == resource.RLIM_INFINITY else max(1, min(wanted, soft - OWN_DESCRIPTORS))
+    if allowed < wanted:
+        log.warning("max_connections %d lowered to %d: the descriptor limit is %d and the node keeps %d for "
+                    "itself (raise `ulimit -n`)", wanted, allowed, soft, OWN_DESCRIPTORS)
+    return allowed
 
 
 async def serve(config: NodeConfig, *, stop: asyncio.Event | None = None) -> None:
@@ -76,7 +89,6 @@ async def serve(config: NodeConfig, *, stop: asyncio.Event | None = None) -> Non
     # SIGUSR1 writes every thread's stack to stderr (the log): what a stuck node is doing,
     # read without stopping it (the tests attach it to a node that stops answering).
     faulthandler.register(signal.SIGUSR1, all_threads=True)
-    descriptors_for(config.max_connections)
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64))
@@ -88,7 +100,8 @@ async def serve(config: NodeConfig, *, stop: asyncio.Event | None = None) -> Non
                       [HttpPeer(url, session, node.metrics, config.url, config.peer_timeout_s, posts=relay_posts)
                        for url in config.shard_peers])
     runner = NodeRunner(make_app(node), access_log=None, handle_signals=False, shutdown_timeout=5.0,
-                        keepalive_timeout=config.idle_timeout_s, max_connections=config.max_connections)
+                        keepalive_timeout=config.idle_timeout_s, send_timeout_s=config.send_timeout_s,
+                        max_connections=connections_allowed(config.max_connections, node.log))
     await runner.setup()
     site = web.TCPSite(runner, config.host, config.port, reuse_address=True)
     try:

@@ -105,15 +105,14 @@ class NodeConfig:
     max_body_bytes: int = setting(16 << 20, "a client request body, bytes", low=1)
     max_peer_body_bytes: int = setting(128 << 20, "a peer's block or transaction batch, bytes", low=1)
     retry_after_s: int = setting(1, "what a 429 tells the client to wait, seconds", low=0)
-    # Slow and idle clients: each costs the node a descriptor and a little memory, for a bounded
-    # time. A body slower than body_timeout_s is answered 408 and its connection closed; a
-    # connection with no request under way (headers never finished included) is closed after
-    # idle_timeout_s, above the 15 s aiohttp's and most clients' pools keep an idle connection,
-    # so a client never reuses one the node is closing; past max_connections a new connection
-    # closes the oldest idle one (qmemo.net.client_faults.JsonFaultServer).
+    # Slow and idle clients: what one may hold, and for how long (qmemo.net.connections has
+    # the rules). idle_timeout_s sits above the 15 s aiohttp's client pool keeps an idle
+    # connection, so the project's own clients never reuse one the node is closing.
     body_timeout_s: float = setting(30.0, "seconds a request body may take to arrive", low=0, above=True)
     idle_timeout_s: float = setting(30.0, "seconds a connection may sit with no request under way", low=0,
                                     above=True)
+    send_timeout_s: float = setting(10.0, "seconds a connection's unread answers may sit without shrinking",
+                                    low=0, above=True)
     max_connections: int = setting(2048, "client and peer connections open at once", low=1)
 
     # Mempool (qmemo.core.mempool's limits).

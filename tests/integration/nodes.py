@@ -255,18 +255,19 @@ class NodeProcess:
         return self.log_path.read_bytes()[size:].decode(errors="replace")
 
     def assert_live(self, since_height: int, new_blocks: int = 2, timeout_s: float = 10.0) -> None:
-        """The node answers /health at once and its chain grows `new_blocks` past
-        `since_height` within `timeout_s`; else fail with its stacks and its log's tail."""
-        health = self.try_get("/health")
+        """The node answers /health and its chain grows `new_blocks` past `since_height`
+        within `timeout_s`; else fail with its stacks and its log's tail."""
         deadline = time.monotonic() + timeout_s
-        height = self.height() if health else None
-        while health and (height or 0) < since_height + new_blocks and time.monotonic() < deadline:
+        health = height = None
+        while time.monotonic() < deadline:
+            health = health or self.try_get("/health")
+            height = self.height() if health else None
+            if height is not None and height >= since_height + new_blocks:
+                return
             time.sleep(0.1)
-            height = self.height()
-        if not health or height is None or height < since_height + new_blocks:
-            what = "no answer to /health" if not health else f"height {height}, not {since_height + new_blocks}"
-            raise AssertionError(f"{self.name} is not live ({what} within {timeout_s} s)\n"
-                                 f"--- stacks:\n{self.stack_dump()}\n--- log:\n{self.log_tail()}")
+        what = "no answer to /health" if not health else f"height {height}, not {since_height + new_blocks}"
+        raise AssertionError(f"{self.name} is not live ({what} within {timeout_s} s)\n"
+                             f"--- stacks:\n{self.stack_dump()}\n--- log:\n{self.log_tail()}")
 
 
 class Network:

@@ -11,7 +11,7 @@ that does not fails the test with its stacks.
 The document is the one the node serves (`GET /openapi.json`, checked equal to the one the
 code builds), so a route or field the document does not describe is found here.
 
-The longer run (docs/api.md, "Fuzzing"): `QMEMO_FUZZ_EXAMPLES=500 scripts/test.sh
+The longer run (docs/api.md, section 2): `QMEMO_FUZZ_EXAMPLES=300 scripts/test.sh
 tests/integration/test_api_fuzz.py`.
 """
 

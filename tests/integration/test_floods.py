@@ -34,7 +34,7 @@ from qmemo.core.transaction import Transaction
 from qmemo.crypto.keys import load_keys
 from qmemo.crypto.schemes import get_scheme
 from qmemo.net.app import make_app
-from qmemo.net.client_faults import NodeRunner
+from qmemo.net.connections import NodeRunner
 from qmemo.net.wire import encode_tx_batch
 from tests.integration.nodes import Devnet, ManualClock, Wallet, make_devnet, running_node
 
@@ -290,7 +290,8 @@ PARSER_FAULTS = [   # (what, raw request, status, code): refused by aiohttp's pa
 @asynccontextmanager
 async def served(node):
     """`node` behind the runner `qmemo node` uses (NodeRunner), on an ephemeral port."""
-    runner = NodeRunner(make_app(node), access_log=None, max_connections=node.config.max_connections)
+    runner = NodeRunner(make_app(node), access_log=None, max_connections=node.config.max_connections,
+                        send_timeout_s=node.config.send_timeout_s)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()

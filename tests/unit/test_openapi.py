@@ -11,9 +11,12 @@ import pytest
 
 from qmemo import api_schema
 from qmemo.core.merkle import merkle_proof, merkle_root
+from qmemo.core.state import Account
+from qmemo.errors import InvalidTransaction
 from qmemo.net import wire
 from qmemo.net.handlers import Handlers
 from qmemo.net.openapi import HEADER, OPERATIONS, SHARDED_HEADER_KEYS, TRANSACTION, openapi_document
+from qmemo.node.answers import ACCEPTED, REJECTED, TxOutcome
 from tests.unit.api_documents import metrics_snapshot, node_status
 from tests.unit.chain_kit import Devnet
 
@@ -74,3 +77,28 @@ def test_the_transaction_and_header_shapes_are_the_core_s_json_forms():
     summary = wire.block_json(block, ["v0", "v1", "v2"], tx_ids_only=False, depth=(1, False))
     validator("Block").validate(orjson.loads(wire.dumps(summary)))
     assert not validator("Block").is_valid({**summary, "transaction": []})
+
+
+def test_every_envelope_the_node_writes_matches_its_schema():
+    devnet = Devnet()
+    tx = devnet.transfer(devnet.alice, devnet.bob, 5)
+    accepted = TxOutcome(tx.id, ACCEPTED, None)
+    rejected = TxOutcome(tx.id, REJECTED, InvalidTransaction("no such funds", code="insufficient_balance"))
+    address = b"\x07" * 32
+    written = {
+        "TxsAnswer": orjson.loads(wire.encode_tx_results([accepted, rejected])),
+        "TxResult": wire.tx_answer(accepted),
+        "TxRejection": wire.tx_answer(rejected),
+        "ErrorBody": wire.error_json("malformed", "a sentence"),
+        "Accounts": wire.accounts_json([(address, Account(5, 1), 2)]),
+        "AccountState": wire.account_json(address, Account(5, 1), 2),
+        "ReceiptStatuses": wire.receipt_statuses_json([b"\x01" * 64], [(api_schema.CREDITED, True)]),
+        "Health": wire.health_json(True, "node-0"),
+        "TxStatuses": {"statuses": [wire.tx_status_json(api_schema.TxStatus(tx.id, api_schema.PENDING))]},
+        "Blocks": orjson.loads(wire.dumps(wire.blocks_json([devnet.next_block([tx])], ["v0", "v1", "v2"],
+                                                          tx_ids_only=True))),
+    }
+    for component, document in written.items():
+        check = validator(component)
+        check.validate(document)
+        assert not check.is_valid({**document, "unexpected": 1}), component
