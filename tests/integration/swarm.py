@@ -15,7 +15,8 @@ namespace (containerd, the shims) and to its containers' first processes (which 
 their PID namespaces with them). `close()` removes the stack, stops the engines that
 are left, unmounts and deletes their roots, then the namespaces, and puts the root
 namespace's iptables, sysctls and links back as they were (engine.HostState): nothing
-stays behind.
+stays behind. It is the one cleanup path, idempotent and never raising (a step that
+fails is reported and the next one runs), so a `finally` can always call it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +51,7 @@ class Swarm:
     killed: set[int] = field(default_factory=set)
     host_state: HostState | None = None       # the root namespace's, before anything started
     timings: dict[str, float] = field(default_factory=dict)
+    closed: bool = False
 
     def __post_init__(self) -> None:
         self.hosts = Hosts(choose_subnet())
@@ -147,30 +150,47 @@ class Swarm:
         self.killed.add(h)
 
     def close(self, stack: str | None = None) -> list[str]:
-        """The stack, the engines, their roots, the namespaces: removed; what went wrong, as lines."""
+        """The stack, the engines, their roots, the namespaces: removed; what went wrong, as lines.
+
+        The one cleanup path, like Hosts.close: idempotent and never raises. Each step's
+        failure (a docker call that times out, an engine that will not die) is a line of
+        the answer and the later steps still run: a step skipped is an engine, a mount or
+        a namespace left behind for good."""
+        if self.closed:
+            return []
+        self.closed = True
         problems: list[str] = []
+
+        def attempt(what: str, step: Callable[[], object]) -> object:
+            try:
+                return step()
+            except Exception as exc:    # any failure is reported; the cleanup goes on
+                problems.append(f"{what}: {type(exc).__name__}: {exc}")
+                return None
+
         alive = [h for h, engine in enumerate(self.engines) if engine is not None and h not in self.killed]
         if stack and 0 in alive:       # its tasks stop with their engines below
-            self.docker(0, "stack", "rm", stack)
+            attempt(f"stack rm {stack}", lambda: self.docker(0, "stack", "rm", stack, timeout=120))
         for h in reversed(alive):              # workers first: the manager leaves last
-            self.docker(h, "swarm", "leave", "--force", timeout=60)
+            attempt(f"host {h}: swarm leave", lambda h=h: self.docker(h, "swarm", "leave", "--force", timeout=60))
+
         def stop(h: int) -> list[str]:
             engine = self.engines[h]
             assert engine is not None
             return [f"host {h}: {line}" for line in engine.stop()]
 
-        with ThreadPoolExecutor(self.count) as pool:     # each waits for its containers: at once
-            for lines in pool.map(stop, alive):
-                problems += lines
+        with ThreadPoolExecutor(max(1, len(alive))) as pool:     # each waits for its containers: at once
+            for h, future in [(h, pool.submit(stop, h)) for h in alive]:
+                problems += attempt(f"host {h}: stopping its engine", future.result) or []
         for h, engine in enumerate(self.engines):
             if engine is not None and h in self.killed:
-                unmount_under(engine.roots)
-        problems += self.hosts.close()
-        unmount_under((self.root,))
+                attempt(f"host {h}: unmounting", lambda engine=engine: unmount_under(engine.roots))
+        problems += attempt("the namespaces", self.hosts.close) or []
+        attempt(f"unmounting under {self.root}", lambda: unmount_under((self.root,)))
         if self.host_state is not None:
             # The engines' rules are their namespaces' and went with them; what the root
             # namespace gained on the way (an empty filter table, seen here) goes too.
-            problems += self.host_state.restore()
+            problems += attempt("restoring the root namespace", self.host_state.restore) or []
         shutil.rmtree(self.root, ignore_errors=True)
         if self.root.exists():
             problems.append(f"{self.root} could not be deleted")

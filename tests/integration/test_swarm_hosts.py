@@ -199,3 +199,25 @@ def test_a_killed_workers_nodes_move_where_placement_allows_and_nothing_final_is
     assert summary["counts"]["committed"] > 0
     print(f"host {KILLED} killed at {time.strftime('%H:%M:%S', time.gmtime(killed_at))} UTC; "
           f"counts {summary['counts']}; cross-shard {summary['cross_shard']}")
+
+
+def test_the_swarms_cleanup_goes_on_past_a_step_that_fails(tmp_path: Path) -> None:
+    class Stuck:                  # an engine whose every docker call, and whose stop, times out
+        roots = ()
+        process = None
+
+        def docker(self, *args: str, timeout: float = 0) -> None:
+            raise subprocess.TimeoutExpired(["docker", *args], timeout)
+
+        def stop(self) -> list[str]:
+            raise subprocess.TimeoutExpired(["dockerd"], 30)
+
+    hosts = Swarm(tmp_path / "logs")
+    hosts.root = tmp_path / "root"
+    hosts.root.mkdir()
+    hosts.engines = [Stuck(), Stuck()]
+    problems = hosts.close(STACK)
+    assert [line.split(":")[0] for line in problems] == [
+        f"stack rm {STACK}", "host 1", "host 0", "host 0", "host 1"], problems   # each step, tried and said
+    assert not hosts.root.exists() and hosts.hosts.closed                   # the later steps ran
+    assert hosts.close(STACK) == []                                         # and once only
