@@ -20,13 +20,14 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import subprocess
 from dataclasses import dataclass
+
 import pytest
 
 from qmemo.crypto import get_scheme
-from qmemo.crypto.liboqs import build_info, cpu_extensions
-from tests.conftest import REPO_ROOT, run_command
+from qmemo.crypto.liboqs import build_info
+from tests.conftest import REPO_ROOT
+from tests.integration import mldsa_shipped
 
 VECTORS = REPO_ROOT / "tests" / "vectors" / "wycheproof"
 # The uncompressed files' sha256 (tests/vectors/wycheproof/README.md: C2SP/wycheproof at
@@ -39,8 +40,6 @@ SHA256 = {
 # How many of each file's z-over-the-bound cases the shipped AVX2 verify accepts.
 SHIPPED_ACCEPTS_Z = {"ML-DSA-44": 37, "ML-DSA-65": 41, "ML-DSA-87": 49}
 PATCH_SOURCE = REPO_ROOT / "scripts" / "liboqs" / "mldsa_conformance.cmake"
-BENCH_DIR = REPO_ROOT / "bench_c"
-PROGRAM = BENCH_DIR / "build" / "mldsa-conformance"
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,19 +90,11 @@ def test_the_installed_liboqs_is_built_with_this_checkouts_patch():
     assert build_info()["build_name"] == f"liboqs 0.13.0 + qMEMO ML-DSA conformance patch {patch['id']}"
 
 
-@pytest.mark.skipif(not (cpu_extensions()["AVX2"] and cpu_extensions()["POPCNT"]),
-                    reason="no AVX2 here: liboqs runs its portable ML-DSA, which needs no patch")
+@pytest.mark.skipif(mldsa_shipped.missing_reason() is not None, reason=str(mldsa_shipped.missing_reason()))
 @pytest.mark.parametrize("name", sorted(SHA256))
 def test_the_patch_is_what_turns_the_shipped_verdicts_into_fips_204s(name):
-    built = run_command(["make", "-s", "-C", str(BENCH_DIR), str(PROGRAM.relative_to(BENCH_DIR))], timeout=300)
-    assert built.returncode == 0, f"make failed:\n{built.stdout}\n{built.stderr}"
     cases = focused_cases(name)
-    lines = "".join(f"{c.public_key.hex()} {c.signature.hex()} {c.message.hex()}\n" for c in cases)
-    done = subprocess.run([str(PROGRAM), "verdicts", name], input=lines, capture_output=True, text=True,
-                          timeout=60, check=False)
-    assert done.returncode == 0, f"{PROGRAM.name} verdicts {name} failed:\n{done.stderr}"
-    rows = [tuple(int(v) for v in line.split()) for line in done.stdout.splitlines()]
-    assert len(rows) == len(cases)
+    rows = mldsa_shipped.verdicts(name, [(c.public_key, c.message, c.signature) for c in cases])
     for case, (liboqs, conforming, _) in zip(cases, rows, strict=True):
         assert liboqs == conforming == int(case.valid), f"tcId {case.tc_id} ({case.comment})"
     # As shipped, the opposite of FIPS 204's verdict on the valid use_hint(1, 0) signature
