@@ -17,6 +17,14 @@ are left, unmounts and deletes their roots, then the namespaces, and puts the ro
 namespace's iptables, sysctls and links back as they were (engine.HostState): nothing
 stays behind. It is the one cleanup path, idempotent and never raising (a step that
 fails is reported and the next one runs), so a `finally` can always call it.
+
+A run that never reached its cleanup (SIGKILL, or a SIGTERM before the fixture took it
+as Ctrl-C) leaves engines behind in sessions of their own, with their containers. The
+next start sweeps them (`sweep_stale_roots`): only folders ROOT/<pid> whose pid is dead,
+and in each only what names that folder - a dockerd or containerd by its --data-root,
+--exec-root or --config, a shim by its containerd's socket, a container's processes by
+a cgroup named after a container of that data root - then the mounts under it, then
+the folder; the dead runs' namespaces go by the scenario runner's own sweep.
 """
 
 from __future__ import annotations
@@ -32,7 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from qmemo.deploy.stack import host_label
-from qmemo.scenario.hosts import Hosts, choose_subnet, run_ip
+from qmemo.interrupts import deferred
+from qmemo.scenario.hosts import Hosts, choose_subnet, run_ip, sweep_stale
 from tests.integration.engine import SWARM_POOL, Engine, HostState, launch_dockerd, unmount_under
 
 ROOT = Path("/var/lib/qmemo-swarm")        # <pid>/h<n>/{data,exec}: deleted at close
@@ -40,6 +49,58 @@ ROOT = Path("/var/lib/qmemo-swarm")        # <pid>/h<n>/{data,exec}: deleted at 
 # own: three engines would then share one, and a host's kill would not take its containers.
 SYSTEM_CONTAINERD = Path("/run/containerd/containerd.sock")
 JOIN_TIMEOUT_S = 60.0
+SWEEP_WAIT_S = 10.0
+
+
+def _under(path: str, folder: Path) -> bool:
+    return path == str(folder) or path.startswith(f"{folder}/")
+
+
+def _processes() -> list[tuple[int, list[str], list[str]]]:
+    """(pid, its arguments, its cgroup paths) of every process that can be read."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            args = [a.decode(errors="replace") for a in (entry / "cmdline").read_bytes().split(b"\0") if a]
+            cgroups = [line.split(":", 2)[-1] for line in (entry / "cgroup").read_text().splitlines()]
+        except OSError:       # gone meanwhile, or a kernel thread's
+            continue
+        found.append((int(entry.name), args, cgroups))
+    return found
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def sweep_stale_roots(root: Path = ROOT) -> list[str]:
+    """Kill what runs under root/<pid> of a dead pid, unmount under it, delete it; what was removed."""
+    removed: list[str] = []
+    for folder in sorted(root.iterdir()) if root.is_dir() else []:
+        if not folder.name.isdigit() or Path(f"/proc/{folder.name}").exists():
+            continue             # not ours, or its run is alive (or its pid reused: left alone, to be safe)
+        containers = {path.name for path in folder.glob("h*/data/containers/*") if len(path.name) == 64}
+        doomed = [pid for pid, args, cgroups in _processes()
+                  if any(_under(arg.split("=", 1)[-1].removeprefix("unix://"), folder) for arg in args)
+                  or any({part, part.removeprefix("docker-").removesuffix(".scope")} & containers
+                         for cgroup in cgroups for part in cgroup.split("/"))]
+        for pid in doomed:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + SWEEP_WAIT_S
+        while not all(map(_gone, doomed)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        unmount_under((folder,))
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(f"{folder} ({len(doomed)} process(es) killed)")
+    return removed
 
 
 @dataclass
@@ -51,6 +112,7 @@ class Swarm:
     killed: set[int] = field(default_factory=set)
     host_state: HostState | None = None       # the root namespace's, before anything started
     timings: dict[str, float] = field(default_factory=dict)
+    swept: list[str] = field(default_factory=list)   # what dead runs had left, removed at start
     closed: bool = False
 
     def __post_init__(self) -> None:
@@ -77,14 +139,16 @@ class Swarm:
         return self.engines[0].env
 
     def start(self) -> None:
-        """Namespaces, one engine in each, the Swarm, the labels."""
+        """What dead runs left, swept; namespaces, one engine in each, the Swarm, the labels."""
+        self.swept = sweep_stale_roots() + sweep_stale()
         self.host_state = HostState.read()
         self.hosts.create(self.count)
         for h in range(self.count):
             self.engines.append(None)
-            self.engines[h] = launch_dockerd(self.log_dir / f"dockerd-{h}.log", self.root / f"h{h}" / "data",
-                                             self.root / f"h{h}" / "exec", netns=self.namespace(h),
-                                             hostname=self.hostname(h))
+            with deferred():     # a signal inside Popen would leave a dockerd close() does not know
+                self.engines[h] = launch_dockerd(self.log_dir / f"dockerd-{h}.log", self.root / f"h{h}" / "data",
+                                                 self.root / f"h{h}" / "exec", netns=self.namespace(h),
+                                                 hostname=self.hostname(h))
         init = self.docker(0, "swarm", "init", "--advertise-addr", self.address(0), "--listen-addr",
                            f"{self.address(0)}:2377", "--default-addr-pool", SWARM_POOL)
         assert init.returncode == 0, init.stderr

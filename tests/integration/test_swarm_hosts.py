@@ -14,7 +14,9 @@ folder on the manager, gathered with `qmemo deploy collect`:
             validators on host 1 (new volumes: they sync), every transaction is still
             accounted for, nothing final is lost, the invariants hold
 
-Everything started is stopped; the root namespace is checked to be as it was.
+Everything started is stopped; the root namespace is checked to be as it was. A SIGTERM
+to pytest takes Ctrl-C's path, so the teardown still runs; what a run killed outright
+leaves, the next one's start sweeps (swarm.sweep_stale_roots).
 """
 
 from __future__ import annotations
@@ -30,10 +32,11 @@ import orjson
 import pytest
 
 from qmemo.deploy.stack import host_label
+from qmemo.interrupts import deferred, interrupt_on_signals
 from tests.conftest import REPO_ROOT, VENV_BIN
 from tests.integration.engine import Engine
 from tests.integration.conftest import unavailable
-from tests.integration.swarm import SYSTEM_CONTAINERD, Swarm
+from tests.integration.swarm import SYSTEM_CONTAINERD, Swarm, sweep_stale_roots
 
 pytestmark = pytest.mark.slow
 
@@ -59,6 +62,9 @@ def swarm(image_archive: Path, namespaces: None, tmp_path_factory) -> Iterator[S
     if SYSTEM_CONTAINERD.exists():
         unavailable(f"a system containerd runs ({SYSTEM_CONTAINERD}): the three engines would share it")
     hosts = Swarm(tmp_path_factory.mktemp("swarm-logs"))
+    # The engines run in sessions of their own: a SIGTERM to pytest would end it and leave
+    # them (and their containers) running. As Ctrl-C, it runs the teardown below.
+    restore_signals = interrupt_on_signals()
     started = time.monotonic()
     try:
         hosts.start()
@@ -66,7 +72,11 @@ def swarm(image_archive: Path, namespaces: None, tmp_path_factory) -> Iterator[S
                          "image_load_s": hosts.load_image(image_archive, "qmemo:local")}
         yield hosts
     finally:
-        problems = hosts.close(STACK)
+        try:
+            with deferred():      # a signal now is acted on once everything is stopped
+                problems = hosts.close(STACK)
+        finally:
+            restore_signals()
         assert problems == [], f"the swarm did not go cleanly: {problems}"
 
 
@@ -137,7 +147,7 @@ def clean_run(swarm: Swarm, rendered: Path) -> Path:
 
 
 def test_a_shards_validators_run_on_three_hosts(swarm: Swarm, clean_run: Path) -> None:
-    print(f"swarm: {swarm.timings}")        # the figures docs/scenarios.md gives (pytest -s)
+    print(f"swarm: {swarm.timings}; swept at start: {swarm.swept}")   # docs/scenarios.md's figures (pytest -s)
     hosts = {swarm.hostname(h): h for h in range(3)}
     placed = {service: {hosts[node] for node in nodes} for service, nodes in running_on(clean_run).items()}
     for shard in range(SHARDS):
@@ -221,3 +231,21 @@ def test_the_swarms_cleanup_goes_on_past_a_step_that_fails(tmp_path: Path) -> No
         f"stack rm {STACK}", "host 1", "host 0", "host 0", "host 1"], problems   # each step, tried and said
     assert not hosts.root.exists() and hosts.hosts.closed                   # the later steps ran
     assert hosts.close(STACK) == []                                         # and once only
+
+
+def test_the_sweep_kills_and_deletes_only_what_names_a_dead_runs_folder(tmp_path: Path) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale, live, sibling = (tmp_path / str(dead.pid)), (tmp_path / str(os.getpid())), (tmp_path / f"{dead.pid}-not-a-run")
+    for folder in (stale, live, sibling):
+        (folder / "h0" / "exec").mkdir(parents=True)
+    # $0 names the folder, as a dockerd's --exec-root or a shim's -address does.
+    left = [subprocess.Popen(["sh", "-c", "sleep 60", str(folder / "h0" / "exec")]) for folder in (stale, live, sibling)]
+    try:
+        assert sweep_stale_roots(tmp_path) == [f"{stale} (1 process(es) killed)"]
+        assert left[0].wait(timeout=10) == -9 and not stale.exists()
+        assert left[1].poll() is None and left[2].poll() is None and live.exists() and sibling.exists()
+    finally:
+        for process in left:
+            process.kill()
+            process.wait()
