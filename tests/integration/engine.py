@@ -178,10 +178,15 @@ def machine_engine() -> Engine | None:
     return None
 
 
+def is_under(path: str, root: Path) -> bool:
+    """`path` is `root` or inside it (by whole components: /x/28241 is not under /x/2824)."""
+    return path == str(root) or path.startswith(f"{root}/")
+
+
 def unmount_under(roots: tuple[Path, ...]) -> None:
     """Lazily unmount every mount below `roots` (an engine's overlays, netns files, secrets), deepest first."""
     mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
-              if any(line.split()[1].startswith(str(root)) for root in roots)]
+              if any(is_under(line.split()[1], root) for root in roots)]
     for mount in sorted(mounts, reverse=True):
         _run(["umount", "-l", mount])
 

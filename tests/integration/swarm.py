@@ -42,7 +42,7 @@ from pathlib import Path
 from qmemo.deploy.stack import host_label
 from qmemo.interrupts import deferred
 from qmemo.scenario.hosts import Hosts, choose_subnet, run_ip, sweep_stale
-from tests.integration.engine import SWARM_POOL, Engine, HostState, launch_dockerd, unmount_under
+from tests.integration.engine import SWARM_POOL, Engine, HostState, is_under, launch_dockerd, unmount_under
 
 ROOT = Path("/var/lib/qmemo-swarm")        # <pid>/h<n>/{data,exec}: deleted at close
 # A dockerd uses the system's containerd when this socket is there instead of starting its
@@ -50,10 +50,6 @@ ROOT = Path("/var/lib/qmemo-swarm")        # <pid>/h<n>/{data,exec}: deleted at 
 SYSTEM_CONTAINERD = Path("/run/containerd/containerd.sock")
 JOIN_TIMEOUT_S = 60.0
 SWEEP_WAIT_S = 10.0
-
-
-def _under(path: str, folder: Path) -> bool:
-    return path == str(folder) or path.startswith(f"{folder}/")
 
 
 def _processes() -> list[tuple[int, list[str], list[str]]]:
@@ -86,7 +82,7 @@ def sweep_stale_roots(root: Path = ROOT) -> list[str]:
             continue             # not ours, or its run is alive (or its pid reused: left alone, to be safe)
         containers = {path.name for path in folder.glob("h*/data/containers/*") if len(path.name) == 64}
         doomed = [pid for pid, args, cgroups in _processes()
-                  if any(_under(arg.split("=", 1)[-1].removeprefix("unix://"), folder) for arg in args)
+                  if any(is_under(arg.split("=", 1)[-1].removeprefix("unix://"), folder) for arg in args)
                   or any({part, part.removeprefix("docker-").removesuffix(".scope")} & containers
                          for cgroup in cgroups for part in cgroup.split("/"))]
         for pid in doomed:
