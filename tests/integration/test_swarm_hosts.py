@@ -236,11 +236,13 @@ def test_the_swarms_cleanup_goes_on_past_a_step_that_fails(tmp_path: Path) -> No
 def test_the_sweep_kills_and_deletes_only_what_names_a_dead_runs_folder(tmp_path: Path) -> None:
     dead = subprocess.Popen(["true"])
     dead.wait()
-    stale, live, sibling = (tmp_path / str(dead.pid)), (tmp_path / str(os.getpid())), (tmp_path / f"{dead.pid}-not-a-run")
+    stale, live = tmp_path / str(dead.pid), tmp_path / str(os.getpid())
+    sibling = tmp_path / f"{dead.pid}-not-a-run"          # the stale folder's name is a prefix of its name
     for folder in (stale, live, sibling):
         (folder / "h0" / "exec").mkdir(parents=True)
     # $0 names the folder, as a dockerd's --exec-root or a shim's -address does.
-    left = [subprocess.Popen(["sh", "-c", "sleep 60", str(folder / "h0" / "exec")]) for folder in (stale, live, sibling)]
+    left = [subprocess.Popen(["sh", "-c", "sleep 60", str(folder / "h0" / "exec")])
+            for folder in (stale, live, sibling)]
     try:
         assert sweep_stale_roots(tmp_path) == [f"{stale} (1 process(es) killed)"]
         assert left[0].wait(timeout=10) == -9 and not stale.exists()
