@@ -1,8 +1,8 @@
 """A container engine for the tests: the machine's dockerd when one answers, else one started here.
 
 A dockerd started here has its own data root (DATA_ROOT, kept between runs: it is the
-image cache that scripts/image.sh's content tags look up), its own exec root and
-socket, a fixed bridge subnet and address pool (172.31.224.0/20, the project's own
+image cache that scripts/image.sh's content tags look up), its own exec root, socket
+and an empty daemon.json (never the machine's /etc/docker one), a fixed bridge subnet and address pool (172.31.224.0/20, the project's own
 range; compose.py's shaped projects use 172.31.231.0/24 inside it), and it is stopped by
 its PID. dockerd changes the host as it starts: the iptables filter and nat tables
 (FORWARD policy DROP, its chains and NAT rules), net.ipv4.ip_forward, and bridges and
@@ -194,23 +194,27 @@ def unmount_under(roots: tuple[Path, ...]) -> None:
 def launch_dockerd(log: Path, data_root: Path, exec_root: Path, *, bridge_ip: str = BRIDGE_IP,
                    address_pool: str = ADDRESS_POOL, netns: str | None = None, hostname: str | None = None,
                    host_state: HostState | None = None) -> Engine:
-    """A dockerd with its own data root, exec root and socket (in `exec_root`), answering
-    within START_TIMEOUT_S; `netns`: inside that named network namespace (nsenter, which
+    """A dockerd with its own data root, exec root, socket and empty daemon.json (in `exec_root`),
+    answering within START_TIMEOUT_S; `netns`: inside that named network namespace (nsenter, which
     keeps the host's /sys and cgroups, where `ip netns exec` would remount /sys), and
     `hostname`: with a UTS namespace of that name (a Swarm node's name is its host's)."""
     socket = exec_root / "docker.sock"
     exec_root.mkdir(parents=True, exist_ok=True)
     data_root.mkdir(parents=True, exist_ok=True)
     socket.unlink(missing_ok=True)
+    # An empty configuration of its own: the machine's /etc/docker/daemon.json (mirrors,
+    # a storage driver, live-restore, its own address pools) is not the tests' to inherit.
+    config = exec_root / "daemon.json"
+    config.write_text("{}\n")
     log.parent.mkdir(parents=True, exist_ok=True)
     enter = ["nsenter", f"--net=/var/run/netns/{netns}"] if netns else []
     if hostname:     # every step execs the next: the PID is dockerd's
         enter += ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', hostname]
     with log.open("ab") as out:
         process = subprocess.Popen(
-            [*enter, "dockerd", "--data-root", str(data_root), "--exec-root", str(exec_root / "exec"),
-             "--pidfile", str(exec_root / "dockerd.pid"), "--host", f"unix://{socket}",
-             "--bip", bridge_ip, "--default-address-pool", address_pool],
+            [*enter, "dockerd", "--config-file", str(config), "--data-root", str(data_root),
+             "--exec-root", str(exec_root / "exec"), "--pidfile", str(exec_root / "dockerd.pid"),
+             "--host", f"unix://{socket}", "--bip", bridge_ip, "--default-address-pool", address_pool],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     engine = Engine({"DOCKER_HOST": f"unix://{socket}"}, process, host_state, log, (exec_root, data_root))
     deadline = time.monotonic() + START_TIMEOUT_S
