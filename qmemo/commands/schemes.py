@@ -23,7 +23,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vectors", action="store_true",
                         help="also run the third-party vectors (Wycheproof, NIST ACVP, NIST and liboqs KATs) "
                              "through every verifier of every scheme, both of Falcon's and ML-DSA's "
-                             "whatever --verifier says (about 10 s); exit 1 on any disagreement")
+                             "whatever --verifier says (about 10 s); exit 1 on any disagreement, or a "
+                             "source that gives a verifier no case")
     parser.set_defaults(run=run)
 
 
@@ -121,7 +122,7 @@ def _vector_line(result: SourceResult) -> str:
         return f"[red]{escape(result.source)}: {escape(result.error)}[/]"
     colour = "green" if result.ok else "red"
     na = f" ({result.not_applicable} n/a)" if result.not_applicable else ""
-    return f"{escape(result.source)} [{colour}]{result.passed}/{result.cases - result.not_applicable}[/]{na}"
+    return f"{escape(result.source)} [{colour}]{result.passed}/{result.applicable}[/]{na}"
 
 
 # Failing cases shown per source; --json lists them all.
@@ -131,6 +132,9 @@ SHOWN_FAILURES = 5
 def _failure_lines(results: list[SourceResult]) -> list[str]:
     lines = []
     for result in results:
+        if result.error is None and result.applicable == 0:
+            lines.append(f"{result.scheme} ({result.verifier_label}): {result.source} gave it no case "
+                         f"({result.cases} read, {result.not_applicable} n/a): nothing was checked")
         failing = result.failing_cases()
         if failing:
             lines.append(f"{result.scheme} ({result.verifier_label}) disagrees with {result.source} "

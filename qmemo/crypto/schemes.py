@@ -393,6 +393,16 @@ def backend_of(name: str, verifier: str = DEFAULT_VERIFIER) -> str:
     return entry.fast_backend if verifier == "fast" and entry.fast_backend else entry.backend
 
 
+def verifiers_of(name: str) -> tuple[str, ...]:
+    """The verifier names that give `name` distinct implementations ("fast", "liboqs" for
+    Falcon and ML-DSA; one name - the default - for every other scheme)."""
+    name = canonical_name(name)
+    seen: dict[str, str] = {}
+    for verifier in VERIFIERS:
+        seen.setdefault(backend_of(name, verifier), verifier)
+    return tuple(seen.values())
+
+
 def _instance(name: str, backend: str) -> SignatureScheme:
     """One instance per (scheme, backend) for the life of the process."""
     scheme = _MADE.get((name, backend))

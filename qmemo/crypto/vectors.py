@@ -46,7 +46,7 @@ from functools import cache
 from pathlib import Path
 from typing import Protocol
 
-from qmemo.crypto.schemes import VERIFIERS, backend_of, canonical_name, get_scheme, scheme_names
+from qmemo.crypto.schemes import backend_of, canonical_name, get_scheme, scheme_names, verifiers_of
 from qmemo.errors import SetupError
 from qmemo.paths import REPO_ROOT
 
@@ -126,8 +126,15 @@ class SourceResult:
         return verifier_label(self.scheme, self.verifier)
 
     @property
+    def applicable(self) -> int:
+        """The cases this verifier was given (every case but the not-applicable ones)."""
+        return self.cases - self.not_applicable
+
+    @property
     def ok(self) -> bool:
-        return self.error is None and not self.disagreements
+        """Read, no disagreement, and at least one case given: a source that checked nothing
+        (an emptied file, a filter that matches no group) proves nothing, so it is no pass."""
+        return self.error is None and not self.disagreements and self.applicable > 0
 
     def failing_cases(self) -> list[str]:
         """One line per case that some call got wrong, naming the case and each wrong call."""
@@ -454,16 +461,6 @@ def origin_of(source: VectorSource) -> str:
         return source.origin()
     except SetupError as exc:
         return exc.detail
-
-
-def verifiers_of(name: str) -> tuple[str, ...]:
-    """The registry's verifier names that give `name` distinct implementations ("fast", "liboqs"
-    for Falcon and ML-DSA; one name - the default - for every other scheme)."""
-    name = canonical_name(name)
-    seen: dict[str, str] = {}
-    for verifier in VERIFIERS:
-        seen.setdefault(backend_of(name, verifier), verifier)
-    return tuple(seen.values())
 
 
 def verifier_label(name: str, verifier: str) -> str:

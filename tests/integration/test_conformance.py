@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from qmemo.crypto import conformance
-from qmemo.crypto.schemes import get_scheme
+from qmemo.crypto.schemes import get_scheme, scheme_names, verifiers_of
 from qmemo.errors import NonConformingVerifier
 from tests.conftest import REPO_ROOT, run_command
 from tests.integration.nodes import running_node
@@ -55,6 +55,11 @@ def resolving(scheme_name: str, double):
     """A `resolve` that hands out `double(real)` for one scheme, the registry's otherwise."""
     return lambda name, verifier: double(get_scheme(name, verifier)) if name == scheme_name else \
         get_scheme(name, verifier)
+
+
+def test_the_required_schemes_are_the_registrys_schemes_with_two_verifiers():
+    assert conformance.REQUIRED == {name for name in scheme_names() if verifiers_of(name) == ("fast", "liboqs")}
+    assert {name for name in scheme_names() if name.startswith(("Falcon", "ML-DSA"))} == conformance.REQUIRED
 
 
 def test_every_scheme_with_two_verifiers_has_a_case_file_naming_its_sources():

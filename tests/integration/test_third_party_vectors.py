@@ -161,6 +161,25 @@ def test_the_vectors_table_names_each_source_with_its_count_and_the_failing_case
         "  tcId 7 (z too large; InfinityNormViolation): expected invalid; verify accepted it"]
 
 
+def test_a_source_that_gives_a_verifier_no_case_is_no_pass(monkeypatch, capsys):
+    import argparse
+
+    from qmemo.commands import schemes as schemes_command
+
+    empty = vectors.VectorSource("Ed25519", "an emptied file", lambda: "nowhere", lambda: ())
+    read_nothing = vectors.check_source("Ed25519", "fast", empty)
+    assert (read_nothing.error, read_nothing.cases, read_nothing.disagreements) == (None, 0, ())
+    assert not read_nothing.ok
+    all_context = vectors.SourceResult("ML-DSA-44", "fast", "mldsa-vt", "context only", "x", 14, 0, 14, ())
+    assert not all_context.ok
+    assert schemes_command._failure_lines([read_nothing]) == [
+        "Ed25519 (libsodium): an emptied file gave it no case (0 read, 0 n/a): nothing was checked"]
+    monkeypatch.setattr(schemes_command, "_vector_results", lambda: [read_nothing])
+    status = schemes_command.run(argparse.Namespace(json=True, no_self_test=True, verifier="fast", vectors=True))
+    capsys.readouterr()
+    assert status == 1
+
+
 def test_qmemo_schemes_without_vectors_says_how_to_run_them():
     done = run_command([str(VENV_BIN / "qmemo"), "schemes", "--no-self-test"], env={"COLUMNS": "200"})
     assert done.returncode == 0, done.stderr

@@ -24,14 +24,15 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-from qmemo.crypto.schemes import SignatureScheme, canonical_name, get_scheme
+from qmemo.crypto.schemes import SignatureScheme, canonical_name, get_scheme, scheme_names, verifiers_of
 from qmemo.errors import NonConformingVerifier, UnknownScheme
 
 CASE_SCHEMA = "qmemo-conformance/1"   # the case files' format (scripts/make_conformance.py writes it)
-# The schemes with a verifier of qMEMO's own beside liboqs's: a node must never run them
-# unchecked, so a missing case file (an install without the package data) is a failure.
-REQUIRED = frozenset({"Falcon-512", "Falcon-padded-512", "Falcon-1024", "Falcon-padded-1024",
-                      "ML-DSA-44", "ML-DSA-65", "ML-DSA-87"})
+# The schemes the registry gives more than one verifier (qMEMO's own beside liboqs's): two
+# verifiers that disagree split the chain, so a node must never run them unchecked, and a
+# missing case file (an install without the package data) is a failure. A scheme that gains
+# a second verifier in the registry is required here, and needs a case file, at once.
+REQUIRED = frozenset(name for name in scheme_names() if len(verifiers_of(name)) > 1)
 
 
 @dataclass(frozen=True, slots=True)
