@@ -64,13 +64,15 @@ Rendered by `{rendered_by}` (docs/scenarios.md, "Several hosts"):
 On the manager, once the image {plan.image} is on every host and the hosts have joined:
 
 {labels}
-    {RUN_VARIABLE}=1 docker stack deploy -c {plan.folder}/stack.yaml qmemo
+    {RUN_VARIABLE}=1 docker stack deploy --resolve-image never -c {plan.folder}/stack.yaml qmemo
     qmemo deploy collect {plan.folder} --stack qmemo --run 1 --wait 900
     qmemo report --devnet {plan.folder}/runs/1
     docker stack rm qmemo
 
-A second load on the same chain: `{RUN_VARIABLE}=2 docker stack deploy ...` (only the generator's
-command changes, so only it runs again), into runs/2.
+`--resolve-image never`: no registry has the image (each host loaded it); with
+DOCKER_SERVICE_PREFER_OFFLINE_IMAGE=1 in each dockerd's environment it does not try to pull
+it either as it starts a task. A second load on the same chain: `{RUN_VARIABLE}=2 docker stack
+deploy ...` (only the generator's command changes, so only it runs again), into runs/2.
 
 | service | shard | validator | host (label {HOST_LABEL}-<h>) |
 | --- | --- | --- | --- |

@@ -215,7 +215,11 @@ def launch_dockerd(log: Path, data_root: Path, exec_root: Path, *, bridge_ip: st
             [*enter, "dockerd", "--config-file", str(config), "--data-root", str(data_root),
              "--exec-root", str(exec_root / "exec"), "--pidfile", str(exec_root / "dockerd.pid"),
              "--host", f"unix://{socket}", "--bip", bridge_ip, "--default-address-pool", address_pool],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            # The image is loaded into each engine, from no registry: a Swarm task's start
+            # would otherwise try Docker Hub first (dockerd 20.10's task controller skips
+            # that pull only under this variable; --resolve-image never stops the digest look-up).
+            env={**os.environ, "DOCKER_SERVICE_PREFER_OFFLINE_IMAGE": "1"})
     engine = Engine({"DOCKER_HOST": f"unix://{socket}"}, process, host_state, log, (exec_root, data_root))
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:

@@ -95,8 +95,9 @@ def rendered(tmp_path_factory) -> Path:
 
 def deploy(swarm: Swarm, rendered: Path, run: str) -> None:
     env = {**os.environ, **swarm.manager_env, "QMEMO_RUN": run}
-    done = subprocess.run(["docker", "stack", "deploy", "-c", str(rendered / "stack.yaml"), STACK], env=env,
-                          capture_output=True, text=True, timeout=120)
+    # --resolve-image never: the image is each engine's own, no registry has it to pin a digest.
+    done = subprocess.run(["docker", "stack", "deploy", "--resolve-image", "never", "-c", str(rendered / "stack.yaml"),
+                           STACK], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
 
 

@@ -171,7 +171,8 @@ def test_the_rendered_folder_says_how_to_label_deploy_collect_and_report(tmp_pat
     manifest = manifest_of(2, 3)
     write_stack(manifest, plan(), tmp_path, "qmemo deploy render lan-baseline --shards 2")
     readme = (tmp_path / "README.md").read_text()
-    for line in [*label_commands(plan()), f"QMEMO_RUN=1 docker stack deploy -c {FOLDER}/stack.yaml qmemo",
+    for line in [*label_commands(plan()),
+                 f"QMEMO_RUN=1 docker stack deploy --resolve-image never -c {FOLDER}/stack.yaml qmemo",
                  f"qmemo deploy collect {FOLDER} --stack qmemo --run 1", f"qmemo report --devnet {FOLDER}/runs/1",
                  "| node-4 | 1 | 1 | 1 |"]:
         assert line in readme
