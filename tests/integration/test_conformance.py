@@ -77,7 +77,7 @@ def test_the_ml_dsa_cases_include_z_over_the_bound_and_use_hint_1_0():
         names = {c.name.split(": ", 1)[1]: c.valid for c in conformance.cases_for(f"ML-DSA-{level}").cases}
         assert names["signature that calls use_hint(1, 0)"] is True
         assert names["index 0 is exactly gamma1 - tau*eta"] is False
-        assert any(n.startswith("violate index") and not v for n, v in names.items())
+        assert sum(n.startswith("violate index") and not v for n, v in names.items()) >= 2, level
 
 
 def test_the_ml_dsa_cases_are_wycheproofs_own():

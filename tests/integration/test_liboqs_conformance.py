@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from qmemo.crypto import get_scheme
+from qmemo.crypto import conformance, get_scheme
 from qmemo.crypto.liboqs import build_info
 from tests.conftest import REPO_ROOT
 from tests.integration import mldsa_shipped
@@ -105,3 +105,14 @@ def test_the_patch_is_what_turns_the_shipped_verdicts_into_fips_204s(name):
         shipped[(case.z_over_bound, case.valid)].append(row[2])
     assert sum(shipped[(True, False)]) == SHIPPED_ACCEPTS_Z[name], f"{len(shipped[(True, False)])} z cases"
     assert shipped[(False, True)] == [0] and shipped[(False, False)] == [0]
+
+
+@pytest.mark.skipif(mldsa_shipped.missing_reason() is not None, reason=str(mldsa_shipped.missing_reason()))
+@pytest.mark.parametrize("name", sorted(SHA256))
+def test_the_node_case_files_z_cases_each_catch_a_verifier_without_the_z_check(name):
+    # A z case that the shipped code refuses anyway (its challenge check fails too) would
+    # let a verifier without the z bound pass the node's self-test.
+    z_cases = [c for c in conformance.cases_for(name).cases if ": violate index" in c.name]
+    assert len(z_cases) >= 2
+    rows = mldsa_shipped.verdicts(name, [(c.public_key, c.message, c.signature) for c in z_cases])
+    assert rows == [(0, 0, 1)] * len(z_cases), [(c.name, row) for c, row in zip(z_cases, rows, strict=True)]
