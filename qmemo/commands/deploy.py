@@ -15,6 +15,8 @@ docs/scenarios.md, "Several hosts", is the procedure on real machines.
 from __future__ import annotations
 
 import argparse
+import shlex
+import sys
 from pathlib import Path
 
 from qmemo.deploy.stack import DEFAULT_RUN, PLACEMENTS, SUBNET
@@ -25,9 +27,12 @@ def register(parser: argparse.ArgumentParser) -> None:
     render = sub.add_parser("render", help="the devnet and a Swarm stack file from a scenario manifest")
     render.add_argument("manifest", type=Path, help="a scenario TOML file (or a shipped scenario's name)")
     render.add_argument("--out", type=Path, help="folder for stack.yaml, devnet/ and runs/ (default runs/swarm-<name>)")
-    render.add_argument("--shards", type=int, help="shards (sets network.shards and, with --per-shard, network.nodes)")
-    render.add_argument("--per-shard", type=int, help="validators per shard (default 3 with --shards)")
-    render.add_argument("--hosts", type=int, default=3, help="hosts labelled qmemo.host=0..H-1 (default 3)")
+    render.add_argument("--shards", type=int,
+                        help="shards (sets network.shards, and network.nodes to shards x per shard)")
+    render.add_argument("--per-shard", type=int,
+                        help="validators per shard (default 3 with --shards; alone: the manifest's shards x this)")
+    render.add_argument("--hosts", type=int, default=3,
+                        help="hosts, labelled qmemo.host-0=true .. qmemo.host-<H-1>=true (default 3)")
     render.add_argument("--placement", choices=PLACEMENTS, default="spread",
                         help="spread: a shard's validators on different hosts (default); shard: a shard per "
                              "host; none: wherever Swarm puts them")
@@ -47,25 +52,32 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 
 def run_render(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
     from qmemo.commands.scenario import PROFILES_FILE, _resolve
     from qmemo.deploy.files import make_devnet, write_stack
-    from qmemo.deploy.stack import StackPlan
-    from qmemo.scenario.manifest import load_manifest
+    from qmemo.deploy.stack import StackPlan, placement_warnings
+    from qmemo.scenario.manifest import apply_overrides, load_manifest, read_toml
 
     overrides = list(args.overrides)
+    path = _resolve(args.manifest)
     if args.shards is not None:
         per_shard = args.per_shard or 3
         overrides += [f"network.shards={args.shards}", f"network.nodes={args.shards * per_shard}"]
     elif args.per_shard is not None:
-        overrides += [f"network.nodes={args.per_shard}"]
-    path = _resolve(args.manifest)
+        # The manifest's shards (after --set), each of this many: read before the parse,
+        # which would refuse the old node count that does not split into them.
+        shards = apply_overrides(read_toml(path), overrides).get("network", {}).get("shards", 1)
+        overrides += [f"network.nodes={shards * args.per_shard if isinstance(shards, int) else args.per_shard}"]
     manifest = load_manifest(path, path.parent / PROFILES_FILE, overrides)
     out = (args.out or Path("runs") / f"swarm-{manifest.name}").resolve()
     genesis_hash = make_devnet(manifest, out / "devnet")
     plan = StackPlan(hosts=args.hosts, placement=args.placement, folder=str(out), genesis_hash=genesis_hash,
                      verify_threads=args.verify_threads, subnet=args.subnet)
-    stack_file = write_stack(manifest, plan, out, " ".join(["qmemo deploy render", str(args.manifest), *(
-        f"--set {o}" for o in overrides)]))
+    # The command line as given: the stack file and its README say how to render it again.
+    stack_file = write_stack(manifest, plan, out, shlex.join(["qmemo", *sys.argv[1:]]))
+    for warning in placement_warnings(manifest, plan):
+        Console(stderr=True, soft_wrap=True).print(f"[yellow]warning:[/] {warning}", highlight=False)
     print(f"stack: {stack_file} ({manifest.network.shards} shard(s) x {manifest.network.per_shard} validators on "
           f"{args.hosts} host(s), placement {args.placement}); the steps: {out / 'README.md'}")
     return 0

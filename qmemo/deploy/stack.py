@@ -62,7 +62,7 @@ HEALTH_WAIT_S = 600         # the generator waits this long for every node to an
 
 @dataclass(frozen=True, slots=True)
 class StackPlan:
-    hosts: int                      # hosts labelled qmemo.host=0 .. hosts-1
+    hosts: int                      # hosts labelled qmemo.host-0=true .. qmemo.host-<hosts-1>=true
     placement: str                  # one of PLACEMENTS
     folder: str                     # the rendered folder on the manager, absolute (stack deploy's bind mounts)
     genesis_hash: str               # names the config and secrets: a new chain, new objects
@@ -182,6 +182,15 @@ def stack(manifest: Manifest, plan: StackPlan) -> dict[str, Any]:
         "volumes": {f"node-{i}-data": {} for i in range(network.nodes)},
         "networks": {"default": {"driver": "overlay", "ipam": {"config": [{"subnet": plan.subnet}]}}},
     }
+
+
+def placement_warnings(manifest: Manifest, plan: StackPlan) -> list[str]:
+    """What the plan does not give that its placement promises, one line each (empty: nothing)."""
+    per_shard = manifest.network.per_shard
+    if plan.placement == "spread" and plan.hosts < per_shard:
+        return [f"--placement spread over {plan.hosts} host(s) with {per_shard} validators per shard: a shard's "
+                f"validators share hosts (one host down takes more than one of them); use --hosts {per_shard} or more"]
+    return []
 
 
 def label_commands(plan: StackPlan) -> list[str]:

@@ -9,14 +9,16 @@ address, the data folder, the advertised URL) - and the test names each of those
 from __future__ import annotations
 
 import ipaddress
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from qmemo.cli import main
 from qmemo.deploy.files import make_devnet, write_stack
-from qmemo.deploy.stack import StackPlan, host_of, label_commands, stack
+from qmemo.deploy.stack import StackPlan, host_of, label_commands, placement_warnings, stack
 from qmemo.errors import ConfigError
 from qmemo.scenario import runner
 from qmemo.scenario.argv import node_peers
@@ -178,3 +180,38 @@ def test_the_rendered_folder_says_how_to_label_deploy_collect_and_report(tmp_pat
         assert line in readme
     assert (tmp_path / "stack.yaml").read_text().startswith("# Rendered by `qmemo deploy render lan-baseline")
     assert (tmp_path / "runs").is_dir()
+
+
+def render(argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
+    """`qmemo deploy render ...` as typed (the devnet not made: its hash fixed); (stdout, stderr)."""
+    monkeypatch.setattr("qmemo.deploy.files.make_devnet", lambda manifest, devnet: "0123456789ab")
+    monkeypatch.setattr("sys.argv", ["/somewhere/bin/qmemo", *argv])
+    assert main(argv) == 0
+    return capsys.readouterr()
+
+
+def test_per_shard_alone_gives_each_of_the_manifests_shards_that_many_validators(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    render(["deploy", "render", "lan-baseline", "--set", "network.shards=2", "--set", "load.cross_shard_pct=20",
+            "--per-shard", "3", "--out", str(tmp_path)], monkeypatch, capsys)
+    services = re.findall(r"^  (node-\d+|gen):$", (tmp_path / "stack.yaml").read_text(), re.MULTILINE)
+    assert sorted(services) == sorted([f"node-{i}" for i in range(6)] + ["gen"])
+
+
+def test_the_rendered_files_name_the_command_line_as_given(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["deploy", "render", "lan-baseline", "--shards", "2", "--hosts", "4", "--placement", "shard",
+            "--verify-threads", "1", "--subnet", "172.31.245.0/24", "--set", "load.tps=10", "--out", str(tmp_path)]
+    render(argv, monkeypatch, capsys)
+    given = "qmemo " + " ".join(argv)
+    assert (tmp_path / "stack.yaml").read_text().startswith(f"# Rendered by `{given}`")
+    assert f"Rendered by `{given}`" in (tmp_path / "README.md").read_text()
+
+
+def test_spread_over_fewer_hosts_than_a_shards_validators_is_warned_of(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    _, err = render(["deploy", "render", "lan-baseline", "--shards", "2", "--hosts", "2", "--out", str(tmp_path)],
+                    monkeypatch, capsys)
+    assert "warning: --placement spread over 2 host(s) with 3 validators per shard" in err
+    assert placement_warnings(manifest_of(2, 3), plan(hosts=3)) == []
+    assert placement_warnings(manifest_of(2, 3), plan("shard", hosts=2)) == []    # sharing is what shard asks
