@@ -8,12 +8,14 @@ this project, never against another implementation:
 - Wycheproof (C2SP/wycheproof): ML-DSA-44/65/87 verify, Ed25519, ECDSA secp256k1 SHA-256;
 - NIST ACVP (usnistgov/ACVP-Server): ML-DSA sigVer, the external/pure groups;
 - the NIST round-3 Falcon-512 KAT (falcon512-KAT.rsp) and liboqs's known-answer tests
-  (the submitters' KATs liboqs checks itself against, kats.json) for every liboqs scheme.
+  (kats.json: the hash of each scheme's KAT output liboqs checks its builds against; for
+  the Falcon-padded variants, which no submission defined, PQClean's code's output as
+  liboqs ships it, not a submitter's) for every liboqs scheme.
 
 Vector files live in tests/vectors/<source>/, each folder's README.md giving every file's
 repository, commit, path and sha256: this module reads that table and refuses a file
 whose content has another sha256. Known-answer files are made at run time by liboqs's
-kat_sig (it replays the submitters' deterministic randomness) and refused unless their
+kat_sig (it replays the KATs' deterministic randomness) and refused unless their
 sha256 is the published one, so what is checked is the published file, byte for byte.
 
 What a case means for a verifier: a context string other than the empty one (the node
