@@ -7,7 +7,8 @@
     qmemo deploy collect DIR --stack NAME [--run ID] [--wait S]
         after (or, with --wait, until the end of) a run: every service's log and task
         history from the manager's Swarm API into DIR/runs/ID beside the generator's folder
-        (qmemo.deploy.collect), so `qmemo report --devnet DIR/runs/ID` reads one folder
+        (qmemo.deploy.collect), so `qmemo report --devnet DIR/runs/ID` reads one folder;
+        exits 1 unless run ID's generator task completed and wrote DIR/runs/ID/gen/summary.json
 
 docs/scenarios.md, "Several hosts", is the procedure on real machines.
 """
@@ -47,7 +48,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     collect.add_argument("--run", dest="run_name", default=DEFAULT_RUN,
                          help=f"the run's name under runs/ (QMEMO_RUN; default {DEFAULT_RUN})")
     collect.add_argument("--wait", type=float, default=0.0, metavar="S",
-                         help="first wait up to S seconds for the generator's task to end")
+                         help="first wait up to S seconds for this run's generator task to end")
     collect.set_defaults(run=run_collect)
 
 
@@ -87,5 +88,8 @@ def run_collect(args: argparse.Namespace) -> int:
     from qmemo.deploy.collect import collect
 
     run_dir, state = collect(args.folder.resolve(), args.stack, args.run_name, args.wait)
-    print(f"run folder: {run_dir} (generator: {state}); its report: qmemo report --devnet {run_dir}")
-    return 0 if state.startswith("Complete") else 1
+    summary = run_dir / "gen" / "summary.json"
+    print(f"run folder: {run_dir} (generator: {state or 'no task of this run'}); "
+          + (f"its report: qmemo report --devnet {run_dir}" if summary.is_file() else f"no {summary}"))
+    # A completed task without its summary is not this run's result (or not a result at all).
+    return 0 if state.startswith("Complete") and summary.is_file() else 1

@@ -17,11 +17,13 @@ Runs the docker client (DOCKER_HOST as set); what it must never do: change the s
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
 from pathlib import Path
 
+from qmemo.deploy.stack import RUNS
 from qmemo.errors import SetupError
 
 POLL_S = 0.5
@@ -54,25 +56,37 @@ def service_log(service: str) -> str:
     return done.stdout
 
 
-def generator_state(stack: str) -> str:
-    """The generator's newest task's state, as `docker service ps` says it ("Running 3 seconds ago")."""
-    lines = _docker("service", "ps", f"{stack}_gen", "--format", "{{.CurrentState}}").splitlines()
-    return lines[0].strip() if lines else ""
+def generator_state(stack: str, run: str) -> str:
+    """The state of this run's generator task, as `docker service ps` says it ("Running 3
+    seconds ago"); "" while there is none. This run's: the newest task whose arguments write
+    /runs/<run>/gen - right after `docker stack deploy` of a second run, the newest task
+    is still the first run's, completed."""
+    lines = _docker("service", "ps", "--no-trunc", "--format", "{{.ID}} {{.CurrentState}}",
+                    f"{stack}_gen").splitlines()
+    tasks = [line.split(" ", 1) for line in lines if line]
+    if not tasks:
+        return ""
+    arguments = _docker("inspect", "--type", "task", "--format", "{{json .Spec.ContainerSpec.Args}}",
+                        *(task_id for task_id, _ in tasks)).splitlines()
+    for (_, state), args in zip(tasks, arguments):
+        if f"{RUNS}/{run}/gen" in (json.loads(args) or []):
+            return state.strip()
+    return ""
 
 
-def wait_generator(stack: str, timeout_s: float) -> str:
-    """Poll until the generator's task has ended, or `timeout_s`; its last state."""
+def wait_generator(stack: str, run: str, timeout_s: float) -> str:
+    """Poll until this run's generator task has ended, or `timeout_s`; its last state."""
     deadline = time.monotonic() + timeout_s
-    state = generator_state(stack)
+    state = generator_state(stack, run)
     while not state.startswith(ENDED) and time.monotonic() < deadline:
         time.sleep(POLL_S)
-        state = generator_state(stack)
+        state = generator_state(stack, run)
     return state
 
 
 def collect(folder: Path, stack: str, run: str, wait_s: float = 0.0) -> tuple[Path, str]:
-    """Logs, tasks and nodes into folder/runs/<run>; (the run folder, the generator's state)."""
-    state = wait_generator(stack, wait_s) if wait_s > 0 else generator_state(stack)
+    """Logs, tasks and nodes into folder/runs/<run>; (the run folder, this run's generator's state)."""
+    state = wait_generator(stack, run, wait_s) if wait_s > 0 else generator_state(stack, run)
     run_dir = folder / "runs" / run
     (run_dir / "logs").mkdir(parents=True, exist_ok=True)
     services = _docker("stack", "services", stack, "--format", "{{.Name}}").split()
