@@ -106,9 +106,8 @@ def peers_resolve_entrypoint(peers: list[str]) -> list[str]:
     """`sh -c`: wait until every peer's service name resolves, then `exec qmemo <command>`.
 
     Swarm starts a stack's tasks on all hosts at once, but a service's name resolves only
-    once Swarm has added its task to the DNS (with a health check: once healthy, 15 s after
-    the nodes listened on the three-engine test) and the overlay has carried that to this
-    host. A validator that starts before its peers resolve produces blocks alone; when the
+    once Swarm has added its task to the DNS (with a health check: once healthy) and the
+    overlay has carried that to this host. A validator that starts before its peers resolve produces blocks alone; when the
     branches meet, the validators whose blocks were undone hold back for their fork lock
     (about 30 block intervals), which stalls the shard's finality. ($$: a literal $ in a
     stack file.)"""
