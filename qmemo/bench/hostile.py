@@ -58,15 +58,22 @@ def hostile_clients(mix: HostileMix) -> Disturbance:
         stop = asyncio.Event()
         opened = threading.Event()
 
+        async def connect() -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+            """A new connection, counted; None (after a pause) where the node refused it."""
+            try:
+                connection = await asyncio.open_connection(host, port)
+            except OSError:
+                stats["refused"] += 1
+                await asyncio.sleep(RECONNECT_PAUSE_S)
+                return None
+            stats["connections"] += 1
+            return connection
+
         async def client(head: bytes, trickle: bool) -> None:
             while not stop.is_set():
-                try:
-                    reader, writer = await asyncio.open_connection(host, port)
-                except OSError:
-                    stats["refused"] += 1
-                    await asyncio.sleep(RECONNECT_PAUSE_S)
+                if (connection := await connect()) is None:
                     continue
-                stats["connections"] += 1
+                reader, writer = connection
                 eof = asyncio.ensure_future(reader.read())
                 stopped = asyncio.ensure_future(stop.wait())
                 try:
@@ -89,13 +96,9 @@ def hostile_clients(mix: HostileMix) -> Disturbance:
 
         async def reader_that_never_reads() -> None:
             while not stop.is_set():
-                try:
-                    _, writer = await asyncio.open_connection(host, port)
-                except OSError:
-                    stats["refused"] += 1
-                    await asyncio.sleep(RECONNECT_PAUSE_S)
+                if (connection := await connect()) is None:
                     continue
-                stats["connections"] += 1
+                _, writer = connection
                 try:
                     writer.write(UNREAD_REQUESTS)
                     stats["bytes_sent"] += len(UNREAD_REQUESTS)

@@ -3,8 +3,8 @@
 `OPERATIONS` is the API: app.py routes each operation to the `Handlers` method it names,
 and `openapi_document()` describes the same operations, their parameters, bodies and every
 status each can answer, with the JSON schemas generated from qmemo.api_schema's
-dataclasses (the documents' classes; the envelopes - lists, errors, request bodies - are
-there for this document, the node writes them with qmemo.net.wire). A route cannot exist
+dataclasses (the documents' classes) and the envelopes below (lists, errors, request
+bodies: the node writes them with qmemo.net.wire). A route cannot exist
 without its description; tests/unit/test_openapi.py holds every writer's output to its
 schema, and the fuzzer every answer a real node gives. The node serves the document at `GET /openapi.json`; the
 schema-driven fuzzer (tests/integration/test_api_fuzz.py) drives every operation from it.
@@ -48,6 +48,74 @@ def integer(minimum: int, maximum: int) -> dict[str, Any]:
     return {"type": "integer", "minimum": minimum, "maximum": maximum}
 
 
+# --- the envelopes: lists of qmemo.api_schema's values, errors, request bodies ---------------
+# The answers' and requests' outer shapes, described here for this document only: qmemo.net.wire
+# writes them, tests/unit/test_openapi.py holds what it writes to them.
+
+@dataclass(frozen=True, slots=True)
+class ErrorBody:
+    """Every error answer (docs/api.md section 2)."""
+
+    error: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class TxRejection:
+    """`POST /tx`'s answer to a rejected transaction: its result, and the `error` code every
+    error body has."""
+
+    id: bytes | None
+    status: str
+    code: str
+    detail: str
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class TxsAnswer:
+    """`POST /txs`: one result per transaction, in input order, and the totals."""
+
+    results: tuple[api_schema.TxResult, ...]
+    accepted: int
+    duplicate: int
+    rejected: int
+
+
+@dataclass(frozen=True, slots=True)
+class TxStatuses:
+    statuses: tuple[api_schema.TxStatus, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiptStatuses:
+    receipts: tuple[api_schema.ReceiptStatus, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Accounts:
+    accounts: tuple[api_schema.AccountState, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Blocks:
+    blocks: tuple[api_schema.BlockSummary, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TxIdsRequest:
+    """`POST /txs/status` and `POST /receipts/status`' body."""
+
+    ids: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AddressesRequest:
+    """`POST /accounts`' body."""
+
+    addresses: tuple[bytes, ...]
+
+
 # --- the core's JSON forms (protocol.md section 5) ---------------------------------------------
 
 TRANSACTION = {
@@ -80,9 +148,9 @@ BLOCK_WHOLE = {"header": {"$ref": "#/components/schemas/BlockHeader"},
                "transactions": {"type": "array", "items": {"$ref": "#/components/schemas/Transaction"}},
                "receipts": HEX}
 FIELD_SCHEMAS = {
-    (api_schema.Blocks, "blocks"): {"type": "array", "items": {"$ref": "#/components/schemas/Block"}},
-    (api_schema.TxIdsRequest, "ids"): {"type": "array", "items": hex_of(64)},
-    (api_schema.AddressesRequest, "addresses"): {"type": "array", "items": hex_of(32)},
+    (Blocks, "blocks"): {"type": "array", "items": {"$ref": "#/components/schemas/Block"}},
+    (TxIdsRequest, "ids"): {"type": "array", "items": hex_of(64)},
+    (AddressesRequest, "addresses"): {"type": "array", "items": hex_of(32)},
 }
 
 
@@ -191,25 +259,25 @@ OPERATIONS: tuple[Operation, ...] = (
                     JSON: {"type": "object", "additionalProperties": False, "required": ["transactions"],
                            "properties": {"transactions": {"type": "array",
                                                            "items": {"$ref": "#/components/schemas/Transaction"}}}}},
-              body_required=False, answers={200: api_schema.TxsAnswer}, errors=(*BODY_ERRORS, 429)),
+              body_required=False, answers={200: TxsAnswer}, errors=(*BODY_ERRORS, 429)),
     Operation("GET", "/tx/{tx_id}", "get_tx", "Where a transaction is", params=(TX_ID,),
               answers={200: api_schema.TxStatus}),
     Operation("POST", "/txs/status", "post_txs_status", "Where each of many transactions is",
-              body={JSON: api_schema.TxIdsRequest}, answers={200: api_schema.TxStatuses}, errors=BODY_ERRORS),
+              body={JSON: TxIdsRequest}, answers={200: TxStatuses}, errors=BODY_ERRORS),
     Operation("POST", "/receipts/status", "post_receipts_status", "Where each cross-shard receipt is on this shard",
-              body={JSON: api_schema.TxIdsRequest}, answers={200: api_schema.ReceiptStatuses},
+              body={JSON: TxIdsRequest}, answers={200: ReceiptStatuses},
               errors=(*BODY_ERRORS, 404)),     # 404: an unsharded chain has no receipts
     Operation("GET", "/blocks", "get_blocks", "Blocks from a height, ascending",
               params=(Param("from", "query", integer(0, U64_MAX), True),
                       Param("limit", "query", integer(1, 100), False, "at most 10 with txs=full"), TXS_VIEW),
-              answers={200: api_schema.Blocks}),
+              answers={200: Blocks}),
     Operation("GET", "/block/{height}", "get_block", "One block, by height or 'latest'",
               params=(Param("height", "path", {"type": "string", "pattern": "^([0-9]{1,20}|latest)$"}, True), TXS_VIEW),
               answers={200: {JSON: {"$ref": "#/components/schemas/Block"}}}, errors=(404,)),
     Operation("GET", "/account/{address}", "get_account", "An account's balance and nonces",
               params=(Param("address", "path", hex_of(32), True),), answers={200: api_schema.AccountState}),
     Operation("POST", "/accounts", "post_accounts", "Many accounts at once",
-              body={JSON: api_schema.AddressesRequest}, answers={200: api_schema.Accounts}, errors=BODY_ERRORS),
+              body={JSON: AddressesRequest}, answers={200: Accounts}, errors=BODY_ERRORS),
     Operation("GET", "/status", "get_status", "Who the node is, where its chain is, whom it sees",
               answers={200: api_schema.NodeStatus}),
     Operation("GET", "/health", "get_health", "200 when ready, 503 while starting or stopping",
@@ -248,8 +316,8 @@ def openapi_document() -> dict[str, Any]:
         by_type = schema if isinstance(schema, dict) and all("/" in key for key in schema) else {JSON: schema}
         return {kind: {"schema": schemas.of(s) if not isinstance(s, dict) else s} for kind, s in by_type.items()}
 
-    error = content(api_schema.ErrorBody)
-    schemas.ref(api_schema.TxRejection)         # named only inside the JSON Schemas above
+    error = content(ErrorBody)
+    schemas.ref(TxRejection)         # named only inside the JSON Schemas above
     schemas.block()
     paths: dict[str, dict[str, Any]] = {}
     for op in OPERATIONS:

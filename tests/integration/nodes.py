@@ -18,7 +18,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -333,6 +333,16 @@ class Network:
             for block in blocks:
                 ids.extend(block["tx_ids"])
             height = blocks[-1]["height"] + 1
+
+
+@contextlib.contextmanager
+def lone_producer(root: Path, extra: Sequence[str] = ()) -> Iterator[NodeProcess]:
+    """A devnet of one validator in `root` (a block every 500 ms, two funded accounts) and
+    its node, started and healthy; killed at the end."""
+    devnet = make_devnet(root / "devnet", validators=1, accounts=2)
+    with Network(devnet, root, extra=extra) as network:
+        network.start()
+        yield network.nodes[0]
 
 
 class ManualClock:

@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, settings
 from schemathesis.checks import negative_data_rejection, positive_data_acceptance
 
 from qmemo.net.openapi import openapi_document
-from tests.integration.nodes import Devnet, Network, NodeProcess, make_devnet
+from tests.integration.nodes import NodeProcess, lone_producer
 
 EXAMPLES = int(os.environ.get("QMEMO_FUZZ_EXAMPLES", "25"))
 MAX_RESPONSE_S = 2.0
@@ -45,15 +45,9 @@ PER_ITEM = {"POST /txs"}
 
 
 @pytest.fixture(scope="module")
-def devnet(tmp_path_factory: pytest.TempPathFactory) -> Devnet:
-    return make_devnet(tmp_path_factory.mktemp("fuzz"), validators=1, accounts=2)
-
-
-@pytest.fixture(scope="module")
-def node(devnet: Devnet, tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
-    with Network(devnet, tmp_path_factory.mktemp("fuzz-nodes")) as network:
-        network.start()
-        yield network.nodes[0]
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
+    with lone_producer(tmp_path_factory.mktemp("fuzz")) as node:
+        yield node
 
 
 @pytest.fixture(scope="module")

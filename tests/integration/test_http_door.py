@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.nodes import Devnet, Network, NodeProcess, make_devnet
+from tests.integration.nodes import NodeProcess, lone_producer
 
 POST_ROUTES = ("/txs", "/tx", "/txs/status", "/receipts/status", "/accounts",
                "/peer/txs", "/peer/block", "/peer/block_ids")
@@ -26,15 +26,9 @@ REPEATS = 6         # more than once per process: aiohttp's empty body is one sh
 
 
 @pytest.fixture(scope="module")
-def devnet(tmp_path_factory: pytest.TempPathFactory) -> Devnet:
-    return make_devnet(tmp_path_factory.mktemp("door"), validators=1, accounts=2)
-
-
-@pytest.fixture(scope="module")
-def node(devnet: Devnet, tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
-    with Network(devnet, tmp_path_factory.mktemp("door-nodes")) as network:
-        network.start()
-        yield network.nodes[0]
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
+    with lone_producer(tmp_path_factory.mktemp("door")) as node:
+        yield node
 
 
 def raw_exchange(node: NodeProcess, head: str, body: bytes = b"", *, half_close: bool = False,
@@ -146,10 +140,8 @@ def strict(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
     config = root / "node.toml"
     config.write_text(f"body_timeout_s = {BODY_TIMEOUT_S}\nidle_timeout_s = {IDLE_TIMEOUT_S}\n"
                       f"send_timeout_s = {SEND_TIMEOUT_S}\nmax_connections = {MAX_CONNECTIONS}\n")
-    devnet = make_devnet(root / "devnet", validators=1, accounts=2)
-    with Network(devnet, root, extra=["--config", str(config)]) as network:
-        network.start()
-        yield network.nodes[0]
+    with lone_producer(root, extra=["--config", str(config)]) as node:
+        yield node
 
 
 def closed_within(sock: socket.socket, seconds: float) -> tuple[bool, bytes]:
