@@ -4,7 +4,7 @@ source, and the node's Falcon case files held to the model.
 The model gives the Falcon edge cases their verdicts, so a model that is wrong would make
 case files that are wrong in the same way, and every verifier held to them would look
 right. Here the model must accept all 100 signatures of NIST's round-3 Falcon-512 KAT
-(falcon512-KAT.rsp, rebuilt by qmemo.crypto.vectors from liboqs's kat_sig and refused
+(falcon512-KAT.rsp, rebuilt by qmemo.crypto.vector_files from liboqs's kat_sig and refused
 unless its sha256 is the published one) and refuse each of their bit flips; and every
 case of the four case files a node checks itself against at start
 (qmemo/crypto/conformance/<variant>.json) must have the model's verdict. Milliseconds
@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import pytest
 
-from qmemo.crypto import conformance, vectors
+from qmemo.crypto import conformance, vector_sources
 from qmemo.crypto.conformance import falcon_edges, falcon_model
 
 NIST_KAT = "nist falcon512-KAT"
 
 
 @pytest.fixture(scope="module")
-def nist_falcon512_cases() -> tuple[vectors.VectorCase, ...]:
-    source = next(s for s in vectors.sources_of("Falcon-512") if s.label == NIST_KAT)
-    return vectors.cases_of(source)
+def nist_falcon512_cases() -> tuple[vector_sources.VectorCase, ...]:
+    source = next(s for s in vector_sources.sources_of("Falcon-512") if s.label == NIST_KAT)
+    return vector_sources.cases_of(source)
 
 
 def model_verdict(case, name: str) -> falcon_model.Verdict:
@@ -40,7 +40,7 @@ def test_the_model_accepts_every_signature_of_nists_falcon512_kat(nist_falcon512
 
 
 def test_the_model_refuses_every_bit_flip_of_nists_falcon512_kat(nist_falcon512_cases):
-    flips = vectors.flipped(nist_falcon512_cases)
+    flips = vector_sources.flipped(nist_falcon512_cases)
     assert len(flips) == 300
     accepted = [f"{c.case_id} ({c.comment})" for c in flips if model_verdict(c, "Falcon-512").valid]
     assert not accepted, "the model accepts:\n" + "\n".join(accepted)

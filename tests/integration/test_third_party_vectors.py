@@ -1,8 +1,8 @@
 """Every verifier the scheme registry offers, held to third-party vectors: 0 disagreements.
 
-One test per scheme x verifier x source (qmemo.crypto.vectors says which sources and how a
-case is run); a failure names every case that disagrees, with its tcId or KAT count, its
-comment and its flags. Nothing here is marked expected-to-fail: a verifier that gives
+One test per scheme x verifier x source (qmemo.crypto.vector_sources says which sources,
+qmemo.crypto.vectors how a case is run); a failure names every case that disagrees, with
+its tcId or KAT count, its comment and its flags. Nothing here is marked expected-to-fail: a verifier that gives
 another verdict than the source's fails, whatever the reason.
 
 Also: every vector file is the one its folder's README.md describes (sha256), no file
@@ -21,13 +21,13 @@ import tarfile
 
 import pytest
 
-from qmemo.crypto import vectors
-from qmemo.crypto.schemes import backend_of, scheme_names
+from qmemo.crypto import vector_files, vector_sources, vectors
+from qmemo.crypto.schemes import backend_of, scheme_names, verifiers_of
 from qmemo.errors import CryptoError, SetupError
 from tests.conftest import REPO_ROOT, VENV_BIN, run_command
 
 CASES = [(name, verifier, source.label) for name in scheme_names()
-         for verifier in vectors.verifiers_of(name) for source in vectors.sources_of(name)]
+         for verifier in verifiers_of(name) for source in vector_sources.sources_of(name)]
 VECTOR_FOLDERS = ("wycheproof", "acvp", "nist_kat")
 OQS_CRATE = REPO_ROOT / ".deps" / "crates" / "oqs-sys-0.11.0+liboqs-0.13.0.crate"
 ACVP_IN_CRATE = "oqs-sys-0.11.0+liboqs-0.13.0/liboqs/tests/ACVP_Vectors/ML-DSA-sigVer-FIPS204/internalProjection.json"
@@ -36,11 +36,11 @@ ACVP_IN_CRATE = "oqs-sys-0.11.0+liboqs-0.13.0/liboqs/tests/ACVP_Vectors/ML-DSA-s
 @pytest.fixture(scope="module", autouse=True)
 def known_answers_made_two_at_a_time():
     """kat_sig runs once per scheme for the whole module, two at a time (about 6 s, not 11)."""
-    vectors.prefetch_kats(name for name in scheme_names() if backend_of(name, "liboqs") == "liboqs")
+    vector_files.prefetch_kats(name for name in scheme_names() if backend_of(name, "liboqs") == "liboqs")
 
 
-def source_named(name: str, label: str) -> vectors.VectorSource:
-    return next(source for source in vectors.sources_of(name) if source.label == label)
+def source_named(name: str, label: str) -> vector_sources.VectorSource:
+    return next(source for source in vector_sources.sources_of(name) if source.label == label)
 
 
 @pytest.mark.parametrize(("name", "verifier", "label"), CASES,
@@ -58,48 +58,50 @@ def test_verifier_gives_every_case_of_the_source_its_verdict(name, verifier, lab
 
 @pytest.mark.parametrize("name", [n for n in scheme_names() if n.startswith("ML-DSA")])
 def test_only_a_verifier_without_a_context_argument_leaves_context_cases_out(name):
-    for verifier in vectors.verifiers_of(name):
+    for verifier in verifiers_of(name):
         for result in vectors.check_scheme(name, verifier):
-            with_context = sum(bool(case.context) for case in vectors.cases_of(source_named(name, result.source)))
+            cases = vector_sources.cases_of(source_named(name, result.source))
+            with_context = sum(bool(case.context) for case in cases)
             assert result.not_applicable == (with_context if backend_of(name, verifier) != "liboqs" else 0)
 
 
 def test_every_wycheproof_case_is_read():
     for name in scheme_names():
-        for source in vectors.sources_of(name):
+        for source in vector_sources.sources_of(name):
             if not source.label.startswith("wycheproof"):
                 continue
-            file = next(f for f in vectors.manifest("wycheproof") if source.origin().endswith(f.removesuffix(".gz")))
-            stated = json.loads(vectors.read_vector_file("wycheproof", file))["numberOfTests"]
-            assert len(vectors.cases_of(source)) == stated, file
+            file = next(f for f in vector_files.manifest("wycheproof")
+                        if source.origin().endswith(f.removesuffix(".gz")))
+            stated = json.loads(vector_files.read_vector_file("wycheproof", file))["numberOfTests"]
+            assert len(vector_sources.cases_of(source)) == stated, file
 
 
 @pytest.mark.parametrize("folder", VECTOR_FOLDERS)
 def test_every_vector_file_has_the_sha256_its_readme_gives(folder):
-    entries = vectors.manifest(folder)
+    entries = vector_files.manifest(folder)
     assert entries, f"tests/vectors/{folder}/README.md lists no file"
     on_disk = {path.name for path in (REPO_ROOT / "tests" / "vectors" / folder).iterdir() if path.name != "README.md"}
     assert on_disk <= set(entries), f"files in tests/vectors/{folder} that its README does not list: {on_disk - set(entries)}"
     for name in entries:
         if folder == "nist_kat":
             assert name == "falcon512-KAT.rsp"
-            assert vectors.nist_falcon512_kat().startswith(vectors.NIST_FALCON512_HEADER + b"count = 0\n")
+            assert vector_files.nist_falcon512_kat().startswith(vector_files.NIST_FALCON512_HEADER + b"count = 0\n")
         else:
             assert (REPO_ROOT / "tests" / "vectors" / folder / name).is_file(), name
-            vectors.read_vector_file(folder, name)   # raises SetupError on another sha256
+            vector_files.read_vector_file(folder, name)   # raises SetupError on another sha256
 
 
 def test_a_vector_file_with_another_sha256_is_refused(tmp_path, monkeypatch):
     (tmp_path / "acvp").mkdir()
     (tmp_path / "acvp" / "README.md").write_text((REPO_ROOT / "tests" / "vectors" / "acvp" / "README.md").read_text())
     (tmp_path / "acvp" / "ML-DSA-sigVer-FIPS204.json.gz").write_bytes(gzip.compress(b"{}"))
-    monkeypatch.setattr(vectors, "VECTORS_DIR", tmp_path)
-    vectors.manifest.cache_clear()
+    monkeypatch.setattr(vector_files, "VECTORS_DIR", tmp_path)
+    vector_files.manifest.cache_clear()
     try:
         with pytest.raises(SetupError, match="not the published"):
-            vectors.read_vector_file("acvp", "ML-DSA-sigVer-FIPS204.json.gz")
+            vector_files.read_vector_file("acvp", "ML-DSA-sigVer-FIPS204.json.gz")
     finally:
-        vectors.manifest.cache_clear()
+        vector_files.manifest.cache_clear()
 
 
 def test_the_trimmed_acvp_file_is_what_the_script_makes_from_liboqss_copy():
@@ -110,13 +112,13 @@ def test_the_trimmed_acvp_file_is_what_the_script_makes_from_liboqss_copy():
         original = crate.extractfile(ACVP_IN_CRATE).read()
     trim.checked(original, trim.ACVP_MLDSA_ORIGINAL_SHA256, ACVP_IN_CRATE)
     made = (json.dumps(trim.trim_acvp_mldsa(json.load(io.BytesIO(original))), indent=1) + "\n").encode()
-    assert made == vectors.read_vector_file("acvp", "ML-DSA-sigVer-FIPS204.json.gz")
+    assert made == vector_files.read_vector_file("acvp", "ML-DSA-sigVer-FIPS204.json.gz")
 
 
 def test_a_kat_signed_message_is_split_into_the_registry_signature_format():
-    case = vectors.cases_of(source_named("Falcon-512", "nist falcon512-KAT"))[0]
+    case = vector_sources.cases_of(source_named("Falcon-512", "nist falcon512-KAT"))[0]
     assert case.signature[0] == 0x39 and len(case.signature) <= 752   # header, nonce, compressed s2
-    assert vectors.cases_of(source_named("Falcon-padded-512", "liboqs KAT Falcon-padded-512"))[0].signature[0] == 0x39
+    assert vector_sources.cases_of(source_named("Falcon-padded-512", "liboqs KAT Falcon-padded-512"))[0].signature[0] == 0x39
 
 
 def test_qmemo_schemes_vectors_gives_each_scheme_and_verifier_its_sources_and_counts():
@@ -142,7 +144,7 @@ def test_the_vectors_table_names_each_source_with_its_count_and_the_failing_case
 
     from qmemo.commands.schemes import _failure_lines, vector_table
 
-    case = vectors.VectorCase("tcId 7", "z too large", ("InfinityNormViolation",), b"", b"", b"", valid=False)
+    case = vector_sources.VectorCase("tcId 7", "z too large", ("InfinityNormViolation",), b"", b"", b"", valid=False)
     results = [
         vectors.SourceResult("ML-DSA-44", "fast", "mldsa-vt", "wycheproof mldsa_44_verify", "C2SP/wycheproof", 180, 173, 7, ()),
         vectors.SourceResult("ML-DSA-44", "liboqs", "liboqs", "wycheproof mldsa_44_verify", "C2SP/wycheproof", 180, 179, 0,
@@ -166,7 +168,7 @@ def test_a_source_that_gives_a_verifier_no_case_is_no_pass(monkeypatch, capsys):
 
     from qmemo.commands import schemes as schemes_command
 
-    empty = vectors.VectorSource("Ed25519", "an emptied file", lambda: "nowhere", lambda: ())
+    empty = vector_sources.VectorSource("Ed25519", "an emptied file", lambda: "nowhere", lambda: ())
     read_nothing = vectors.check_source("Ed25519", "fast", empty)
     assert (read_nothing.error, read_nothing.cases, read_nothing.disagreements) == (None, 0, ())
     assert not read_nothing.ok
@@ -206,7 +208,7 @@ def test_the_fast_verifier_gives_every_verdict_under_each_of_its_code_paths(modu
         pytest.skip(f"this CPU cannot run the {path} code")
     try:
         verifier = getattr(module, class_name)(name, cache_capacity=8)
-        for source in vectors.sources_of(name):
+        for source in vector_sources.sources_of(name):
             result = vectors.check_source(name, "fast", source, instance=verifier)
             assert result.error is None, result.error
             assert not result.disagreements, "\n".join(result.failing_cases())
