@@ -6,23 +6,30 @@
 #   ./devnet.sh --no-load            nodes and dashboard only, until Ctrl-C
 #   ./devnet.sh --no-monitor --duration 10 --tps 50     headless (scripts, CI)
 #   ./devnet.sh --shards 4 --cross-shard 20              4 shards x 3 nodes, 20% of transfers cross-shard
+#   ./devnet.sh --scenario memo-conservative             MEMO's conservative scenario (--list-scenarios)
 #
 # Every process it starts is stopped by PID on Ctrl-C or at the end of the run. Each run
 # has a folder, runs/<time>/, with every process's log and the generator's results.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-NODES=3
+# The chain's and the devnet's defaults are qmemo/core/defaults.py's (DEFAULT_NODES, ...):
+# standard-library Python, so they are read before setup.sh has made the environment.
+PYTHON=${QMEMO_PYTHON:-python3}
+DEFAULTS=$("$PYTHON" "$ROOT/qmemo/core/defaults.py") ||
+  { echo "devnet.sh: reading qmemo/core/defaults.py needs python3 (3.11 or later)" >&2; exit 1; }
+eval "$DEFAULTS"
+NODES=$DEFAULT_NODES
 SHARDS=1
 CROSS_SHARD=""
 BASE_PORT=8000
 TPS=1000
 DURATION=60
 DURATION_SET=0
-SCHEME=Falcon-512
-ACCOUNTS=1200
-BLOCK_TXS=4000
-BLOCK_MS=2000
+SCHEME=$DEFAULT_SCHEME
+ACCOUNTS=$DEFAULT_ACCOUNTS
+BLOCK_TXS=$DEFAULT_BLOCK_TXS
+BLOCK_MS=$DEFAULT_BLOCK_MS
 BATCH=""
 LOAD=1
 MONITOR=1
@@ -31,11 +38,27 @@ LOG_FORMAT=text
 BASELINE=1
 SWEEP=""
 STAGE=20
+GENERATORS=""      # qmemo gen's default: 1 on one chain, one per shard with --shards
 VERIFIER=fast
 EVENT_LOOP=uvloop
 DEVNET_DIR="$ROOT/devnet"
 RUNS_DIR="$ROOT/runs"
 RESULTS_DIR="$ROOT/results"
+SCENARIO=""
+DRY_RUN=0
+CROSS_SHARD_GIVEN=0
+
+# --scenario NAME: a named run's settings, written once in qmemo/core/defaults.py
+# (DEVNET_SCENARIOS). They are set before the flags are read, so a flag given beside the
+# name, before or after it, replaces that one setting.
+for ((a = 1; a < $#; a++)); do
+  if [ "${!a}" = --scenario ]; then b=$((a + 1)); SCENARIO=${!b}; fi
+done
+if [ -n "$SCENARIO" ]; then
+  PRESET=$("$PYTHON" "$ROOT/qmemo/core/defaults.py" --scenario "$SCENARIO" 2>&1) ||
+    { echo "devnet.sh: $PRESET" >&2; exit 2; }
+  eval "$PRESET"
+fi
 
 usage() {
   cat <<EOF
@@ -44,6 +67,12 @@ Usage: ./devnet.sh [options]
 Starts a local qMEMO devnet (N nodes on 127.0.0.1), fires signed transactions at a
 target rate, and shows the live dashboard. Ctrl-C stops everything it started.
 
+  --scenario NAME    a named run: its shards, validators, cross-shard share, TPS and duration,
+                     each replaced by its own flag given beside it (--scenario
+                     memo-conservative --duration 20). Named: $("$PYTHON" "$ROOT/qmemo/core/defaults.py" --list-scenarios | sed 's/:.*//' | paste -sd ' ')
+  --list-scenarios   the scenarios and their settings, one a line
+  --dry-run          print the settings this command line comes to (a scenario's with the
+                     flags over it) and exit, starting nothing
   --nodes N          number of nodes/validators (per shard; default $NODES)
   --shards S         shards (default $SHARDS: one chain); S > 1 starts S chains of N validators
                      under one sharded genesis, shard k's node i on port P+k*N+i
@@ -60,8 +89,13 @@ target rate, and shows the live dashboard. Ctrl-C stops everything it started.
   --batch N          transactions per request at most (default: qmemo gen's, which sends
                      20 ms of schedule per request: 200 at 10,000 TPS)
   --sweep S:F:M      instead of one rate: a sweep of constant-rate stages S, S*F, ... up to M
-                     TPS, until the chain saturates (qmemo gen --sweep; --tps/--duration unused)
+                     TPS, every stage, past saturation too (qmemo gen --sweep; --tps/--duration unused)
   --stage S          seconds per sweep stage (default $STAGE)
+  --generators N     send from N generator processes (qmemo gen --generators), into one run
+                     folder: for when one process falls behind its schedule (generator_fell_behind).
+                     One chain: default 1, each with every Nth account and 1/N of the rate; not
+                     with --sweep. With --shards S: default S, each driving whole shards (shard k
+                     in process k mod N, N <= S) with their cross-shard transfers; a sweep too
   --no-load          start the nodes (and dashboard) without the generator
   --no-monitor       no dashboard: headless, for scripts and CI
   --reset            throw away the existing devnet (chain data, keys) and make a new one
@@ -90,7 +124,10 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --nodes) need_value "$@"; need_int "$1" "$2" 1; NODES=$2; shift 2 ;;
     --shards) need_value "$@"; need_int "$1" "$2" 1; SHARDS=$2; shift 2 ;;
-    --cross-shard) need_value "$@"; [[ "$2" =~ ^[0-9]+([.][0-9]+)?$ ]] && awk "BEGIN{exit !($2 <= 100)}" || { echo "devnet.sh: --cross-shard must be a percentage from 0 to 100" >&2; exit 2; }; CROSS_SHARD=$2; shift 2 ;;
+    --cross-shard) need_value "$@"; [[ "$2" =~ ^[0-9]+([.][0-9]+)?$ ]] && awk "BEGIN{exit !($2 <= 100)}" || { echo "devnet.sh: --cross-shard must be a percentage from 0 to 100" >&2; exit 2; }; CROSS_SHARD=$2; CROSS_SHARD_GIVEN=1; shift 2 ;;
+    --scenario) need_value "$@"; shift 2 ;;     # read before this loop (above)
+    --list-scenarios) "$PYTHON" "$ROOT/qmemo/core/defaults.py" --list-scenarios; exit 0 ;;
+    --dry-run) DRY_RUN=1; shift ;;
     --base-port) need_value "$@"; need_int "$1" "$2" 1024; BASE_PORT=$2; shift 2 ;;
     --tps) need_value "$@"; [[ "$2" =~ ^[0-9]+([.][0-9]+)?$ ]] && [[ ! "$2" =~ ^0+([.]0+)?$ ]] || { echo "devnet.sh: --tps must be a positive number" >&2; exit 2; }; TPS=$2; shift 2 ;;
     --duration) need_value "$@"; need_int "$1" "$2" 1; DURATION=$2; DURATION_SET=1; shift 2 ;;
@@ -101,6 +138,7 @@ while [ $# -gt 0 ]; do
     --batch) need_value "$@"; need_int "$1" "$2" 1; BATCH=$2; shift 2 ;;
     --sweep) need_value "$@"; [[ "$2" =~ ^[0-9]+([.][0-9]+)?:[0-9]+([.][0-9]+)?:[0-9]+([.][0-9]+)?$ ]] || { echo "devnet.sh: --sweep takes START:FACTOR:MAX, e.g. 1000:1.5:4000" >&2; exit 2; }; SWEEP=$2; shift 2 ;;
     --stage) need_value "$@"; need_int "$1" "$2" 1; STAGE=$2; shift 2 ;;
+    --generators) need_value "$@"; need_int "$1" "$2" 1; GENERATORS=$2; shift 2 ;;
     --no-load) LOAD=0; shift ;;
     --no-monitor) MONITOR=0; shift ;;
     --reset) RESET=1; shift ;;
@@ -115,12 +153,28 @@ while [ $# -gt 0 ]; do
     *) echo "devnet.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-if [ "$SHARDS" = 1 ] && [ -n "$CROSS_SHARD" ]; then
+if [ -n "$GENERATORS" ] && [ "$GENERATORS" != 1 ] && [ -n "$SWEEP" ] && [ "$SHARDS" = 1 ]; then
+  echo "devnet.sh: --generators runs one --tps run on one chain: not with --sweep (but with --shards)" >&2; exit 2
+fi
+if [ -n "$GENERATORS" ] && [ "$GENERATORS" -gt "$SHARDS" ] && [ "$SHARDS" != 1 ]; then
+  echo "devnet.sh: --generators $GENERATORS on $SHARDS shards: each process drives whole shards (1 to $SHARDS)" >&2; exit 2
+fi
+if [ "$SHARDS" = 1 ] && [ "$CROSS_SHARD_GIVEN" = 1 ]; then
   echo "devnet.sh: --cross-shard needs --shards 2 or more" >&2; exit 2
 fi
+# A scenario's cross-shard share means nothing on one chain (--scenario ... --shards 1).
+[ "$SHARDS" = 1 ] && CROSS_SHARD=""
 [ "$SHARDS" -gt 1 ] && [ -z "$CROSS_SHARD" ] && CROSS_SHARD=20
 TOTAL=$((SHARDS * NODES))     # every node of every shard
 [ $((BASE_PORT + TOTAL - 1)) -le 65535 ] || { echo "devnet.sh: ports $BASE_PORT.. do not fit $TOTAL nodes" >&2; exit 2; }
+SETTINGS="shards=$SHARDS nodes=$NODES cross_shard=${CROSS_SHARD:-0}"
+if [ -n "$SWEEP" ]; then SETTINGS+=" sweep=$SWEEP stage=$STAGE"; else SETTINGS+=" tps=$TPS duration=$DURATION"; fi
+SETTINGS+=" block_ms=$BLOCK_MS block_txs=$BLOCK_TXS accounts=$ACCOUNTS load=$LOAD${GENERATORS:+ generators=$GENERATORS}"
+if [ "$DRY_RUN" = 1 ]; then
+  echo "devnet.sh: ${SCENARIO:+scenario $SCENARIO, flags over it: }$SETTINGS"
+  exit 0
+fi
+[ -n "$SCENARIO" ] && echo "devnet.sh: scenario $SCENARIO, flags over it: $SETTINGS"
 
 # Refuse ports something already listens on: our nodes would fail to bind, and the
 # health check and the load would reach someone else's chain.
@@ -146,7 +200,7 @@ fi
 # --- the devnet: genesis, validator keys, funded accounts --------------------------------
 PARAMS="nodes=$NODES scheme=$SCHEME accounts=$ACCOUNTS block_txs=$BLOCK_TXS"
 # Named only when not the default: a devnet made before the option still matches its params.
-[ "$BLOCK_MS" != 2000 ] && PARAMS+=" block_ms=$BLOCK_MS"
+[ "$BLOCK_MS" != "$DEFAULT_BLOCK_MS" ] && PARAMS+=" block_ms=$BLOCK_MS"
 [ "$SHARDS" -gt 1 ] && PARAMS+=" shards=$SHARDS"
 if [ "$RESET" = 1 ] || [ ! -f "$DEVNET_DIR/genesis.json" ] || [ "$(cat "$DEVNET_DIR/params" 2>/dev/null)" != "$PARAMS" ]; then
   if [ -d "$DEVNET_DIR" ] && [ -n "$(ls -A "$DEVNET_DIR")" ]; then
@@ -163,7 +217,7 @@ if [ "$RESET" = 1 ] || [ ! -f "$DEVNET_DIR/genesis.json" ] || [ "$(cat "$DEVNET_
   echo "devnet.sh: generating $TOTAL validator and $ACCOUNTS account keys ($SCHEME) for a new devnet in $DEVNET_DIR"
   "$QMEMO" genesis --out "$DEVNET_DIR" --validators "$NODES" --accounts "$ACCOUNTS" --scheme "$SCHEME" \
     --max-block-transactions "$BLOCK_TXS" --block-interval-ms "$BLOCK_MS" --shards "$SHARDS" \
-    --max-clock-drift-ms $((BLOCK_MS / 2 < 500 ? BLOCK_MS / 2 : 500))    # under the producer timeout (= the interval)
+    --max-clock-drift-ms $((BLOCK_MS / 2 < DEFAULT_MAX_CLOCK_DRIFT_MS ? BLOCK_MS / 2 : DEFAULT_MAX_CLOCK_DRIFT_MS))    # under the producer timeout (= the interval)
   echo "$PARAMS" >"$DEVNET_DIR/params"
 else
   echo "devnet.sh: reusing the devnet in $DEVNET_DIR ($PARAMS; --reset for a new one)"
@@ -266,6 +320,7 @@ done
 GEN_ARGS=(--devnet "$DEVNET_DIR" --nodes "$URLS_CSV" --out "$RUN/gen" --live "$RUN/gen/live.json")
 if [ -n "$BATCH" ]; then GEN_ARGS+=(--batch "$BATCH"); fi
 if [ -n "$CROSS_SHARD" ]; then GEN_ARGS+=(--cross-shard "$CROSS_SHARD"); fi
+if [ -n "$GENERATORS" ]; then GEN_ARGS+=(--generators "$GENERATORS"); fi
 if [ -n "$SWEEP" ]; then
   GEN_ARGS+=(--sweep "$SWEEP" --stage "$STAGE")
 else

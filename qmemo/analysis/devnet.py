@@ -45,6 +45,13 @@ class SweepPoint:
     generator_fell_behind: bool = False
     why: str = ""
     index: int = 0
+    # Past saturation as well as below it: the row's lost, door_refused (with its share of
+    # the planned), agree and reorgs (None where the sweep predates them).
+    lost: int = 0
+    door_refused: int | None = None
+    door_refused_share: float | None = None
+    agree: bool | None = None
+    reorgs: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +123,8 @@ def devnet_run(summary: LoadSummary, source: Path, run_id: str) -> DevnetRun:
 
 def sweep_points(sweep: Sweep) -> tuple[SweepPoint, ...]:
     return tuple(sorted((SweepPoint(r.target_tps, r.committed_tps, r.p50_ms, r.p99_ms, r.throughput_saturated,
-                                      r.survival_ratio, r.latency_saturated, r.generator_fell_behind, r.why, i)
+                                      r.survival_ratio, r.latency_saturated, r.generator_fell_behind, r.why, i,
+                                      r.lost, r.door_refused, r.door_refused_share, r.agree, r.reorgs)
                          for i, r in enumerate(sweep.rows)), key=lambda p: p.target_tps))
 
 
@@ -142,6 +150,18 @@ def load_devnet_run(run_dir: str | Path) -> DevnetRun:
                       "(nor gen/ with one: a devnet.sh run without load has no figures)")
 
 
+def command_file(run: DevnetRun) -> Path | None:
+    """devnet.sh's `command` (the command line as typed) in the run's folder: looked for from
+    its summary's folder up to the one named after the run; None for a folder without one
+    (a bare `qmemo gen` run)."""
+    for folder in (run.source.parent, *run.source.parents):
+        if (folder / "command").is_file():
+            return folder / "command"
+        if folder.name == run.run_id:
+            break
+    return None
+
+
 def _is_generator_folder(folder: Path) -> bool:
     return (folder / "summary.json").is_file() or (folder / "sweep.json").is_file()
 
@@ -152,14 +172,14 @@ def limited(point: SweepPoint | DevnetRun) -> bool:
 
 
 def held_and_limit(points: Sequence[SweepPoint]) -> tuple[SweepPoint | None, SweepPoint | None]:
-    """(the highest stage by offered rate that no verdict limited, the first limited stage
-    above it); either may be None. A sweep stops at its first limited stage, so that one
-    is its last. The headline (qmemo.analysis.headline) is read from these two."""
+    """(the highest stage by offered rate below the first limited one that no verdict
+    limited, that first limited stage); either may be None. A sweep runs on past its first
+    limited stage, and a stage above it that nothing limited (overload pushed back at the
+    door, a quiet minute) is no saturation: only the stages up to the first limited one
+    count. The headline (qmemo.analysis.headline) is read from these two."""
     ordered = sorted(points, key=lambda p: p.target_tps)
-    held = [p for p in ordered if not limited(p)]
-    top = held[-1] if held else None
-    above = [p for p in ordered if limited(p) and (top is None or p.target_tps > top.target_tps)]
-    return top, (above[0] if above else None)
+    first = next((i for i, p in enumerate(ordered) if limited(p)), len(ordered))
+    return (ordered[first - 1] if first else None), (ordered[first] if first < len(ordered) else None)
 
 
 def _load_sweep_run(run_dir: Path, sweep_file: Path) -> DevnetRun:

@@ -18,3 +18,10 @@ CROSS_SHARD_SHARE = 0.20        # MEMO's assumed share of cross-shard transactio
 CROSS_SHARD_SWEEP = (0.0, 0.20, 0.50, 0.80)  # the cross-shard shares the reports show
 TX_PER_BLOCK = 4_000            # MEMO's block size in transactions
 TX_BODY_BYTES = 256             # a transaction without its signature and public key
+
+# Where the research models the conservative scenario's verify load with 20% cross-shard
+# traffic (qmemo.analysis.headroom's required_verify_rate computes the same figure from the
+# parameters above): the figure a sharded run's first screen is set against.
+CONSERVATIVE_MODEL_SOURCE = ('the research\'s table 14, "MEMO Throughput Requirements vs Falcon-512 Capacity", '
+                             'row "Conservative + 20% cross-shard" (../shared/reference/000_e860b85b1fa44f42.txt; '
+                             'also 001_67731cf559c402a5.txt, "With Cross-Shard Overhead")')

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import orjson
 
-from qmemo.analysis.devnet import DevnetRun
+from qmemo.analysis.devnet import DevnetRun, command_file
 from qmemo.analysis.headline import Headline, c_reference
 from qmemo.analysis.headroom import Capacity, Scenario, assess
 from qmemo.analysis.markdown import num, splice, table
@@ -50,13 +50,8 @@ class RunContext:
 
 def run_context(run: DevnetRun) -> RunContext:
     """devnet.sh's `command` in the run folder, and the manifest.json beside the run's summary."""
-    command = None
-    for folder in (run.source.parent, *run.source.parents):
-        if (folder / "command").is_file():
-            command = (folder / "command").read_text().strip() or None
-            break
-        if folder.name == run.run_id:
-            break
+    path = command_file(run)
+    command = (path.read_text().strip() or None) if path is not None else None
     started, load = None, None
     try:
         manifest = orjson.loads((run.source.parent / "manifest.json").read_bytes())

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from qmemo.errors import ConfigError
 from qmemo.analysis import (
-    report_c, report_headline, report_memo, report_py, report_scenario, report_shards, report_stages, report_verifiers,
-    scheme_ab,
+    report_c, report_headline, report_memo, report_py, report_scenario, report_shards, report_shards_headline,
+    report_stages, report_verifiers, scheme_ab,
 )
 from qmemo.analysis.py_bench import PyBenches, load_py_benches
 from qmemo.paths import DOCS_RESULTS_DIR
@@ -55,11 +55,13 @@ def build_sections(results: Results, plot_dir: Path, devnet: Sequence[DevnetRun]
     """Every section in report order, the answer first; plots are written into `plot_dir` as
     they are drawn."""
     # A sharded run's committed TPS is every shard's together, not one node's rate: the headline
-    # (survival against one C core) is an unsharded run's; a sharded run's per-shard verify load
-    # is set against MEMO in its own section (report_shards).
+    # (survival against one C core) is an unsharded run's; a sharded run's first screen is its
+    # per-shard verify load against the research's model (report_shards_headline), its details
+    # in their own section (report_shards).
     headlines = report_headline.load_headlines(results, [run for run in devnet if not run.shards])
+    sharded = report_shards_headline.load_sharded_headlines(devnet)
     sections = [
-        report_headline.headline_section(results, plot_dir, headlines, [run.run_id for run in devnet if run.shards]),
+        report_headline.headline_section(results, plot_dir, headlines, sharded),
         report_c.environment(results, plot_dir),
         report_c.verification(results, plot_dir),
         report_c.schemes(results, plot_dir),

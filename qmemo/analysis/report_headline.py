@@ -20,6 +20,7 @@ from qmemo.analysis.headline import (
     GENERATOR_BOUND, LIMITED, SATURATED, Cited, Headline, c_reference, headline,
 )
 from qmemo.analysis.markdown import Section, cited, image, num, table
+from qmemo.analysis.report_shards_headline import ShardedHeadline, sharded_block
 from qmemo.analysis.report_stages import StageCostRow, load_stage_costs, stage_bars, stage_rows
 from qmemo.analysis.results import FALCON, Results, display_path
 
@@ -119,10 +120,13 @@ def run_block(line: Headline) -> str:
 
 def c_only_block(results: Results, sharded_only: bool = False) -> str:
     """No (unsharded) devnet run: what the C baseline answers, and the commands that add the rest."""
-    given = "No unsharded devnet run was given" if sharded_only else "No devnet run was given"
-    lines = [f"**{given}: this report holds the C baseline only.** The end-to-end answer (where "
-             f"the chain saturates, how much of C survives) needs a devnet sweep: {SWEEP_HINT}, then "
-             "`.venv/bin/qmemo report --devnet runs/<its folder>`.", ""]
+    if sharded_only:
+        opening = ("**No unsharded devnet run was given: no single-chain saturation or survival against C "
+                   "here.**")
+    else:
+        opening = "**No devnet run was given: this report holds the C baseline only.**"
+    lines = [f"{opening} The end-to-end answer (where the chain saturates, how much of C survives) needs a "
+             f"devnet sweep: {SWEEP_HINT}, then `.venv/bin/qmemo report --devnet runs/<its folder>`.", ""]
     for verifier in ("liboqs", "fast"):
         reference = c_reference(results.baseline, FALCON, verifier)
         if reference is not None:
@@ -149,14 +153,17 @@ def _curves(entries: Sequence[RunHeadline]) -> dict[str, list[tuple[float, float
 
 
 def headline_section(results: Results, plot_dir: Path, entries: Sequence[RunHeadline],
-                     sharded: Sequence[str] = ()) -> Section:
-    """`sharded`: the ids of sharded runs given, whose answer is "Shards end to end" (a sharded
-    devnet's committed TPS is every shard's together, not one node's: no headline here)."""
-    aside = (f"Sharded devnet run(s) {', '.join(f'`{run_id}`' for run_id in sharded)}: each shard's load, "
-             "cross-shard transfers and invariants, and the per-shard verify load against MEMO, are in "
-             "\"Shards end to end\".") if sharded else ""
+                     sharded: Sequence[ShardedHeadline] = ()) -> Section:
+    """`sharded`: the sharded runs given, each answered first by its per-shard verify load
+    against the research's model (a sharded devnet's committed TPS is every shard's together,
+    not one node's: no single-chain headline for it)."""
+    blocks_sharded = [sharded_block(line) for line in sharded]
+    aside = (f"Sharded devnet run(s) {', '.join(f'`{line.run.run_id}`' for line in sharded)}: each shard's load, "
+             "cross-shard transfers and invariants, and the C core's headroom against MEMO's scenarios, are in "
+             "\"Shards end to end\"; every node's stage costs in \"Stage costs per transaction\".") if sharded else ""
     if not entries:
-        return Section(TITLE, "\n\n".join(part for part in (aside, c_only_block(results, bool(sharded))) if part))
+        return Section(TITLE, "\n\n".join(part for part in (*blocks_sharded, aside,
+                                                             c_only_block(results, bool(sharded))) if part))
     blocks = [run_block(entry.headline) for entry in entries]
     labels, parts = stage_bars([row for entry in entries for row in entry.costs])
     sources = [display_path(entry.headline.committed_tps.source) for entry in entries]
@@ -169,5 +176,5 @@ def headline_section(results: Results, plot_dir: Path, entries: Sequence[RunHead
             "per transaction\". " + f"Not saturated? A sweep finds it: {SWEEP_HINT}.")
     return Section(TITLE, "\n\n".join([*blocks, image(PLOT, "p99 against committed TPS with the headline stage "
                                                             "marked; CPU per transaction against one C verify"),
-                                       note, *([aside] if aside else [])]), (PLOT,))
+                                       note, *blocks_sharded, *([aside] if aside else [])]), (PLOT,))
 

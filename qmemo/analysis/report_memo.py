@@ -57,6 +57,7 @@ from qmemo.analysis.memo import (
     TX_PER_BLOCK,
 )
 from qmemo.analysis.results import FALCON, Results, capacities, display_path, scheme_sizes
+from qmemo.load.summary_view import door_refused_cell, past_saturation
 
 PROJECTION_CLOCKS_GHZ = (2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0)  # a spread of server clocks to project to
 # The loads the projection table is read against: MEMO's two sharded scenarios at its own
@@ -310,11 +311,18 @@ def devnet_section(results: Results, plot_dir: Path, runs: Sequence[DevnetRun],
     plot_names: tuple[str, ...] = ()
     if sweeps:
         body += ["### Throughput against latency (sweep)",
-                 "Each stage with its verdicts: a sweep stops at the first stage any verdict limited, and the stage "
-                 "below it is the run's saturation (\"The answer\").",
-                 table(("run", "target TPS", "committed TPS", "p50 ms", "p99 ms", "limited by"),
+                 "Each stage with its verdicts: a sweep runs every stage up to its last rate, and the stage below "
+                 "its first limited one is the run's saturation (\"The answer\"). Past it: transactions refused at "
+                 "the nodes' doors and never taken (share of those planned), accepted ones lost (none should be), "
+                 "whether the nodes' final hashes agree, and their branch switches; p99 is intended -> final of "
+                 "those committed.",
+                 table(("run", "target TPS", "committed TPS", "p50 ms", "p99 ms", "lost", "refused at the door",
+                        "nodes agree", "branch switches", "limited by"),
                        [(r.run_id, num(p.target_tps), num(p.committed_tps, 1), num(p.p50_ms, 1), num(p.p99_ms, 1),
+                         num(p.lost), door_refused_cell(p.door_refused, p.door_refused_share),
+                         "-" if p.agree is None else "yes" if p.agree else "**NO**", num(p.reorgs),
                          p.why or "-") for r in runs for p in r.sweep]),
+                 "\n".join(f"- {r.run_id}: {past_saturation(r.sweep)}" for r in runs if r.sweep),
                  source_note(*(display_path(r.sweep_source or r.source) for r in runs if r.sweep))]
         name = "devnet_throughput_latency.png"
         plots.throughput_latency(plot_dir / name, sweeps,

@@ -19,6 +19,7 @@ SUITES: list[tuple[str, str, str]] = [
     ("node", "qmemo.commands.bench_node", "one node's admission rate per CPU-second against the C verify rate"),
     ("core", "qmemo.commands.bench_core", "per-transaction cost of the chain core next to signature verification"),
     ("door", "qmemo.commands.bench_door", "one node's admission rate with and without slow and idle clients"),
+    ("idle", "qmemo.commands.bench_idle", "what an idle devnet's nodes cost: CPU per node over a window, from /proc"),
 ]
 
 

@@ -1,8 +1,10 @@
 """`qmemo gen` on a sharded devnet: one run or a sweep over every shard (qmemo.load.shards).
 
 Called by qmemo.commands.gen when the genesis names several shards; the flags are gen's
-(`--tps` is the total over all shards), with `--cross-shard PCT` (default 20). Exit
-status as gen's, plus 4 when an invariant failed (docs/devnet.md).
+(`--tps` is the total over all shards), with `--cross-shard PCT` (default 20). The load
+comes from one generator process per shard (qmemo.load.shard_fleet), or `--generators N`
+processes each driving whole shards (N = 1: this process alone). Exit status as gen's,
+plus 4 when an invariant failed (docs/devnet.md).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ def run_sharded_command(args: argparse.Namespace, config: GenConfig, sharded: Sh
     from qmemo.errors import ConfigError
     from qmemo.load.run import offsets_for
     from qmemo.load.shard_view import render_shard_sweep, render_sharded
-    from qmemo.load.shards import _prepare, run_sharded, shard_nodes
+    from qmemo.load.shards import prepare_shards, run_sharded, shard_nodes
     from qmemo.load.summary import SWEEP_SCHEMA, Sweep, sweep_row, write
     from qmemo.load.summary_view import render_summary
     from qmemo.load.thresholds import exit_code, missed
@@ -37,6 +39,29 @@ def run_sharded_command(args: argparse.Namespace, config: GenConfig, sharded: Sh
     if not (math.isfinite(pct) and 0 <= pct <= 100):
         raise ConfigError("--cross-shard must be a percentage from 0 to 100")
     quiet = args.quiet or args.log_format == "json"
+    if args.part:
+        from qmemo.load.fleet import FleetPart, parse_part
+        from qmemo.load.shard_fleet import run_shard_part
+
+        run_shard_part(config, sharded, pct, FleetPart(*parse_part(args.part), config.out))
+        return 0
+    # One generator process per shard unless told otherwise: one process for every shard
+    # falls behind its schedule long before the shards saturate.
+    generators = sharded.count if args.generators is None else args.generators
+    if generators > 1:
+        from qmemo.load.shard_fleet import shard_shares
+
+        shard_shares(sharded.count, generators)      # refused before anything is signed
+
+    def run_one(stage: GenConfig) -> Any:
+        if generators == 1:
+            return run_sharded(stage, sharded, pct, quiet=quiet)
+        from qmemo.commands.gen import part_args
+        from qmemo.load.shard_fleet import run_sharded_fleet
+
+        return run_sharded_fleet(stage, sharded, pct, generators,
+                                 [*part_args(args, stage), "--cross-shard", repr(pct)])
+
     if args.prepare_only:
         if config.cache_dir is None:
             raise ConfigError("--prepare-only needs the workload cache (drop --no-cache)")
@@ -44,7 +69,7 @@ def run_sharded_command(args: argparse.Namespace, config: GenConfig, sharded: Sh
 
         async def prepare() -> int:
             nodes = await shard_nodes(config.nodes, sharded)
-            shards = await _prepare(config, sharded, nodes, offsets, pct, quiet)
+            shards = await prepare_shards(config, sharded, nodes, offsets, pct, quiet)
             return sum(len(shard.work.ids) for shard in shards)
 
         console.print(f"workload ready: {asyncio.run(prepare()):,} signed transactions over {sharded.count} shards")
@@ -58,7 +83,7 @@ def run_sharded_command(args: argparse.Namespace, config: GenConfig, sharded: Sh
             if not quiet:
                 console.print(f"stage {rate:,.0f} TPS over {sharded.count} shards ({number})")
             stage = replace(config, tps=rate, duration_s=args.stage, out=config.out / f"stage-{rate:g}tps")
-            result = run_sharded(stage, sharded, pct, quiet=quiet)
+            result = run_one(stage)
             rows.append(_row(sweep_row(result.file_summary, result.out), result.file_summary))
             accounted = accounted and result.all_accounted
             if rows[-1].limited or result.interrupted:
@@ -70,7 +95,7 @@ def run_sharded_command(args: argparse.Namespace, config: GenConfig, sharded: Sh
         # A stage past the latency bounds ends the sweep (what it looks for); a transaction
         # unaccounted for or a broken invariant at any stage fails it, as in a single run.
         return exit_code(accounted, [], all(row.invariants_hold is not False for row in rows))
-    result = run_sharded(config, sharded, pct, quiet=quiet)
+    result = run_one(config)
     summary = result.file_summary
     failed = missed(summary, thresholds)
     if args.log_format == "json":

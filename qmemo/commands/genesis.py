@@ -10,7 +10,7 @@ Writes into --out:
 
 The work is qmemo.devnet.files.create_devnet (the node benchmark makes its devnet the
 same way); this module is the flags, a live progress line while the keys are made
-(1,200 Falcon-512 keys take 6-50 s on 2 cores, by load; only on a terminal) and the
+(many Falcon-512 keys take seconds to a minute: docs/setup.md; only on a terminal) and the
 one line printed at the end.
 """
 
@@ -19,28 +19,36 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from qmemo.core.defaults import CHAIN
+
 
 def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, required=True, help="directory to write the devnet into")
-    parser.add_argument("--validators", type=int, default=3, help="number of validators (per shard; default 3)")
+    parser.add_argument("--validators", type=int, default=CHAIN.validators,
+                        help=f"number of validators (per shard; default {CHAIN.validators})")
     parser.add_argument("--shards", type=int, default=1,
                         help="shards (default 1: one chain); more writes a sharded genesis, shard k's chain id "
                              "--chain-id + k, its validators' keys in shard-<k>-validator-<i>.keys.json")
-    parser.add_argument("--accounts", type=int, default=1000, help="number of funded accounts (default 1000)")
-    parser.add_argument("--scheme", default="Falcon-512",
-                        help="signature scheme of the accounts and validators (default Falcon-512)")
+    parser.add_argument("--accounts", type=int, default=CHAIN.accounts,
+                        help=f"number of funded accounts (default {CHAIN.accounts})")
+    parser.add_argument("--scheme", default=CHAIN.scheme,
+                        help=f"signature scheme of the accounts and validators (default {CHAIN.scheme})")
     parser.add_argument("--validator-scheme", help="scheme of the validators' keys (default: --scheme)")
     parser.add_argument("--tx-schemes", help="comma-separated schemes transactions may use (default: --scheme)")
-    parser.add_argument("--chain-id", type=int, default=1, help="u32 chain id (default 1)")
-    parser.add_argument("--balance", type=int, default=10**12, help="each account's balance (default 10^12)")
-    parser.add_argument("--block-interval-ms", type=int, default=2000, help="block interval (default 2000)")
+    parser.add_argument("--chain-id", type=int, default=CHAIN.chain_id, help=f"u32 chain id (default {CHAIN.chain_id})")
+    parser.add_argument("--balance", type=int, default=CHAIN.balance,
+                        help=f"each account's balance (default {CHAIN.balance:,})")
+    parser.add_argument("--block-interval-ms", type=int, default=CHAIN.block_interval_ms,
+                        help=f"block interval (default {CHAIN.block_interval_ms})")
     parser.add_argument("--producer-timeout-ms", type=int,
                         help="how long each fallback producer has (default: the block interval)")
-    parser.add_argument("--max-clock-drift-ms", type=int, default=500,
-                        help="how far ahead of a node's clock a block may be stamped (default 500)")
-    parser.add_argument("--max-block-transactions", type=int, default=4000, help="block size limit (default 4000)")
-    parser.add_argument("--min-fee", type=int, default=1,
-                        help="the least fee a transaction pays (default 1: nothing is sent for free)")
+    parser.add_argument("--max-clock-drift-ms", type=int, default=CHAIN.max_clock_drift_ms,
+                        help="how far ahead of a node's clock a block may be stamped "
+                             f"(default {CHAIN.max_clock_drift_ms})")
+    parser.add_argument("--max-block-transactions", type=int, default=CHAIN.max_block_transactions,
+                        help=f"block size limit (default {CHAIN.max_block_transactions})")
+    parser.add_argument("--min-fee", type=int, default=CHAIN.min_fee,
+                        help=f"the least fee a transaction pays (default {CHAIN.min_fee}: nothing is sent for free)")
     parser.add_argument("--genesis-time-ms", type=int, help="genesis timestamp (default: now)")
     parser.add_argument("--force", action="store_true", help="overwrite an existing devnet in --out")
     parser.set_defaults(run=run)

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from qmemo.core.codec import U16_MAX, U32_MAX, U64_MAX, expect_object, hex_field, int_field
+from qmemo.core.defaults import CHAIN
 from qmemo.core.hashing import Domain, blake3_512
 from qmemo.core.scheme_rules import SchemeTable
 from qmemo.core.transaction import ADDRESS_BYTES, derive_address
@@ -55,10 +56,6 @@ _KEYS = frozenset(("format", "chain_id", "genesis_time_ms", "block_interval_ms",
 _VALIDATOR_KEYS = frozenset(("name", "scheme", "public_key"))
 _ACCOUNT_KEYS = frozenset(("address", "balance"))
 _PARAMS = struct.Struct("<IQIIIIQ")
-# What `qmemo genesis` writes: the smallest positive fee. Any fee above zero means a key
-# nobody funded can send nothing at all (not even to the held queue), and every
-# transaction costs its sender something; 1 is what the load generator always paid.
-DEFAULT_MIN_FEE = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +161,7 @@ def parse_genesis(document: Any, schemes: SchemeTable) -> Genesis:
 def _parse(document: Any, schemes: SchemeTable) -> Genesis:
     if isinstance(document, dict) and "min_fee" not in document:
         raise ConfigError('genesis has no "min_fee" (written before fees had a minimum): add '
-                          f'"min_fee": {DEFAULT_MIN_FEE} or make the devnet again with `qmemo genesis`',
+                          f'"min_fee": {CHAIN.min_fee} or make the devnet again with `qmemo genesis`',
                           code="bad_genesis")
     if isinstance(document, dict) and document.get("format") == SHARDED_GENESIS_FORMAT:
         raise ConfigError(f"genesis format is {SHARDED_GENESIS_FORMAT!r}: it names several shards, and a node "

@@ -5,8 +5,8 @@ throw-away devnet) both create a devnet through `create_devnet`, so there is one
 make one. Key files are in the qmemo-keys/1 format (qmemo/crypto/keys.py), mode 0600.
 Keys are generated on every core by threads (liboqs-python calls liboqs through ctypes,
 which releases the GIL, so threads already use every core; processes would add only
-their start-up and the keys' pickling): a Falcon-512 key is ~9 ms of CPU here, 1,200
-accounts ~6 s on 2 idle cores. Nothing here prints: progress goes to `on_keys`.
+their start-up and the keys' pickling; docs/setup.md has how long a devnet's keys take).
+Nothing here prints: progress goes to `on_keys`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from pathlib import Path
 
 import orjson
 
-from qmemo.core.genesis import DEFAULT_MIN_FEE, GENESIS_FORMAT, Genesis, parse_genesis
+from qmemo.core.defaults import CHAIN
+from qmemo.core.genesis import GENESIS_FORMAT, Genesis, parse_genesis
 from qmemo.core.shards import MAX_SHARDS, ShardedGenesis, parse_sharded_genesis, shard_of, sharded_document
 from qmemo.core.transaction import derive_address
 from qmemo.crypto.keys import NamedKey, save_keys
@@ -42,18 +43,18 @@ class DevnetSpec:
     """What `qmemo genesis` takes: the chain's parameters and how many keys to make."""
 
     out: Path
-    validators: int = 3
-    accounts: int = 1000
-    scheme: str = "Falcon-512"
+    validators: int = CHAIN.validators
+    accounts: int = CHAIN.accounts
+    scheme: str = CHAIN.scheme
     validator_scheme: str | None = None          # default: scheme
     tx_schemes: tuple[str, ...] | None = None    # default: (scheme,)
-    chain_id: int = 1
-    balance: int = 10**12
-    block_interval_ms: int = 2000
+    chain_id: int = CHAIN.chain_id
+    balance: int = CHAIN.balance
+    block_interval_ms: int = CHAIN.block_interval_ms
     producer_timeout_ms: int | None = None       # default: the block interval
-    max_clock_drift_ms: int = 500
-    max_block_transactions: int = 4000
-    min_fee: int = DEFAULT_MIN_FEE
+    max_clock_drift_ms: int = CHAIN.max_clock_drift_ms
+    max_block_transactions: int = CHAIN.max_block_transactions
+    min_fee: int = CHAIN.min_fee
     genesis_time_ms: int | None = None           # default: now
     force: bool = False                          # replace an existing devnet in `out`
     # Shards (qmemo.core.shards): more than one writes a sharded genesis (qmemo-genesis/2):

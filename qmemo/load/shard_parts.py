@@ -30,6 +30,31 @@ class ShardPart:
     progress: SendProgress | None = None
     credited: Any = None            # array of credit times (NaN: not yet), for its cross-shard transfers
     uncredited: dict[int, bytes] | None = None   # its cross-shard transfers not seen credited yet -> receipt id
+    moves: Moves | None = None      # what each transaction moves, when kept apart from its signed batches
+
+
+@dataclass(frozen=True, slots=True)
+class Moves:
+    """Each planned transaction's sender, recipient, amount and fee, as signed (a fleet's
+    part decodes its batches once, so that its parent checks the invariants without them)."""
+
+    senders: list[bytes]
+    recipients: list[bytes]
+    amounts: list[int]
+    fees: list[int]
+
+
+def moves_of(work: ShardWorkload) -> Moves:
+    """The moves of a shard's plan, decoded from its signed batches."""
+    from qmemo.core.transaction import Transaction
+    from qmemo.frames import decode_frames
+
+    txs: list[Any] = [None] * len(work.ids)
+    for batch in work.batches:
+        for i, encoding in zip(range(batch.first, batch.last), decode_frames(batch.body, batch.last - batch.first)):
+            txs[i] = Transaction.decode(encoding)
+    return Moves([tx.sender for tx in txs], [tx.recipient for tx in txs], [tx.amount for tx in txs],
+                 [tx.fee for tx in txs])
 
 
 def merge(parts: list[Timings]) -> Timings:
@@ -109,26 +134,19 @@ def shard_counts(shard: ShardPart, shards: list[ShardPart], metrics: dict[str, A
 
 
 def transfers(shards: list[ShardPart], late_final: set[tuple[int, int]],
-               late_credited: set[tuple[int, int]]) -> list[Transfer]:
+              late_credited: set[tuple[int, int]]) -> list[Transfer]:
     """The run's transfers final on their source shard, with what the plan says of them
     (final: seen so by the follower, or by the chain after the run; credited likewise)."""
-    from qmemo.core.transaction import Transaction
-    from qmemo.frames import decode_frames
-
     out = []
     for shard in shards:
-        t = shard.timings
-        for batch in shard.work.batches:
-            encodings = None
-            for i in range(batch.first, batch.last):
-                if math.isnan(t.committed[i]) and (shard.index, i) not in late_final:
-                    continue
-                if encodings is None:
-                    encodings = decode_frames(batch.body, batch.last - batch.first + 1)
-                tx = Transaction.decode(encodings[i - batch.first])
-                cross = shard.work.destinations[i] != shard.index
-                credited = not math.isnan(shard.credited[i]) or (shard.index, i) in late_credited
-                out.append(Transfer(tx.sender, tx.recipient, tx.amount, tx.fee, cross, not cross or credited))
+        t, moves = shard.timings, shard.moves or moves_of(shard.work)
+        for i in range(len(t)):
+            if math.isnan(t.committed[i]) and (shard.index, i) not in late_final:
+                continue
+            cross = shard.work.destinations[i] != shard.index
+            credited = not math.isnan(shard.credited[i]) or (shard.index, i) in late_credited
+            out.append(Transfer(moves.senders[i], moves.recipients[i], moves.amounts[i], moves.fees[i], cross,
+                                not cross or credited))
     return out
 
 

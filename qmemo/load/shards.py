@@ -15,6 +15,10 @@
 
 Credit times are taken when the tracker sees a receipt credited by a final block, so they
 carry up to CREDIT_POLL_S of observation delay (stated in the manifest).
+
+`run_sharded` does it all in one process. A fleet (qmemo.load.shard_fleet) runs `prepare_shards`
+and `execute_shards` in each of its processes for their own shards, and `state_before`,
+`check_run` and `write_sharded` once in its parent, for every shard.
 """
 
 from __future__ import annotations
@@ -23,10 +27,14 @@ import asyncio
 import math
 import os
 import signal
+import sys
 import time
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import orjson
 import uvloop
 
@@ -52,6 +60,7 @@ from qmemo.net.client import open_clients
 FOLLOW_POLL_S = 0.1
 CREDIT_POLL_S = 0.25
 STATUS_EVERY_S = 1.0
+LIVE_WINDOW_S = 10.0             # the live p50/p99 cover what was seen final (or credited) in the last 10 s
 CREDIT_TIMEOUT_INTERVALS = 10   # after the last commit, block intervals to wait for the last credits
 SETTLE_INTERVALS = 30           # then, block intervals to wait for every shard to be quiet (past saturation: long)
 INTRA_P99_INTERVALS = 3         # a sharded run's latency verdict: p99 within a shard ...
@@ -68,53 +77,95 @@ class ShardedResult:
 
 def run_sharded(config: GenConfig, sharded: ShardedGenesis, pct: float, *, quiet: bool = False,
                 on_status: OnStatus | None = None) -> ShardedResult:
-    """A whole sharded run: prepare, execute, check, write the run folder."""
-    from qmemo.sysinfo import machine_info
+    """A whole sharded run in this process: prepare, execute, check, write the run folder."""
+    offsets, target_tps = sharded_plan(config, sharded, pct)
+    interval_s = sharded.views[0].block_interval_ms / 1e3
+    started_utc = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
+    async def whole() -> tuple[list[ShardPart], float | None, Checked]:
+        nodes = await shard_nodes(config.nodes, sharded)
+        shards = await prepare_shards(config, sharded, nodes, offsets, pct, quiet)
+        before = await state_before(nodes, sharded)
+        interrupted_at = await execute_shards(config, shards, interval_s)
+        return shards, interrupted_at, await check_run(nodes, sharded, shards, before, interval_s)
+
+    shards, interrupted_at, checked = uvloop.run(whole())
+    return write_sharded(config, shards, checked, interrupted_at, target_tps=target_tps * sharded.count,
+                         interval_s=interval_s, pct=pct, started_utc=started_utc)
+
+
+def sharded_plan(config: GenConfig, sharded: ShardedGenesis, pct: float) -> tuple[list[float], float]:
+    """Each shard's schedule (the same for every shard: --tps over the shards) and its rate."""
     if config.schedule or config.ramp:
         raise ConfigError("a sharded run takes a constant --tps (or --poisson), not --schedule")
     if not 0 <= pct <= 100:
         raise ConfigError("--cross-shard must be a percentage from 0 to 100")
-    count = sharded.count
-    offsets, target_tps = offsets_for(replace(config, tps=config.tps / count))
-    interval_s = sharded.views[0].block_interval_ms / 1e3
-    started_utc = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return offsets_for(replace(config, tps=config.tps / sharded.count))
 
-    async def whole() -> tuple[list[ShardPart], dict, dict, float | None, dict]:
-        nodes = await shard_nodes(config.nodes, sharded)
-        shards = await _prepare(config, sharded, nodes, offsets, pct, quiet)
-        funded = [[address for address, _ in view.balances] for view in sharded.views]
-        validators = [[v.address for v in view.validators] for view in sharded.views]
-        every = [funded[k] + validators[k] for k in range(count)]
-        before = await read_balances(nodes, every)
-        metrics_before = await read_all_metrics(nodes)
-        interrupted_at = await _execute(config, shards, interval_s)
-        # The state is read once every shard is quiet, and each transfer's fate asked of the
-        # chain again: one final (or credited) after the follower or tracker stopped looking
-        # is still in the balances.
-        settled = await settle(nodes, SETTLE_INTERVALS * interval_s)
-        late_final, late_credited = await fates_now(shards)
-        after = await read_balances(nodes, every)
-        metrics_after = await read_all_metrics(nodes)
-        lost = {}
-        for shard in shards:
-            ids = [shard.work.ids[i] for i in range(len(shard.timings))
-                   if shard.timings.status[i] in (ACCEPTED, DUPLICATE) and math.isnan(shard.timings.committed[i])]
-            for reason, n in (await lost_reasons(shard.nodes, ids)).items():
-                lost[reason] = lost.get(reason, 0) + n
-        checks = invariants(before, after, transfers(shards, late_final, late_credited),
-                            [a for f in funded for a in f], settled)
-        return shards, {"before": metrics_before, "after": metrics_after}, {"checks": checks}, interrupted_at, lost
 
-    shards, metrics, checked, interrupted_at, lost = uvloop.run(whole())
-    checks: Invariants = checked["checks"]
+@dataclass(frozen=True, slots=True)
+class Before:
+    """Every shard's state before anything is sent: balances (funded and validators), /metrics."""
+
+    balances: dict[bytes, int]
+    metrics: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """Every shard's state after the run, and what the invariants make of it."""
+
+    metrics: dict[str, Any]         # "before" and "after": url -> /metrics
+    checks: Invariants
+    lost: dict[str, int]            # why the accepted transactions never final were lost
+
+
+def _addresses(sharded: ShardedGenesis) -> tuple[list[list[bytes]], list[list[bytes]]]:
+    """Each shard's funded accounts, and those with its validators (whose fees move them)."""
+    funded = [[address for address, _ in view.balances] for view in sharded.views]
+    return funded, [f + [v.address for v in view.validators] for f, view in zip(funded, sharded.views)]
+
+
+async def state_before(nodes: list[list[str]], sharded: ShardedGenesis) -> Before:
+    return Before(await read_balances(nodes, _addresses(sharded)[1]), await read_all_metrics(nodes))
+
+
+async def check_run(nodes: list[list[str]], sharded: ShardedGenesis, shards: list[ShardPart], before: Before,
+                    interval_s: float) -> Checked:
+    """The invariants from every shard's final state (`shards`: every shard's part, from one
+    process or merged from a fleet's)."""
+    funded, every = _addresses(sharded)
+    # The state is read once every shard is quiet, and each transfer's fate asked of the
+    # chain again: one final (or credited) after the follower or tracker stopped looking
+    # is still in the balances.
+    settled = await settle(nodes, SETTLE_INTERVALS * interval_s)
+    late_final, late_credited = await fates_now(shards)
+    after = await read_balances(nodes, every)
+    metrics_after = await read_all_metrics(nodes)
+    lost: dict[str, int] = {}
+    for shard in shards:
+        ids = [shard.work.ids[i] for i in range(len(shard.timings))
+               if shard.timings.status[i] in (ACCEPTED, DUPLICATE) and math.isnan(shard.timings.committed[i])]
+        for reason, n in (await lost_reasons(shard.nodes, ids)).items():
+            lost[reason] = lost.get(reason, 0) + n
+    checks = invariants(before.balances, after, transfers(shards, late_final, late_credited),
+                        [a for f in funded for a in f], settled)
+    return Checked({"before": before.metrics, "after": metrics_after}, checks, lost)
+
+
+def write_sharded(config: GenConfig, shards: list[ShardPart], checked: Checked, interrupted_at: float | None, *,
+                  target_tps: float, interval_s: float, pct: float, started_utc: str,
+                  manifest_extra: dict[str, Any] | None = None) -> ShardedResult:
+    """The run folder of a sharded run from every shard's part (one process's, or a fleet's)."""
+    from qmemo.sysinfo import machine_info
+
+    checks, metrics = checked.checks, checked.metrics
     interrupted = interrupted_at is not None
     merged = merge([shard.timings for shard in shards])
     warmup_s = min(config.warmup_s, config.duration_s / 2)
     window_end_s = min(config.duration_s, interrupted_at or math.inf)
     summary = summarize(merged, warmup_s=warmup_s, window_end_s=window_end_s)
-    total_target = target_tps * count
-    file_summary = load_summary(summary, target_tps=total_target, interrupted=interrupted,
+    file_summary = load_summary(summary, target_tps=target_tps, interrupted=interrupted,
                                 block_interval_s=interval_s)
     cross = cross_figures(shards, warmup_s, window_end_s)
     per_shard = tuple(shard_counts(shard, shards, metrics, warmup_s, window_end_s) for shard in shards)
@@ -128,7 +179,7 @@ def run_sharded(config: GenConfig, sharded: ShardedGenesis, pct: float, *, quiet
          latency_saturated),
         ("generator fell behind", file_summary.generator_fell_behind),
         ("invariants failed", not checks.hold)) if holds]
-    file_summary = replace(file_summary, counts=replace(file_summary.counts, lost_reasons=lost),
+    file_summary = replace(file_summary, counts=replace(file_summary.counts, lost_reasons=checked.lost),
                            latency_saturated=latency_saturated, why="; ".join(why), cross_shard=cross,
                            shards=per_shard, invariants=checks)
     out = config.out
@@ -146,14 +197,16 @@ def run_sharded(config: GenConfig, sharded: ShardedGenesis, pct: float, *, quiet
         "credit_poll_s": CREDIT_POLL_S,
         "commit_time_note": "committed = first seen final by the block follower (up to one poll late); credited "
                             "= first seen credited by a final block (up to one credit poll late)",
-        "machine": machine_info(),
+        "machine": machine_info(), **(manifest_extra or {}),
     }, option=orjson.OPT_INDENT_2))
     accounted = file_summary.counts.accounted == file_summary.counts.planned
     return ShardedResult(file_summary, out, interrupted, accounted)
 
 
-async def _prepare(config: GenConfig, sharded: ShardedGenesis, nodes: list[list[str]], offsets: list[float],
-                   pct: float, quiet: bool) -> list[ShardPart]:
+async def prepare_shards(config: GenConfig, sharded: ShardedGenesis, nodes: list[list[str]], offsets: list[float],
+                   pct: float, quiet: bool, only: Collection[int] | None = None) -> list[ShardPart]:
+    """Every shard's signed part (`only`: these shards'; the accounts of all are read, as
+    recipients)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from qmemo.crypto.keys import load_keys
@@ -178,8 +231,10 @@ async def _prepare(config: GenConfig, sharded: ShardedGenesis, nodes: list[list[
     shards = []
     with Progress(TextColumn("signing the workload"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   disable=quiet, transient=True) as bar:
-        task = bar.add_task("sign", total=len(offsets) * sharded.count)
-        for k, view in enumerate(sharded.views):
+        chosen = [k for k in range(sharded.count) if only is None or k in only]
+        task = bar.add_task("sign", total=len(offsets) * len(chosen))
+        for k in chosen:
+            view = sharded.views[k]
             shape = PlanShape(len(offsets), batch, tuple(nodes[k]), config.targeting, config.seed)
             work = build_shard(k, view.chain_id, shape, accounts, pct, scheme=scheme, fee=view.min_fee,
                                genesis_hash=view.hash, cache_dir=config.cache_dir,
@@ -188,8 +243,13 @@ async def _prepare(config: GenConfig, sharded: ShardedGenesis, nodes: list[list[
     return shards
 
 
-async def _execute(config: GenConfig, shards: list[ShardPart], interval_s: float) -> float | None:
-    """Send, follow and track credits on every shard; drain. When an interrupt came (offset), or None."""
+async def execute_shards(config: GenConfig, shards: list[ShardPart], interval_s: float,
+                   start_at: Callable[[], float] | None = None,
+                   nodes_by_shard: list[list[str]] | None = None) -> float | None:
+    """Send, follow and track credits on `shards`; drain. When an interrupt came (offset), or
+    None. A fleet's part drives some shards only: `start_at` is where it waits for its
+    parent's start (a perf_counter time), `nodes_by_shard` every shard's nodes, where its
+    transfers' credits are asked."""
     from array import array
 
     stop_sending, stop_draining, stop_following = asyncio.Event(), asyncio.Event(), asyncio.Event()
@@ -214,14 +274,18 @@ async def _execute(config: GenConfig, shards: list[ShardPart], interval_s: float
         shard.credited = array("d", [math.nan]) * len(shard.timings)
         shard.uncredited = dict(shard.work.receipt_ids)
         pendings.append({tx_id: i for i, tx_id in enumerate(shard.work.ids)})
-    start = time.perf_counter() + 0.2
+    start = time.perf_counter() + 0.2 if start_at is None else start_at()
     tasks = [asyncio.create_task(follow_blocks(shard.nodes, shard.state, pending, shard.timings, start=start,
                                                stop=stop_following, poll_s=FOLLOW_POLL_S))
              for shard, pending in zip(shards, pendings)]
-    tasks.append(asyncio.create_task(_track_credits(shards, start, stop_following)))
-    tasks.append(asyncio.create_task(_write_status(config, shards, start, stop_following)))
+    every = nodes_by_shard if nodes_by_shard is not None else [shard.nodes for shard in shards]   # all in one
+    tasks.append(asyncio.create_task(_track_credits(shards, every, start, stop_following), name="the credit tracker"))
+    tasks.append(asyncio.create_task(_write_status(config, shards, start, stop_following), name="the live status"))
+    for task in tasks[-2:]:
+        task.add_done_callback(_said_if_failed)
     try:
-        await asyncio.gather(*(send_batches(shard.work.batches, shard.timings, config.send, start=start,
+        await asyncio.gather(*(send_batches(shard.work.batches, shard.timings, config.send.for_blocks(interval_s),
+                                            start=start,
                                             progress=shard.progress, stop=stop_sending, previous=shard.work.previous,
                                             nodes=shard.nodes) for shard in shards))
         commit_s = config.commit_timeout_s if config.commit_timeout_s is not None else 5 * interval_s
@@ -253,14 +317,23 @@ async def _execute(config: GenConfig, shards: list[ShardPart], interval_s: float
     return interrupted_at[0] if interrupted_at else None
 
 
-async def _track_credits(shards: list[ShardPart], start: float, stop: asyncio.Event) -> None:
-    """Every CREDIT_POLL_S: ask each destination shard about the receipts of the cross-shard
-    transfers final on their source and not yet seen credited by a final block."""
+def _said_if_failed(task: asyncio.Task) -> None:
+    """Gathered with return_exceptions: without this a task that raised would end unheard
+    (credits then found only by the end's look-up, a live status standing still)."""
+    if not task.cancelled() and task.exception() is not None:
+        print(f"qmemo gen: {task.get_name()} failed: {task.exception()!r}", file=sys.stderr)
+
+
+async def _track_credits(shards: list[ShardPart], nodes_by_shard: list[list[str]], start: float,
+                         stop: asyncio.Event) -> None:
+    """Every CREDIT_POLL_S: ask each destination shard (whoever drives it) about the receipts
+    of `shards`' cross-shard transfers final on their source and not yet seen credited by a
+    final block."""
     clients_by_shard = {}
-    async with open_clients([url for shard in shards for url in shard.nodes], timeout_s=10) as clients:
+    async with open_clients([url for nodes in nodes_by_shard for url in nodes], timeout_s=10) as clients:
         by_url = {client.url: client for client in clients}
-        for shard in shards:
-            clients_by_shard[shard.index] = [by_url[url] for url in shard.nodes]
+        for k, nodes in enumerate(nodes_by_shard):
+            clients_by_shard[k] = [by_url[url] for url in nodes]
         turn = 0
         while not stop.is_set():
             asking: dict[int, list[tuple[ShardPart, int, bytes]]] = {}
@@ -290,29 +363,40 @@ async def _track_credits(shards: list[ShardPart], start: float, stop: asyncio.Ev
 
 
 async def _write_status(config: GenConfig, shards: list[ShardPart], start: float, stop: asyncio.Event) -> None:
-    """The live status every second (live.json for the dashboard), all shards together."""
+    """The live status every second (live.json for the dashboard), all of `shards` together:
+    each shard's own status (its schedule is in order, its send lag its own) summed as a
+    fleet's parts are, with the latencies of all pooled, and the shards it covers named."""
+    from qmemo.load.fleet import merge_live
+
     if config.live is None:
         return
     config.live.parent.mkdir(parents=True, exist_ok=True)
     while not stop.is_set():
         now = time.perf_counter() - start
-        merged = merge([shard.timings for shard in shards])
-        recent = sorted(lat for shard in shards for seen, lat in shard.state.recent if now - seen <= 10.0)
-        document = live_status.status(
-            elapsed_s=now, duration_s=config.duration_s, timings=merged,
-            sent=sum(s.progress.sent for s in shards), answered=sum(s.progress.answered for s in shards),
-            in_flight=sum(s.progress.in_flight for s in shards), included=sum(s.state.included_seen for s in shards),
-            committed=sum(s.state.committed_seen for s in shards), blocks_seen=sum(s.state.blocks_seen for s in shards),
-            failovers=sum(s.progress.failovers for s in shards),
-            node_failures={url: n for s in shards for url, n in s.progress.node_failures.items()},
-            recent_latencies_s=recent, resend_txs=sum(s.progress.resend_txs for s in shards))
-        credits = sorted(s.credited[i] - s.timings.intended[i] for s in shards for i in s.work.receipt_ids
-                         if not math.isnan(s.credited[i]) and now - s.credited[i] <= 10.0)
+        for shard in shards:        # the follower appends each block's latencies; the window keeps 10 s
+            while shard.state.recent and now - shard.state.recent[0][0] > LIVE_WINDOW_S:
+                shard.state.recent.popleft()
+        blocks = [block for shard in shards for _, block in shard.state.recent]
+        recent = np.concatenate(blocks) if blocks else np.empty(0)
+        document = merge_live([live_status.status(
+            elapsed_s=now, duration_s=config.duration_s, timings=s.timings, sent=s.progress.sent,
+            answered=s.progress.answered, in_flight=s.progress.in_flight, included=s.state.included_seen,
+            committed=s.state.committed_seen, blocks_seen=s.state.blocks_seen, failovers=s.progress.failovers,
+            node_failures=dict(s.progress.node_failures), recent_latencies_s=[], resend_txs=s.progress.resend_txs)
+            for s in shards])
+        del document["generators"]          # these are shards of one process, not parts of a fleet
+        document["blocks_seen"] = sum(s.state.blocks_seen for s in shards)     # each shard's chain its own
+        p50, p99 = live_status.percentiles(recent, 50, 99) if len(recent) else (None, None)
+        document["p50_ms"] = p50 * 1e3 if p50 is not None else None
+        document["p99_ms"] = p99 * 1e3 if p99 is not None else None
+        document["shards"] = [s.index for s in shards]
+        credits = [s.credited[i] - s.timings.intended[i] for s in shards for i in s.work.receipt_ids
+                   if not math.isnan(s.credited[i]) and now - s.credited[i] <= LIVE_WINDOW_S]
+        c50, c99 = live_status.percentiles(credits, 50, 99) if credits else (None, None)
         document["cross_shard"] = {
             "planned": sum(len(s.work.receipt_ids) for s in shards),
             "credited": sum(1 for s in shards for i in s.work.receipt_ids if not math.isnan(s.credited[i])),
-            "p50_ms": live_status.percentile(credits, 50) * 1e3 if credits else None,
-            "p99_ms": live_status.percentile(credits, 99) * 1e3 if credits else None}
+            "p50_ms": c50 * 1e3 if c50 is not None else None, "p99_ms": c99 * 1e3 if c99 is not None else None}
         tmp = config.live.with_suffix(".tmp")
         tmp.write_bytes(orjson.dumps(document))
         tmp.replace(config.live)
@@ -321,5 +405,3 @@ async def _write_status(config: GenConfig, shards: list[ShardPart], start: float
         except asyncio.TimeoutError:
             pass
     config.live.write_bytes(orjson.dumps({"running": False}))
-
-

@@ -3,16 +3,19 @@
 Pull, not push (docs/protocol.md, "Receipts"): each node of a destination shard asks
 the source shards' nodes for the receipt bundles of the source's final blocks from its
 cursor on (`GET /peer/receipts?shard=K&from=H&limit=N&wait_ms=W`), and moves its cursor
-past every height the answer covered. The ask is a long poll: a source node with nothing
-final there yet answers as soon as a block is final, or after W (`LONG_POLL_S`), so a
-receipt travels as soon as its block is final, and an idle shard costs a request per
-source shard every few seconds, not four a second (12 nodes polling 3 shards each every
-0.25 s took ~144 requests a second off 2 cores). Nothing is pushed, so nothing
-has to be retried on the source side or buffered for a peer that is down: a source
-node that is dead, or a partition between two shards, only delays the pulls - the
-destination asks another source node, or the same one again - and a destination node
-that restarts asks again from height 1 (receipts it already credited are recognised by
-id and dropped). No coordinator: every node of every shard does the same.
+past every height the answer covered. The ask is a long poll held by the source node
+(`ReceiptOutbox.answer_when_final`) until a block at or above the cursor is final *with
+a bundle for the asking shard*, or W passes (`LONG_POLL_S`): the source's `FinalWatch`
+wakes it when a block is made durable, so a receipt leaves in the same turn of the
+event loop that made its block final, batched per block, and a held ask costs nothing
+until then - no timer looks at the height. Blocks with nothing for the asker move no
+request: an idle shard costs one ask per source shard every W, whatever the block
+interval. Nothing is pushed, so nothing has to be retried on the source side or
+buffered for a peer that is down: a source node that is dead, or a partition between
+two shards, only delays the pulls - the destination asks another source node, or the
+same one again - and a destination node that restarts asks again from height 1
+(receipts it already credited are recognised by id and dropped). No coordinator: every
+node of every shard does the same.
 
 Source side, `ReceiptOutbox`: the bundles of a final block are built once per node and
 kept for every destination (a block's cross-shard transfers found in C,
@@ -38,7 +41,7 @@ from qmemo.core.genesis import Genesis
 from qmemo.core.hashing import split_digests
 from qmemo.core.receipts import finality_headers, make_bundles
 from qmemo.core.transaction import Transaction
-from qmemo.errors import PeerError
+from qmemo.errors import DecodeError, PeerError
 from qmemo.node.chain import Chain
 from qmemo.node.ledger import NodeBlock, body_of, native
 from qmemo.node.receipts import ReceiptRoom
@@ -50,6 +53,7 @@ BUILT_MEMORY = 64
 MAX_ANSWER_BYTES = 32 << 20   # one answer's bundles at most (a peer body's limit is 128 MiB)
 PULL_LIMIT = 20               # source heights asked for at a time
 LONG_POLL_S = 4.0             # how long a source node may hold an ask (under the peer call's 10 s timeout)
+SOURCE_RETRY_S = 1.0          # how often a source node that has not answered yet is asked which shard it is
 _POSITION = struct.Struct("<I")
 
 
@@ -65,6 +69,59 @@ class ReceiptSource(Protocol):
         ...
 
 
+class FinalWatch:
+    """This node's final and served height, for the long polls waiting on it.
+
+    The final height moves only when a block or branch is made durable; whoever made it
+    durable calls `moved()`, which wakes every waiter once. A waiter never looks on a
+    timer, so a held long poll costs no wake-up between blocks; a `moved()` that did not
+    come costs at most the waiter's deadline."""
+
+    def __init__(self, chain: Chain) -> None:
+        self.chain = chain
+        self._waiters: list[asyncio.Future[None]] = []
+        self.closed = False
+
+    @property
+    def height(self) -> int:
+        """The highest height a receipt may be served from: final and in the store."""
+        return min(self.chain.final_height, self.chain.served_height)
+
+    def moved(self) -> None:
+        """A block or branch was made durable: the final height may have moved."""
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def close(self) -> None:
+        """The node is stopping: every wait ends now, and any later one at once."""
+        self.closed = True
+        self.moved()
+
+    async def wait_for(self, height: int, deadline: float) -> bool:
+        """Until `height` is final and served (True), or the loop's clock reaches `deadline`
+        or the node stops (False)."""
+        loop = asyncio.get_running_loop()
+        while self.height < height:
+            remaining = deadline - loop.time()
+            if self.closed or remaining <= 0:
+                return False
+            waiter = loop.create_future()
+            self._waiters.append(waiter)
+            timer = loop.call_later(remaining, _set_done, waiter)
+            try:
+                await waiter
+            finally:
+                timer.cancel()
+        return True
+
+
+def _set_done(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
 class ReceiptOutbox:
     """The receipt bundles of this shard's final blocks, for the other shards."""
 
@@ -74,8 +131,33 @@ class ReceiptOutbox:
         self.chain = chain
         self.store = store
         self.table = table
+        self.watch = FinalWatch(chain)
         self._reader = reader
         self._built: OrderedDict[int, tuple[bytes, dict[int, bytes]]] = OrderedDict()   # height -> (hash, bundles)
+
+    async def serve(self, shard: int, from_height: int, limit: int, wait_s: float) -> tuple[int, list[bytes]]:
+        """What another shard's node pulls: (the highest height covered, the bundles for
+        `shard`), held up to `wait_s` (`answer_when_final`); DecodeError for a shard this
+        genesis does not have."""
+        if not 0 <= shard < self.sharding.count:
+            raise DecodeError(f"this genesis has shards 0 to {self.sharding.count - 1}", code="out_of_range")
+        return await self.answer_when_final(shard, from_height, limit, wait_s) if limit else (from_height - 1, [])
+
+    async def answer_when_final(self, shard: int, from_height: int, limit: int,
+                                wait_s: float) -> tuple[int, list[bytes]]:
+        """`answer`, held up to `wait_s` until a final block from `from_height` has a bundle
+        for `shard`: at once with the first such block's (and any final then), or at the
+        deadline with the heights final meanwhile, none of which had one. A final block
+        whose finality cannot be shown yet ends the wait too (the asker asks again)."""
+        deadline = asyncio.get_running_loop().time() + wait_s
+        last = from_height + limit - 1
+        covered = from_height - 1
+        while covered < last and await self.watch.wait_for(covered + 1, deadline):
+            reached, bundles = await self.answer(shard, covered + 1, last - covered)
+            if bundles or reached <= covered:
+                return max(covered, reached), bundles
+            covered = reached
+        return covered, []
 
     async def answer(self, shard: int, from_height: int, limit: int) -> tuple[int, list[bytes]]:
         """The bundles for `shard` of our final blocks from `from_height`, at most `limit`
@@ -164,7 +246,8 @@ class ReceiptPuller:
 
     async def run(self) -> None:
         """Until cancelled: find which shard each source node is of, then pull from each
-        source shard on its own task."""
+        source shard on its own task. Once every source is known this task only waits:
+        the pool is pruned where blocks become final (`ReceiptRoom.prune`), not on a timer."""
         by_chain: dict[int, list[ReceiptSource]] = {}
         unknown = list(self.sources)
         tasks: dict[int, asyncio.Task] = {}
@@ -184,8 +267,10 @@ class ReceiptPuller:
                     if chain_id not in tasks:
                         tasks[chain_id] = asyncio.create_task(self._pull(chain_id, by_chain[chain_id]))
                         tasks[chain_id].add_done_callback(self._died)
-                self.room.prune()
-                await asyncio.sleep(self.interval_s if not unknown else 1.0)
+                if not unknown:
+                    break
+                await asyncio.sleep(SOURCE_RETRY_S)
+            await asyncio.gather(*tasks.values(), return_exceptions=True)
         finally:
             for task in tasks.values():
                 task.cancel()

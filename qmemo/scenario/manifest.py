@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from qmemo.core.defaults import CHAIN, DEVNET
 from qmemo.errors import ConfigError
 from qmemo.load.schedule import MAX_BATCH
 from qmemo.scenario.chaos import ChaosPlan, parse_chaos, schedule
@@ -252,7 +253,7 @@ def parse_manifest(raw: dict[str, Any], profiles: dict[str, LinkProfile]) -> Man
 def _parse_network(table: dict[str, Any], profiles: dict[str, LinkProfile]) -> Network:
     where = "network."
     _unknown(table, where, {"nodes", "zones", "default_profile", "links", "shards"})
-    nodes = _integer(table, "nodes", where, 3, minimum=1)
+    nodes = _integer(table, "nodes", where, CHAIN.validators, minimum=1)
     if nodes > 32:
         raise ConfigError(f"network.nodes: at most 32 on one machine, got {nodes}")
     shards = _integer(table, "shards", where, 1, minimum=1)
@@ -288,10 +289,11 @@ def _parse_network(table: dict[str, Any], profiles: dict[str, LinkProfile]) -> N
 def _parse_chain(table: dict[str, Any]) -> Chain:
     where = "chain."
     _unknown(table, where, {"scheme", "accounts", "block_interval_ms", "max_block_transactions", "attacker_accounts"})
-    return Chain(scheme=_string(table, "scheme", where, "Falcon-512"),
-                 accounts=_integer(table, "accounts", where, 1200, minimum=1),
-                 block_interval_ms=_integer(table, "block_interval_ms", where, 2000, minimum=100),
-                 max_block_transactions=_integer(table, "max_block_transactions", where, 4000, minimum=1),
+    return Chain(scheme=_string(table, "scheme", where, CHAIN.scheme),
+                 accounts=_integer(table, "accounts", where, DEVNET.accounts, minimum=1),
+                 block_interval_ms=_integer(table, "block_interval_ms", where, CHAIN.block_interval_ms, minimum=100),
+                 max_block_transactions=_integer(table, "max_block_transactions", where, CHAIN.max_block_transactions,
+                                                 minimum=1),
                  attacker_accounts=_integer(table, "attacker_accounts", where, 0))
 
 
