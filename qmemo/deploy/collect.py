@@ -7,7 +7,11 @@ stays on the hosts is each container's log: the manager's Swarm API serves them 
 (`docker service logs`), wherever the task ran, so nothing here copies files between
 hosts. Beside gen/ it writes
 
-    logs/<service>.log   every task's log of that service, with Docker's timestamps
+    logs/<service>.log   every task's log of that service, each line as `docker service
+                         logs --timestamps` gives it: Docker's time stamp, the task and the
+                         host it ran on (node-2.1.<task id>@host-2), then the line the
+                         container wrote, unchanged; `read_service_log` splits them again
+                         (a node's own log lines then parse as on one machine)
     tasks.jsonl          `docker service ps` of every service: where each task ran, its
                          state and error (a task moved after a host went down shows here)
     nodes.jsonl          `docker node ls`: the hosts, their state and availability
@@ -19,8 +23,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from qmemo.deploy.stack import RUNS
@@ -46,11 +53,41 @@ def _docker(*args: str, timeout: float = 120) -> str:
     return done.stdout
 
 
+# docker service logs --timestamps --no-trunc (docker/cli's logWriter): "<time stamp>
+# <service>.<slot>.<task id>@<host><padding>    | <the container's line>". The context
+# has no spaces; the padding and the " | " are the client's.
+_LOG_LINE = re.compile(r"^(\S+) (\S+)\.(\d+)\.([0-9a-z]+)@(\S+?)\s+\| ?(.*)$")
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceLogLine:
+    timestamp: str      # Docker's, RFC 3339 with nanoseconds
+    service: str        # as Swarm names it (<stack>_node-2)
+    slot: int
+    task: str           # the task's full id: which run of the service wrote the line
+    host: str           # the Swarm node (its hostname) the task ran on
+    line: str           # what the container wrote, unchanged
+
+
+def read_service_log(lines: Iterable[str]) -> list[ServiceLogLine]:
+    """The lines of a collected logs/<service>.log, each with its task and host; lines of
+    the client's own (a host that was down, said at the end) are left out."""
+    out = []
+    for text in lines:
+        match = _LOG_LINE.match(text)
+        if match:
+            stamp, service, slot, task, host, line = match.groups()
+            out.append(ServiceLogLine(stamp, service, int(slot), task, host, line))
+    return out
+
+
 def service_log(service: str) -> str:
-    """Every task's log of `service`, stderr included. A task on a host that is down has
-    none to give: the client then says so after the others' lines and exits 1, and that
-    line is kept (the log is still what the hosts that answered had)."""
-    done = _run(("service", "logs", "--raw", "--timestamps", "--no-trunc", service), 300, merged=True)
+    """Every task's log of `service`, stderr included, each line naming its task and host
+    (not --raw: a moved task's lines would be indistinguishable from the first's). A
+    task on a host that is down has none to give: the client then says so after the
+    others' lines and exits 1, and that line is kept (the log is still what the hosts
+    that answered had)."""
+    done = _run(("service", "logs", "--timestamps", "--no-trunc", service), 300, merged=True)
     if done.returncode != 0:
         return done.stdout + f"# docker service logs {service} exited {done.returncode}\n"
     return done.stdout

@@ -5,7 +5,10 @@ server as compose services, all from one image built by the repo's `Containerfil
 (Debian, liboqs built inside by scripts/setup.sh, qMEMO installed from its wheel). A
 one-shot `genesis` service writes the devnet into a shared volume first; each node then
 binds 0.0.0.0 and advertises its service name (`--advertise http://node-i:8000`); the
-generator waits until every node answers /health.
+generator waits until every node answers /health. A sharded manifest (network.shards)
+gets the runner's own peers (qmemo.scenario.argv.node_peers, node_shard): node i peers
+with its shard's other nodes, pulls receipts from every other shard's (`--shard-peers`)
+and signs with its shard's key, as `qmemo scenario run` and `qmemo deploy render` start it.
 
 Link profiles: when a pair of the manifest's zones is joined by a profile with delay,
 jitter or loss, the project gets a fixed subnet with one address per node, and each node
@@ -30,7 +33,7 @@ import shlex
 from typing import Any
 
 from qmemo.scenario import links
-from qmemo.scenario.argv import NODE_PORT, gen_arguments, genesis_arguments, node_arguments
+from qmemo.scenario.argv import NODE_PORT, gen_arguments, genesis_arguments, node_arguments, node_peers, node_shard
 from qmemo.scenario.manifest import Manifest
 
 IMAGE = "qmemo:local"
@@ -113,10 +116,11 @@ def services(manifest: Manifest, context: str) -> dict[str, Any]:
         },
     }
     for i in range(n):
+        same, others = node_peers(manifest.network, i)
         project[f"node-{i}"] = {
             "image": IMAGE,
-            "command": node_arguments(i, DEVNET, "/data", "0.0.0.0", [url[j] for j in range(n) if j != i],
-                                      advertise=url[i]),
+            "command": node_arguments(i, DEVNET, "/data", "0.0.0.0", [url[j] for j in same], advertise=url[i],
+                                      shard=node_shard(manifest.network, i), shard_peers=[url[j] for j in others]),
             "depends_on": {"genesis": {"condition": "service_completed_successfully"}},
             "volumes": [f"devnet:{DEVNET}:ro", f"node-{i}-data:/data"],
             "ports": [f"127.0.0.1:{NODE_PORT + i}:{NODE_PORT}"],
@@ -191,6 +195,9 @@ def _links_note(manifest: Manifest) -> str:
 
 
 def readme(manifest: Manifest, manifest_path: str) -> str:
+    network = manifest.network
+    shards = (f" ({network.shards} shards of {network.per_shard}: each node peers with its shard's, pulls receipts "
+              "from the others')" if network.shards > 1 else "")
     return f"""# {manifest.name}: a docker compose project rendered by `qmemo scenario compose {manifest_path}`
 
 {manifest.description}
@@ -205,7 +212,7 @@ def readme(manifest: Manifest, manifest_path: str) -> str:
 from a registry; where none is reachable, name the other services:
 `docker-compose up -d genesis {" ".join(f"node-{i}" for i in range(manifest.network.nodes))} gen`.
 
-Rendered: the nodes (each binds 0.0.0.0 and advertises its service name), the load
+Rendered: the nodes{shards} (each binds 0.0.0.0 and advertises its service name), the load
 ({manifest.load.tps:g} TPS for {manifest.load.duration_s:g} s unless a schedule says otherwise), Prometheus.
 
 {_links_note(manifest)}

@@ -125,12 +125,29 @@ class HostState:
                 for chain, policy in old["policies"].items():
                     if current["policies"].get(chain) != policy:
                         _run([tool, "-t", table, "-P", chain, policy])
+                # A dockerd that finds its rules already there inserts them again ahead of the
+                # others: the same rules, another order. Each recorded rule of such a chain is
+                # deleted and appended again in its recorded order (a runner's rules stay put).
+                kept = [rule for rule in current["rules"] if rule in old["rules"]]
+                for chain in {_chain(rule) for rule in old["rules"]}:
+                    if _in_chain(kept, chain) != _in_chain(old["rules"], chain):
+                        for rule in _in_chain(old["rules"], chain):
+                            _run([tool, "-t", table, "-D", *shlex.split(rule)[1:]])
+                            _run([tool, "-t", table, *shlex.split(rule)])
         for name, value in self.sysctls.items():
             (Path("/proc/sys") / name).write_text(value + "\n")
         for name in sorted(_links() - self.links):
             if _DOCKER_LINK.match(name):
                 _run(["ip", "link", "del", name])
         return self.differences(HostState.read())
+
+
+def _chain(rule: str) -> str:
+    return rule.split()[1]
+
+
+def _in_chain(rules: list[str], chain: str) -> list[str]:
+    return [rule for rule in rules if _chain(rule) == chain]
 
 
 def _links() -> set[str]:

@@ -7,8 +7,15 @@ while a root-namespace engine drops forwarding, one cleanup path). Each host's d
 /sys and cgroups) has its own data root, exec root, socket and docker0; its iptables
 rules, FORWARD policy and sysctls are its namespace's, so they go with it. Host 0 is the
 manager (`swarm init` on its address), hosts 1 and 2 join as workers; each is labelled
-qmemo.host-<h>=true (qmemo.deploy.stack). The image arrives as a `docker save` archive, loaded
-into each engine: no registry.
+qmemo.host-<h>=true (qmemo.deploy.stack), the manager also qmemo.results=true (the
+generator's host). The image arrives as a `docker save` archive, loaded into each engine
+(no registry), and the archive is deleted once they have it.
+
+Each host's link is shaped where the kernel allows (`shape_links`): a token bucket (tc
+tbf, LINK_RATE) on both ends of its veth, so what leaves a host and what reaches it each
+pass at most that rate. This kernel has no sch_netem, so no delay, jitter or loss: a
+rate is all that is shaped, and a kernel without tbf leaves the links as they are (the
+run records which).
 
 `kill(h)` is a host losing power: SIGKILL to its dockerd, to everything else in its
 namespace (containerd, the shims) and to its containers' first processes (which takes
@@ -24,12 +31,19 @@ next start sweeps them (`sweep_stale_roots`): only folders ROOT/<pid> whose pid 
 and in each only what names that folder - a dockerd or containerd by its --data-root,
 --exec-root or --config, a shim by its containerd's socket, a container's processes by
 a cgroup named after a container of that data root - then the mounts under it, then
-the folder; the dead runs' namespaces go by the scenario runner's own sweep.
+the folder; the dead runs' namespaces go by the scenario runner's own sweep. What a dead
+run added to the root namespace's iptables goes too (`sweep_stale_rules`): every rule, in
+any table of either family, that names one of its interfaces (qms<pid>..., the pid
+dead) - its bridge's FORWARD rule, and anything else an engine or a step of the run
+wrote about them; a live run's rules, and rules naming no run, stay.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -39,10 +53,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from qmemo.deploy.stack import host_label
+from qmemo.deploy.stack import RESULTS_LABEL, host_label
 from qmemo.interrupts import deferred
-from qmemo.scenario.hosts import Hosts, choose_subnet, run_ip, sweep_stale
-from tests.integration.engine import SWARM_POOL, Engine, HostState, is_under, launch_dockerd, unmount_under
+from qmemo.scenario.hosts import PREFIX, CommandFailed, Hosts, choose_subnet, run_ip, sweep_stale
+from tests.integration.engine import SWARM_POOL, TOOLS, Engine, HostState, is_under, launch_dockerd, unmount_under
 
 ROOT = Path("/var/lib/qmemo-swarm")        # <pid>/h<n>/{data,exec}: deleted at close
 # A dockerd uses the system's containerd when this socket is there instead of starting its
@@ -50,6 +64,24 @@ ROOT = Path("/var/lib/qmemo-swarm")        # <pid>/h<n>/{data,exec}: deleted at 
 SYSTEM_CONTAINERD = Path("/run/containerd/containerd.sock")
 JOIN_TIMEOUT_S = 60.0
 SWEEP_WAIT_S = 10.0
+# Each host's link, both ways: 100 Mbit/s, a LAN's share rather than the veth's unbounded
+# copy; a burst of 10 ms at that rate (125 KB, above the rate / HZ tbf needs) and at most
+# 50 ms queued before packets drop.
+LINK_RATE = "100mbit"
+LINK_TBF = ["tbf", "rate", LINK_RATE, "burst", "125kb", "latency", "50ms"]
+# Run inside a task's container (the overlay is the containers', not this namespace's):
+# each URL's JSON answer, or what went wrong asking it.
+PROBE = """import json, sys, urllib.request
+def get(url):
+    try:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            return json.load(answer)
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
+print(json.dumps({url: get(url) for url in sys.argv[1:]}))
+"""
+# An interface of a run: qms<pid> and its host's tag (hosts.py's names: n<i>, g, a, br).
+_RUN_INTERFACE = re.compile(rf"\b{PREFIX}(\d+)(?:n\d+|g|a|br)\b")
 
 
 def _processes() -> list[tuple[int, list[str], list[str]]]:
@@ -72,6 +104,28 @@ def _gone(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
     except (OSError, IndexError):
         return True
+
+
+def _alive(pid: int) -> bool:
+    return Path(f"/proc/{pid}").exists()
+
+
+def sweep_stale_rules() -> list[str]:
+    """Delete every root-namespace iptables rule (both families, every table) that names an
+    interface of a run whose pid is dead; what was deleted, one line each."""
+    removed = []
+    for family, (save, tool, _) in TOOLS.items():
+        if shutil.which(save) is None:
+            continue
+        table = None
+        for line in run_ip([save], check=False).stdout.splitlines():
+            if line.startswith("*"):
+                table = line[1:]
+            elif table and line.startswith("-A ") and (pids := {int(m) for m in _RUN_INTERFACE.findall(line)}):
+                if not any(map(_alive, pids)):
+                    run_ip([tool, "-t", table, "-D", *shlex.split(line)[1:]], check=False)
+                    removed.append(f"{family} -t {table} {line}")
+    return removed
 
 
 def sweep_stale_roots(root: Path = ROOT) -> list[str]:
@@ -109,6 +163,7 @@ class Swarm:
     host_state: HostState | None = None       # the root namespace's, before anything started
     timings: dict[str, float] = field(default_factory=dict)
     swept: list[str] = field(default_factory=list)   # what dead runs had left, removed at start
+    link_profile: str = ""                            # how each host's veth is shaped (shape_links)
     closed: bool = False
 
     def __post_init__(self) -> None:
@@ -136,9 +191,10 @@ class Swarm:
 
     def start(self) -> None:
         """What dead runs left, swept; namespaces, one engine in each, the Swarm, the labels."""
-        self.swept = sweep_stale_roots() + sweep_stale()
+        self.swept = sweep_stale_roots() + sweep_stale_rules() + sweep_stale()
         self.host_state = HostState.read()
         self.hosts.create(self.count)
+        self.link_profile = self.shape_links()
         for h in range(self.count):
             self.engines.append(None)
             with deferred():     # a signal inside Popen would leave a dockerd close() does not know
@@ -159,8 +215,35 @@ class Swarm:
         assert len(self.ready_nodes()) == self.count, self.docker(0, "node", "ls").stdout
         for h in range(self.count):
             node = self.node_id(h)
-            labelled = self.docker(0, "node", "update", "--label-add", f"{host_label(h)}=true", node)
+            # The manager (host 0) holds the rendered folder: the generator is pinned to it.
+            labels = [f"{host_label(h)}=true", *([f"{RESULTS_LABEL}=true"] if h == 0 else [])]
+            labelled = self.docker(0, "node", "update", *(arg for label in labels for arg in ("--label-add", label)),
+                                   node)
             assert labelled.returncode == 0, labelled.stderr
+
+    def veth_ends(self, h: int) -> list[tuple[list[str], list[str]]]:
+        """(tc's options, its device) for each end of host h's veth: the root namespace's, the host's eth0."""
+        host = self.hosts.hosts[f"node-{h}"]
+        return [([], ["dev", host.veth]), (["-n", host.namespace], ["dev", "eth0"])]
+
+    def shape_links(self) -> str:
+        """LINK_TBF on both ends of every host's veth; what was done, as a line. The qdiscs
+        go with the veths when the namespaces are deleted."""
+        try:
+            for h in range(self.count):
+                for options, device in self.veth_ends(h):
+                    run_ip(["tc", *options, "qdisc", "add", *device, "root", *LINK_TBF])
+        except CommandFailed as exc:     # a kernel without sch_tbf: the links stay as they are
+            return f"unshaped ({exc})"
+        return f"tc {' '.join(LINK_TBF)} on both ends of each host's veth (no delay or loss: no sch_netem here)"
+
+    def link_qdiscs(self, h: int) -> list[str]:
+        """`tc -s qdisc show` of both ends of host h's veth, a line each (its rate, bytes sent, overlimits)."""
+        lines = []
+        for options, device in self.veth_ends(h):
+            shown = run_ip(["tc", *options, "-s", "qdisc", "show", *device], check=False).stdout.splitlines()
+            lines.append(f"{device[-1]}: " + " ".join(part.strip() for part in shown[:2]))
+        return lines
 
     def node_id(self, h: int) -> str:
         return self.docker(h, "info", "--format", "{{.Swarm.NodeID}}").stdout.strip()
@@ -179,6 +262,15 @@ class Swarm:
         lines = self.docker(0, "service", "ps", service, "--filter", "desired-state=running",
                             "--format", "{{.Node}} {{.CurrentState}}").stdout.splitlines()
         return {line.split()[0] for line in lines if " Running " in f"{line} "}
+
+    def ask(self, h: int, service: str, urls: list[str]) -> dict[str, dict]:
+        """GET each URL from inside a running task of `service` on host h: url -> its JSON
+        answer, or {"error": ...} for one that did not answer."""
+        ids = self.docker(h, "ps", "-q", "--filter", f"label=com.docker.swarm.service.name={service}").stdout.split()
+        assert ids, f"host {h} runs no task of {service}"
+        done = self.docker(h, "exec", ids[0], "python3", "-c", PROBE, *urls, timeout=60)
+        assert done.returncode == 0, f"asking from {service} on host {h}: {done.stderr}"
+        return json.loads(done.stdout)
 
     def load_image(self, archive: Path, tag: str) -> float:
         """`docker load` of the archive into every engine at once; the seconds it took."""

@@ -13,7 +13,7 @@ import subprocess
 import pytest
 
 from qmemo.scenario import links
-from qmemo.scenario.argv import gen_arguments, node_arguments
+from qmemo.scenario.argv import gen_arguments, node_arguments, node_peers, node_shard
 from qmemo.scenario.compose import prometheus_config, readme, services, to_yaml
 from qmemo.scenario.manifest import load_manifest
 from tests.conftest import REPO_ROOT, VENV_BIN, run_command
@@ -140,3 +140,20 @@ def test_docker_compose_accepts_a_shaped_project(tmp_path):
     assert "subnet: 172.31.231.0/24" in config and config.count("- NET_ADMIN") == 3
     assert all(f"ipv4_address: 172.31.231.{10 + i}" in config for i in range(3))
     assert "netem limit 100000 delay 73ms" in config     # us -> ap, transpacific
+
+
+def test_a_sharded_manifests_nodes_peer_within_their_shard_and_pull_receipts_from_the_others():
+    manifest = _manifest("shards-kill-partition")          # 2 shards of 3
+    project = services(manifest, "/src")["services"]
+    urls = [f"http://node-{i}:8000" for i in range(6)]
+    assert project["genesis"]["command"][-2:] == ["--shards", "2"]
+    for i in range(6):
+        same, others = node_peers(manifest.network, i)
+        assert project[f"node-{i}"]["command"] == node_arguments(
+            i, "/devnet", "/data", "0.0.0.0", [urls[j] for j in same], advertise=urls[i],
+            shard=node_shard(manifest.network, i), shard_peers=[urls[j] for j in others])
+    node = project["node-4"]["command"]
+    assert node[node.index("--peers") + 1] == "http://node-3:8000,http://node-5:8000"        # shard 1's own
+    assert node[node.index("--shard-peers") + 1] == ",".join(urls[:3])                      # shard 0's
+    assert node[node.index("--key") + 1] == "/devnet/shard-1-validator-1.keys.json"
+    assert "2 shards of 3" in readme(manifest, "shards-kill-partition")
