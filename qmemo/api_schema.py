@@ -86,6 +86,20 @@ class MempoolFigures:
 
 
 @dataclass(frozen=True, slots=True)
+class DoorFigures:
+    """The door's bounds on client admission (qmemo.node.door) and what it refused."""
+
+    pool_limit: int                   # pending + held at most: what the next blocks carry
+    queue_bytes: int                  # client batch bytes inside admission now
+    queue_limit_bytes: int | None     # the admission queue's bound (None: no rate measured yet)
+    rate_bytes_s: float | None        # measured admission rate, bytes per busy second
+    refused: dict[str, int]           # client requests refused 503 busy, by bound ("pool", "queue", "rate")
+    refused_bytes: dict[str, int]
+    cap_bytes_s: float | None = None  # the intake cap since a peer's block came late (None: no cap)
+    intake_bytes_s: float | None = None     # client bytes admitted per second, smoothed
+
+
+@dataclass(frozen=True, slots=True)
 class TxFigures:
     received: int
     accepted: int
@@ -246,6 +260,7 @@ class MetricsSnapshot:
     stages: StageFigures
     shard: ShardFigures | None = field(default=None, metadata=OMIT_NONE)
     receipts: ReceiptFigures | None = field(default=None, metadata=OMIT_NONE)
+    door: DoorFigures | None = field(default=None, metadata=OMIT_NONE)   # None: written before nodes had a door
 
 
 # --- the smaller answers ------------------------------------------------------------------

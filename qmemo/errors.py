@@ -205,6 +205,22 @@ class NodeBehind(NodeNotReady):
     http_status = 503
 
 
+class NodeBusy(NodeNotReady):
+    """The node's door is full (qmemo.node.door): a client batch it would take past what its
+    next blocks carry, or past what it admits in a moment at its measured rate. Refused
+    before its body was read; `retry_after_ms` says when to send it again, unchanged."""
+
+    code = "busy"
+    http_status = 503
+
+    def __init__(self, detail: str, retry_after_ms: int) -> None:
+        super().__init__(detail)
+        self.retry_after_ms = retry_after_ms
+
+    def to_json(self) -> dict[str, str]:
+        return {**super().to_json(), "retry_after_ms": self.retry_after_ms}   # type: ignore[dict-item]
+
+
 class PeerError(QmemoError):
     """A peer did not answer, or answered something we cannot use: the peer's side
     (h11's RemoteProtocolError), never a rule we broke."""

@@ -27,6 +27,7 @@ from qmemo.core.transaction import Transaction
 from qmemo.devnet.files import GENESIS_FILE, validator_key_file
 from qmemo.devnet.health import wait_ready
 from qmemo.errors import BenchmarkError
+from qmemo.load.answers import door_retry_s
 from qmemo.net.client import NodeClient, base_url, open_clients
 from qmemo.net.wire import encode_tx_batch
 from qmemo.records import to_json
@@ -107,6 +108,11 @@ async def _drive(url: str, pid: int, warmup: list[bytes], bodies: list[bytes], c
     async def post(client: NodeClient, body: bytes) -> None:
         nonlocal accepted
         answer = await client.post_txs(body)
+        # A busy door (qmemo.node.door) refused it unread: send it again after the wait it asked for.
+        while (wait_s := door_retry_s(answer.status, answer.body)) is not None:
+            answers["busy"] = answers.get("busy", 0) + 1
+            await asyncio.sleep(wait_s)
+            answer = await client.post_txs(body)
         key = str(answer.status)
         answers[key] = answers.get(key, 0) + 1
         if answer.status == 200:

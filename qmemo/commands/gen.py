@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from qmemo.load.schedule import BATCH_WINDOW_S, MAX_BATCH
 
 if TYPE_CHECKING:
+    from qmemo.load.run import GenConfig
     from qmemo.load.thresholds import Thresholds
 
 
@@ -29,7 +30,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     rate.add_argument("--ramp", action="store_true", help="interpolate linearly between --schedule points")
     rate.add_argument("--poisson", action="store_true", help="Poisson arrivals at --tps instead of even spacing")
     rate.add_argument("--sweep", metavar="START:FACTOR:MAX",
-                      help="step constant rates START, START*FACTOR, ... up to MAX until the chain saturates")
+                      help="step constant rates START, START*FACTOR, ... up to MAX, every stage (past saturation too)")
     rate.add_argument("--stage", type=float, default=20.0, help="seconds per sweep stage (default 20)")
     rate.add_argument("--cross-shard", type=float, metavar="PCT",
                       help="a sharded devnet: percent of transfers to accounts of other shards (default 20); "
@@ -42,6 +43,15 @@ def register(parser: argparse.ArgumentParser) -> None:
                       help="which node each batch goes to (default round-robin)")
     send.add_argument("--max-in-flight", type=int, default=64, help="outstanding requests at most (default 64)")
     send.add_argument("--connections", type=int, default=32, help="HTTP connection pool size (default 32)")
+    send.add_argument("--generators", type=int, metavar="N",
+                      help="send from N processes, each with every Nth funded account and 1/N of the "
+                           "schedule's transactions (the same shape and duration), started together after all have "
+                           "signed; one merged run folder. For when one process falls behind its schedule "
+                           "(generator_fell_behind). One chain: default 1, --tps and --schedule runs, not --sweep. "
+                           "A sharded devnet: default one per shard, each driving whole shards (shard k in process "
+                           "k mod N, N <= shards), its cross-shard transfers' credits included; a --sweep too. "
+                           "--max-in-flight and --connections are per process")
+    send.add_argument("--part", metavar="K/N", help="internal: run as part K of N of a --generators fleet")
     send.add_argument("--resend-for", type=float, default=0.0, metavar="SECONDS",
                       help="a batch no node answered is tried again, every node in turn, for this long "
                            "when that is longer than the 30 s request timeout (default 0: the timeout)")
@@ -69,35 +79,24 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import time
-
-    import orjson
     from rich.console import Console
 
-    from qmemo.devnet.files import ACCOUNTS_FILE, GENESIS_FILE
-    from qmemo.commands.monitor import node_urls
     from qmemo.errors import ConfigError
     from qmemo.load.live_status import LiveLine
-    from qmemo.load.run import GenConfig, run_load, run_sweep
+    from qmemo.load.run import run_load, run_sweep
     from qmemo.records import to_json
-    from qmemo.load.sender import SendConfig
     from qmemo.load.summary_view import render_summary, render_sweep
     from qmemo.load.thresholds import exit_code, missed
 
     if args.batch < 1 or args.max_in_flight < 1 or args.connections < 1:
         raise ConfigError("--batch, --max-in-flight and --connections must be at least 1")
+    if args.generators is not None and args.generators < 1:
+        raise ConfigError("--generators must be at least 1")
+    if args.generators is not None and args.part:
+        raise ConfigError("--part is one part of a --generators fleet: not both")
     thresholds = _thresholds(args)
-    out = args.out or Path("runs") / time.strftime("gen-%Y%m%d-%H%M%S")
-    config = GenConfig(
-        genesis=args.genesis or args.devnet / GENESIS_FILE,
-        accounts=args.accounts or args.devnet / ACCOUNTS_FILE,
-        nodes=node_urls(args), out=out, tps=args.tps, duration_s=args.duration, schedule=args.schedule,
-        ramp=args.ramp, poisson=args.poisson, batch=args.batch, targeting=args.target,
-        send=SendConfig(max_in_flight=args.max_in_flight, connections=args.connections,
-                        resend_for_s=max(0.0, args.resend_for)),
-        warmup_s=args.warmup, commit_timeout_s=args.commit_timeout, live=args.live,
-        cache_dir=None if args.no_cache else args.devnet / "workloads", seed=args.seed,
-    )
+    config = gen_config(args)
+    out = config.out
     console = Console()
     if not console.is_terminal:
         console = Console(width=120)  # a log file: wide enough for the latency table
@@ -111,6 +110,9 @@ def run(args: argparse.Namespace) -> int:
         return run_sharded_command(args, config, sharded, console, thresholds)
     if args.cross_shard is not None:
         raise ConfigError("--cross-shard needs a sharded devnet (qmemo genesis --shards)")
+    generators = args.generators or 1
+    if generators > 1 and args.sweep:
+        raise ConfigError("--generators runs one --tps or --schedule run on one chain, not a --sweep")
     json_log = args.log_format == "json"
     quiet = args.quiet or json_log  # a progress bar is not a JSON line
     if json_log:
@@ -118,6 +120,12 @@ def run(args: argparse.Namespace) -> int:
 
         json_event("gen", "started", nodes=config.nodes, out=str(out), tps=args.tps, duration_s=args.duration,
                    schedule=args.schedule, sweep=args.sweep, prepare_only=args.prepare_only)
+    if args.part:
+        from qmemo.load.fleet import FleetPart, parse_part
+        from qmemo.load.run import run_part
+
+        run_part(config, FleetPart(*parse_part(args.part), config.out), quiet=True)
+        return 0
     if args.prepare_only:
         from qmemo.load.run import offsets_for, prepare
         from qmemo.crypto.verifier import load_genesis
@@ -126,12 +134,19 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("--prepare-only needs the workload cache (drop --no-cache)")
         import asyncio
 
-        workload = asyncio.run(prepare(config, offsets_for(config)[0], load_genesis(config.genesis), quiet=quiet))
+        from qmemo.load.fleet import FleetPart
+
+        genesis, offsets = load_genesis(config.genesis), offsets_for(config)[0]
+        # A fleet's parts each sign their own share (their cache entries are the parts').
+        parts = [None] if generators == 1 else [FleetPart(k, generators, out) for k in range(generators)]
+        workloads = [asyncio.run(prepare(config, offsets if part is None else part.share(offsets), genesis,
+                                         quiet=quiet, part=part)) for part in parts]
+        signed = sum(len(workload.ids) for workload in workloads)
+        from_cache = all(workload.from_cache for workload in workloads)
         if json_log:
-            json_event("gen", "workload ready", transactions=len(workload.ids), from_cache=workload.from_cache)
+            json_event("gen", "workload ready", transactions=signed, from_cache=from_cache)
             return 0
-        console.print(f"workload ready: {len(workload.ids):,} signed transactions"
-                      f"{' (from the cache)' if workload.from_cache else ''}")
+        console.print(f"workload ready: {signed:,} signed transactions{' (from the cache)' if from_cache else ''}")
         return 0
     if args.sweep:
         with LiveLine(console, enabled=not quiet and console.is_terminal) as line:
@@ -148,7 +163,12 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"sweep table: {out / 'sweep.csv'}")
         return 0
     with LiveLine(console, enabled=not quiet and console.is_terminal) as line:
-        result = run_load(config, quiet=quiet, on_status=line.update)
+        if generators > 1:
+            from qmemo.load.fleet import run_fleet
+
+            result = run_fleet(config, generators, part_args(args, config), quiet=quiet, on_status=line.update)
+        else:
+            result = run_load(config, quiet=quiet, on_status=line.update)
     document = to_json(result.file_summary)
     failed_thresholds = missed(result.file_summary, thresholds)
     if json_log:
@@ -158,6 +178,45 @@ def run(args: argparse.Namespace) -> int:
         for sentence in failed_thresholds:
             console.print(f"[red]threshold missed:[/red] {sentence}", highlight=False)
     return exit_code(result.summary.counts.accounted == result.summary.counts.planned, failed_thresholds)
+
+
+def gen_config(args: argparse.Namespace) -> GenConfig:
+    """The run's configuration from its options."""
+    import time
+
+    from qmemo.commands.monitor import node_urls
+    from qmemo.devnet.files import ACCOUNTS_FILE, GENESIS_FILE
+    from qmemo.load.run import GenConfig
+    from qmemo.load.sender import SendConfig
+
+    return GenConfig(
+        genesis=args.genesis or args.devnet / GENESIS_FILE,
+        accounts=args.accounts or args.devnet / ACCOUNTS_FILE,
+        nodes=node_urls(args), out=args.out or Path("runs") / time.strftime("gen-%Y%m%d-%H%M%S"), tps=args.tps,
+        duration_s=args.duration, schedule=args.schedule,
+        ramp=args.ramp, poisson=args.poisson, batch=args.batch, targeting=args.target,
+        send=SendConfig(max_in_flight=args.max_in_flight, connections=args.connections,
+                        resend_for_s=max(0.0, args.resend_for)),
+        warmup_s=args.warmup, commit_timeout_s=args.commit_timeout, live=args.live,
+        cache_dir=None if args.no_cache else args.devnet / "workloads", seed=args.seed,
+    )
+
+
+def part_args(args: argparse.Namespace, config: GenConfig) -> list[str]:
+    """The options a fleet's part runs with: the parent's plan, sending and measurement
+    (the part's --part, --out and --live are the fleet's to add)."""
+    argv = ["--devnet", str(args.devnet), "--genesis", str(config.genesis), "--accounts", str(config.accounts),
+            "--nodes", ",".join(config.nodes), "--tps", repr(config.tps), "--duration", repr(config.duration_s),
+            "--batch", str(config.batch), "--target", config.targeting,
+            "--max-in-flight", str(config.send.max_in_flight), "--connections", str(config.send.connections),
+            "--resend-for", repr(config.send.resend_for_s), "--warmup", repr(config.warmup_s),
+            "--seed", str(config.seed)]
+    if config.schedule:
+        argv += ["--schedule", config.schedule]
+    argv += ["--ramp"] * config.ramp + ["--poisson"] * config.poisson + ["--no-cache"] * (config.cache_dir is None)
+    if config.commit_timeout_s is not None:
+        argv += ["--commit-timeout", repr(config.commit_timeout_s)]
+    return argv
 
 
 def sweep_stages(args: argparse.Namespace) -> list[float]:
@@ -188,7 +247,7 @@ def _thresholds(args: argparse.Namespace) -> Thresholds:
     if thresholds.min_committed_share is not None and not 0 <= thresholds.min_committed_share <= 1:
         raise ConfigError("--min-committed-share must be between 0 and 1")
     if thresholds.any and (args.sweep or args.prepare_only):
-        # A sweep runs until the chain saturates: missing a bound is its purpose, not a failure.
+        # A sweep runs past saturation: missing a bound is its purpose, not a failure.
         raise ConfigError("--max-p99-ms and --min-committed-share judge one run, not --sweep or --prepare-only")
     return thresholds
 

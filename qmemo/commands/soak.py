@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from qmemo.core.defaults import CHAIN
+
 
 def register(parser: argparse.ArgumentParser) -> None:
     rate = parser.add_mutually_exclusive_group(required=True)
@@ -23,10 +25,14 @@ def register(parser: argparse.ArgumentParser) -> None:
                         help="seconds between readings of each node's stage costs (default 60)")
     parser.add_argument("--out", type=Path, default=None, help="run folder (default runs/soak-<time>)")
     parser.add_argument("--devnet", type=Path, default=None, help="an existing devnet (default: a new one in OUT)")
-    parser.add_argument("--validators", type=int, default=3, help="nodes, one per validator (default 3)")
-    parser.add_argument("--accounts", type=int, default=1000, help="funded accounts of a new devnet (default 1000)")
-    parser.add_argument("--block-interval-ms", type=int, default=2000, help="a new devnet's block interval")
-    parser.add_argument("--block-txs", type=int, default=4000, help="a new devnet's most transactions per block")
+    parser.add_argument("--validators", type=int, default=CHAIN.validators,
+                        help=f"nodes, one per validator (default {CHAIN.validators})")
+    parser.add_argument("--accounts", type=int, default=CHAIN.accounts,
+                        help=f"funded accounts of a new devnet (default {CHAIN.accounts})")
+    parser.add_argument("--block-interval-ms", type=int, default=CHAIN.block_interval_ms,
+                        help="a new devnet's block interval")
+    parser.add_argument("--block-txs", type=int, default=CHAIN.max_block_transactions,
+                        help="a new devnet's most transactions per block")
     parser.add_argument("--base-port", type=int, default=None, help="node i listens on P+i (default: free ports)")
     parser.add_argument("--batch", type=int, default=None, help="the generator's transactions per request")
     parser.set_defaults(run=run)
@@ -38,7 +44,10 @@ def run(args: argparse.Namespace) -> int:
     from qmemo.devnet.files import DevnetSpec, create_devnet
     from qmemo.devnet.soak import SATURATION_SHARE, SoakConfig, run_soak, saturation_tps
     from qmemo.errors import ConfigError
+    from qmemo.load.agreement import Agreement
     from qmemo.load.summary import read_sweep
+    from qmemo.load.summary_view import agreement_row
+    from qmemo.records import from_json
 
     out = args.out or Path("runs") / time.strftime("soak-%Y%m%d-%H%M%S")
     if args.sweep is not None:
@@ -58,8 +67,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"making a devnet in {devnet} ({args.validators} validators, {args.accounts} accounts)")
         create_devnet(DevnetSpec(out=devnet, validators=args.validators, accounts=args.accounts,
                                  block_interval_ms=args.block_interval_ms, max_block_transactions=args.block_txs,
-                                 # the clock drift allowed must stay below a producer's turn
-                                 max_clock_drift_ms=min(500, args.block_interval_ms // 2)))
+                                 max_clock_drift_ms=CHAIN.clock_drift_ms(args.block_interval_ms)))
     config = SoakConfig(devnet=devnet, validators=args.validators, out=out, rate_tps=rate,
                         duration_s=args.duration, interval_s=args.interval, base_port=args.base_port,
                         cost_window_s=args.cost_window,
@@ -90,8 +98,13 @@ def run(args: argparse.Namespace) -> int:
                   f"({figures['change']:+.1%}): {figures['verdict']}")
         else:
             print(f"{name}: {figures['stage']} cost: {figures['verdict']} ({figures['windows']} full windows under load)")
+    agreement = document["agreement"]
+    if agreement is not None:
+        label, verdict = agreement_row(from_json(Agreement, agreement, "soak.json agreement"))
+        print(f"{label}: {verdict.plain}")
     print(f"verdict: {document['verdict']} ({document['rule']})")
     print(f"store cost: {costs['verdict']} ({costs['rule']})")
     print(f"soak.json: {out / 'soak.json'}")
     return 0 if (document["verdict"] == "flat" and costs["verdict"] != "not flat" and accounting is not None
-                 and accounting["holds"] and load is not None and load["held"]) else 1
+                 and accounting["holds"] and load is not None and load["held"]
+                 and agreement is not None and agreement["agree"]) else 1

@@ -5,10 +5,11 @@ Why (docs/protocol.md "Finality"): a block is final once blocks from a strict ma
 of validators sit at or above it. Two conflicting blocks can then both be final only if
 some validator has blocks on both branches above their fork - a validator that built on
 one branch, switched (the fork rule let it: the other branch was longer, or earlier) and
-built on the other. Under overload (3 nodes, 6,750 TPS offered) that is what happened: a
-late primary's block and a fallback's both existed at one height, validators built on
-one, switched to the other and built there too, and two nodes finalized different blocks;
-neither could undo its own, so one node was left on a dead branch for good.
+built on the other. Under overload that happens without the rule: a late primary's block
+and a fallback's both exist at one height, validators build on one, switch to the other
+and build there too, and two nodes finalize different blocks; neither can undo its own,
+so one node is left on a dead branch for good (docs/protocol.md, section 8, has the
+overloaded runs before and after the rule).
 
 The rule: when a fork switch undoes a block this validator produced, it is *locked* at
 the fork height F (the highest block both branches share). While locked it produces
@@ -36,8 +37,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 # Full rounds of producer turns (every validator's fallback window once) a lock binds at
-# most. Past saturation on our 2-core machine a node went unheard for over a minute;
-# ten rounds with 3 validators and 2 s turns is 62 s.
+# most: long enough to outlast a node unheard for a minute past saturation (docs/protocol.md,
+# section 8, has the run); ten rounds with 3 validators and 2 s turns is 62 s.
 LOCK_ROUNDS = 10
 
 

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from itertools import islice
 
+from qmemo.core.defaults import POOL
 from qmemo.core.state import Account, charge
 from qmemo.core.transaction import Transaction
 from qmemo.core.refusals import refusal
@@ -41,9 +42,9 @@ from qmemo.core.refusals import refusal
 
 @dataclass(frozen=True, slots=True)
 class MempoolLimits:
-    max_transactions: int = 50_000          # 12 full 4,000-transaction blocks
-    max_bytes: int = 128 * 1024 * 1024      # ~70,000 Falcon-512 transactions of 1.9 KB
-    max_per_sender: int = 256
+    max_transactions: int = POOL.max_txs
+    max_bytes: int = POOL.max_bytes
+    max_per_sender: int = POOL.max_per_sender
 
 
 @dataclass(frozen=True, slots=True)

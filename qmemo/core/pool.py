@@ -35,6 +35,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from qmemo.core.defaults import POOL
 from qmemo.core.genesis import Genesis
 from qmemo.core.held import HeldQueue
 from qmemo.core.mempool import Mempool
@@ -48,10 +49,10 @@ ACCEPTED, DUPLICATE, REJECTED = "accepted", "duplicate", "rejected"
 
 @dataclass(frozen=True, slots=True)
 class HeldLimits:
-    window: int = 64            # how far past its next pending nonce a sender may send
-    max_txs: int = 20_000       # held transactions, all senders together
-    per_sender: int = 64        # held transactions of one sender
-    ttl_s: float = 30.0         # how long a held transaction waits for its gap
+    window: int = POOL.held_window          # how far past its next pending nonce a sender may send
+    max_txs: int = POOL.held_max_txs        # held transactions, all senders together
+    per_sender: int = POOL.held_per_sender  # held transactions of one sender
+    ttl_s: float = POOL.held_ttl_s          # how long a held transaction waits for its gap
 
 
 @dataclass(slots=True)

@@ -333,8 +333,8 @@ class AdmitKernel:
             body = bytes(body)
         limit = max(max_count, 0)     # as decode_frames: no room means any record is too many
         lib, count, detail = self._lib, ctypes.c_size_t(0), ctypes.c_uint64(0)
-        # Framing first, to allocate exactly: zeroing room for max_count records cost more
-        # than decoding them when max_count was large.
+        # Framing first, to allocate exactly: zeroing room for max_count records costs more
+        # than decoding them when max_count is large.
         rc = lib.qmemo_admit_count(body, len(body), limit, ctypes.byref(count), ctypes.byref(detail))
         if rc == 0:
             capacity = count.value

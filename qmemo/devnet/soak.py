@@ -8,7 +8,9 @@ descriptors from /proc (Linux), and every `cost_window_s` each node's stage cost
 /metrics. It writes `soak.json`: the timeline, a per-node summary
 (least-squares slope per hour after a warm-up, and a verdict), and the generator's
 accounting at the end and whether the load held (`LOAD_RULE`: a soak whose load
-collapsed says nothing about memory under load), and each window's CPU per admitted
+collapsed says nothing about memory under load), whether the nodes agree at the end (every
+final block one hash on every node, and their branch switches over the soak:
+qmemo.load.agreement; a disagreement fails the soak), and each window's CPU per admitted
 transaction by stage with the store's judged first window against last
 (`qmemo.devnet.growth.COST_RULE`: a store that slows as the chain grows). Every process it starts is stopped by PID when it ends, also on
 an error, Ctrl-C, SIGTERM or SIGHUP (qmemo.interrupts).
@@ -40,16 +42,18 @@ from qmemo.api_schema import MetricsSnapshot
 from qmemo.devnet.growth import COST_RULE, FLAT, FLAT_RULE, TOO_FEW, node_summary, stage_cost_summary
 from qmemo.errors import ConfigError
 from qmemo.interrupts import deferred, interrupt_on_signals, shielded
+from qmemo.load.agreement import Agreement, check_agreement
 from qmemo.load.node_stages import run_costs
 from qmemo.load.summary import Sweep
 from qmemo.net.client import base_url
+from qmemo.records import to_json
 
 SOAK_SCHEMA = "qmemo-soak/3"       # /3: stage_costs
 # The memory judged: a node's anonymous resident memory (RssAnon: heap, stacks). Its whole
 # resident set (VmRSS, kept in the timeline as rss_bytes) also counts the store's
 # memory-mapped file pages, page cache that rises with what the node reads, up to the map's
-# size: a soak of 2026-11-27 saw VmRSS climb ~250 MB an hour from it while RssAnon had no
-# trend. Until qmemo-soak/2 the judged figure was VmRSS.
+# size, and that a rule reading VmRSS cannot tell from a leak (docs/soak.md, "Today's code
+# at 1,500 TPS", has the soak that showed it).
 JUDGED_MEMORY = "anonymous resident memory (RssAnon)"
 # The load held when at least this share of the planned transactions committed (final): at
 # 80% of saturation a chain should commit everything, and a soak whose load collapsed
@@ -83,11 +87,11 @@ def load_judgement(counts: dict[str, Any]) -> dict[str, Any]:
 
 def saturation_tps(sweep: Sweep) -> float:
     """A sweep's saturation rate (sweep.json, `qmemo gen --sweep`): what its highest stage
-    that no verdict limited committed per second (qmemo.load.summary.verdicts: at least
+    that no verdict limited, below its first limited one, committed per second (qmemo.load.summary.verdicts: at least
     90% of the target committed, p99 intended -> included within three block intervals,
     the generator on schedule). A limited stage can commit more per second for a minute
-    (7,270 TPS at p99 92 s, the stage above a clean 5,859 in a sweep of 60 s stages), but
-    not for ten: that is past saturation, not a rate to soak at 80% of. The same stage as
+    (docs/soak.md's sweep of 2026-11-25 has one), but not for ten: that is past
+    saturation, not a rate to soak at 80% of. The same stage as
     the report's headline (qmemo.analysis.devnet.held_and_limit, which the headline reads)."""
     from qmemo.analysis.devnet import held_and_limit, sweep_points
 
@@ -177,6 +181,7 @@ def run_soak(config: SoakConfig, progress: Callable[[str], None] = lambda line: 
     timeline: list[dict[str, Any]] = []
     started_utc = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     nodes: dict[str, int] = {}
+    agreement: Agreement | None = None      # None: the soak ended before the check
     restore_signals = interrupt_on_signals()     # `kill` of the soak stops what it started, as Ctrl-C does
     try:
         for i, port in enumerate(ports):
@@ -216,11 +221,12 @@ def run_soak(config: SoakConfig, progress: Callable[[str], None] = lambda line: 
                 generator.wait(timeout=config.interval_s)
             except subprocess.TimeoutExpired:
                 pass
+        agreement = _agreement(urls, readings[0][1])
     finally:
         with shielded():
             exit_codes = processes.stop_all()
         restore_signals()
-    document = _document(config, started_utc, nodes, timeline, exit_codes, _cost_windows(urls, readings))
+    document = _document(config, started_utc, nodes, timeline, exit_codes, _cost_windows(urls, readings), agreement)
     (config.out / "soak.json").write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
     return document
 
@@ -236,6 +242,13 @@ def _read_metrics(urls: list[str]) -> dict[str, MetricsSnapshot | None]:
         async with open_clients(urls) as clients:
             return await read_metrics(clients)
     return dict(zip(urls, asyncio.run(read())))
+
+
+def _agreement(urls: list[str], at_start: dict[str, MetricsSnapshot | None]) -> Agreement:
+    """The nodes' final blocks compared over the whole chain, their branch switches since the soak's first reading."""
+    import asyncio
+
+    return asyncio.run(check_agreement(urls, 1, {url: m.blocks.reorgs if m else None for url, m in at_start.items()}))
 
 
 def _cost_windows(urls: list[str], readings: list[tuple[float, dict[str, MetricsSnapshot | None]]]
@@ -267,7 +280,8 @@ def full_windows(windows: list[dict[str, Any]], window_s: float, duration_s: flo
 
 
 def _document(config: SoakConfig, started_utc: str, nodes: dict[str, int], timeline: list[dict[str, Any]],
-              exit_codes: dict[str, int | None], windows: list[dict[str, Any]]) -> dict[str, Any]:
+              exit_codes: dict[str, int | None], windows: list[dict[str, Any]],
+              agreement: Agreement | None = None) -> dict[str, Any]:
     summaries = {name: node_summary([{**s, "rss_bytes": s["rss_anon_bytes"]} for s in timeline if s["node"] == name])
                  for name in nodes}
     gen_summary = config.out / "gen" / "summary.json"
@@ -290,5 +304,5 @@ def _document(config: SoakConfig, started_utc: str, nodes: dict[str, int], timel
         "nodes": nodes, "exit_codes": exit_codes, "rule": FLAT_RULE, "memory": JUDGED_MEMORY,
         "verdict": FLAT if summaries and all(s["verdict"] == FLAT for s in summaries.values()) else "not flat",
         "summary": summaries, "accounting": accounting, "load": load, "stage_costs": stage_costs,
-        "timeline": timeline,
+        "agreement": to_json(agreement), "timeline": timeline,
     }

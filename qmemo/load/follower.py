@@ -178,12 +178,15 @@ STATUS_GETS = 16                # GET /tx/<id> at a time, for a node without POS
 
 
 async def lost_reasons(urls: list[str], ids: list[bytes], *, budget_s: float = 120.0,
-                       batch_ids: int = STATUS_BATCH_IDS, concurrency: int = 4) -> dict[str, int]:
+                       batch_ids: int = STATUS_BATCH_IDS, concurrency: int = 4,
+                       final: list[bytes] | None = None) -> dict[str, int]:
     """Why each of `ids` (answered accepted, never seen final) is not final: what the first
     node that knows it says: "evicted: <reason>", "pending", "held", "committed, not
     final", or "final on <node>" (a block the followed chain does not hold: a fork the
     follower did not see); "unknown to every node" if none does. So "lost" is a residual
-    with reasons, not a mystery; the counts add up to `len(ids)`.
+    with reasons, not a mystery; the counts add up to `len(ids)`. `final`: gets the ids a
+    node reports final - committed late, after the follower stopped waiting, not lost (the
+    caller counts them so; a fork only if the nodes' final hashes differ: qmemo.load.agreement).
 
     The nodes are asked `batch_ids` at a time (`POST /txs/status`), node by node: the first
     node for all of them, the next only for those the first did not know (or whose batch
@@ -214,6 +217,8 @@ async def lost_reasons(urls: list[str], ids: list[bytes], *, budget_s: float = 1
                 unknown.append(tx_id)
             else:
                 count(reason)
+                if final is not None and status is not None and status.status == COMMITTED and status.final:
+                    final.append(tx_id)
         return unknown
 
     async with open_clients(urls, timeout_s=30) as clients:
@@ -261,12 +266,15 @@ async def _status(client: NodeClient, tx_id: bytes) -> TxStatus:
         return TxStatus(tx_id, UNKNOWN)
 
 
+FINAL_ON = "final on "          # + the node: one not seen final that a node reports final (committed late)
+
+
 def _reason(status: TxStatus, url: str) -> str | None:
     """Why a node says a transaction is not final (None: the node does not know it)."""
     if status.status == EVICTED:
         return f"evicted: {status.reason}"
     if status.status == COMMITTED:
-        return f"final on {url}" if status.final else "committed, not final"
+        return f"{FINAL_ON}{url}" if status.final else "committed, not final"
     if status.status in (PENDING, HELD):
         return status.status
     return None

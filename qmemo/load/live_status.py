@@ -20,6 +20,7 @@ from qmemo.load.latency import FAILED, REJECTED, Timings
 
 # Called once a second with the status document (and once more, running=False, at the end).
 OnStatus = Callable[[dict[str, Any]], None]
+LAG_WINDOW_S = 10.0      # the live send lag covers what was due in the last 10 s
 
 
 def percentiles(values: Sequence[float] | np.ndarray, *ps: float) -> list[float]:
@@ -38,6 +39,13 @@ def status(*, elapsed_s: float, duration_s: float, timings: Timings, sent: int, 
     # Answered transactions that the node did not refuse: accepted (or already known) ones.
     accepted = answered - timings.status.count(REJECTED) - timings.status.count(FAILED)
     p50, p99 = percentiles(recent_latencies_s, 50, 99) if len(recent_latencies_s) else (None, None)
+    # The send lag (sent - due) of what was due in the last window: whether this process keeps its schedule.
+    due_from = bisect.bisect_left(timings.intended, elapsed_s - LAG_WINDOW_S)
+    due_to = bisect.bisect_right(timings.intended, elapsed_s)
+    lag = (np.frombuffer(timings.sent, dtype=np.float64)[due_from:due_to]
+           - np.frombuffer(timings.due, dtype=np.float64)[due_from:due_to])
+    lag = lag[~np.isnan(lag)]
+    lag_p99 = percentiles(lag, 99)[0] if len(lag) else None
     return {
         "running": True, "elapsed_s": elapsed_s, "target_tps": len(timings) / max(duration_s, 1e-9),
         "planned": len(timings),
@@ -48,6 +56,7 @@ def status(*, elapsed_s: float, duration_s: float, timings: Timings, sent: int, 
         "failovers": failovers, "node_failures": node_failures, "resend_txs": resend_txs,
         "p50_ms": p50 * 1e3 if p50 is not None else None,
         "p99_ms": p99 * 1e3 if p99 is not None else None,
+        "schedule_lag_p99_ms": lag_p99 * 1e3 if lag_p99 is not None else None,
     }
 
 

@@ -6,8 +6,11 @@
     drain    - after the last send, wait for outstanding commits up to a timeout
     report   - summary.json, transactions.csv, manifest.json, latency-*.hgrm/.hlog in the run folder
 
-A sweep repeats the run at growing constant rates until the chain saturates and
-writes the throughput-vs-latency table.
+A fleet's part (`run_part`, started by qmemo.load.fleet) prepares and runs its share and
+leaves the nodes' /metrics, the agreement check and the report to its parent (`write_run`).
+
+A sweep repeats the run at growing constant rates, up to its last rate (past the chain's
+saturation too), and writes the throughput-vs-latency table.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
@@ -32,20 +35,25 @@ from qmemo.api_schema import MetricsSnapshot
 from qmemo.errors import ConfigError, NodeApiError
 from qmemo.records import to_json
 from qmemo.load import schedule as sched
-from qmemo.load.follower import FollowState, current_height, final_mask, follow_blocks, lost_reasons, plan_index
+from qmemo.load.agreement import Agreement, check_agreement
+from qmemo.load.follower import (FINAL_ON, FollowState, current_height, final_mask, follow_blocks, lost_reasons,
+                                 plan_index)
 from qmemo.load.hdr_files import write_latency_histograms
 from qmemo.load import live_status
 from qmemo.load.live_status import OnStatus
-from qmemo.load.node_record import NODES_FILE, NODES_SCHEMA, NodeEnds, RunNodes, scheme_of, tx_sizes, write_nodes
+from qmemo.load.node_record import NODES_FILE, NODES_SCHEMA, BlockSeen, NodeEnds, RunNodes, scheme_of, tx_sizes, write_nodes
 from qmemo.load.latency import ACCEPTED, DUPLICATE, STATUS_NAMES, RunSummary, Timings, summarize
 from qmemo.load.node_stages import NODE_STAGES_FILE, NodeStagesFile, costs_file, survival, write_node_stages
 from qmemo.load.sender import SendConfig, SendProgress, send_batches
-from qmemo.load.summary import (SWEEP_SCHEMA, Failover, LoadSummary, Sweep, SweepRow, load_summary,
+from qmemo.load.summary import (SWEEP_SCHEMA, DoorAnswers, Failover, LoadSummary, Sweep, SweepRow, load_summary,
                                 sweep_row, unknown_resolutions, write)
 from qmemo.load.workload import PlanShape, Workload, build, funded_accounts
 from qmemo.core.genesis import Genesis
 from qmemo.crypto.verifier import load_genesis
 from qmemo.net.client import NodeClient, open_clients
+
+if TYPE_CHECKING:
+    from qmemo.load.fleet import FleetPart
 
 FOLLOW_POLL_S = 0.1
 STATUS_EVERY_S = 1.0
@@ -73,6 +81,7 @@ class GenConfig:
     live: Path | None = None
     cache_dir: Path | None = None
     seed: int = 1
+    agreement_from: int = 1              # the first height the end's agreement check compares
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,9 +141,11 @@ def batch_size(config: GenConfig, offsets: list[float]) -> int:
     return sched.batch_size(config.batch, len(offsets) / config.duration_s)
 
 
-async def prepare(config: GenConfig, offsets: list[float], genesis: Genesis, *, quiet: bool = False) -> Workload:
-    """The signed workload, its senders at the nonces a node says come next. Signing blocks
-    the event loop it runs on: nothing else runs before the sending starts."""
+async def prepare(config: GenConfig, offsets: list[float], genesis: Genesis, *, quiet: bool = False,
+                  part: FleetPart | None = None) -> Workload:
+    """The signed workload, its senders at the nonces a node says come next (a fleet's
+    part: its share of the accounts). Signing blocks the event loop it runs on: nothing
+    else runs before the sending starts."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from qmemo.crypto.keys import load_keys
@@ -142,6 +153,8 @@ async def prepare(config: GenConfig, offsets: list[float], genesis: Genesis, *, 
     keys = load_keys(config.accounts)
     if not keys:
         raise ConfigError(f"{config.accounts} holds no account keys")
+    if part is not None:
+        keys = part.share(keys)
     scheme = keys[0].scheme
     scheme_id = genesis.schemes.by_name(scheme).scheme_id
     if scheme_id not in genesis.tx_scheme_ids:
@@ -175,6 +188,8 @@ class RunCounters:
     unknown_resends: int               # requests that sent again what a lost answer left unknown
     cpu_s: float                       # the generator's own CPU over the run (sending, following, status)
     offered: int                       # transactions it sent
+    door: DoorAnswers                  # what the nodes' doors refused, and the waits they asked for
+    committed_late: int = 0            # found final by the end's look-up, after the follower's wait
 
     def failover(self, unknown_resent: int, unknown_resolved: dict[str, int]) -> Failover:
         return Failover(self.failovers, self.failover_txs, self.node_failures, self.resends, self.resend_txs,
@@ -191,11 +206,15 @@ class Executed:
     verifiers: dict[str, dict[str, Any] | None]    # each node's verifier, which the manifest reports
     nodes: RunNodes                    # the nodes' record: their /metrics before and after, the blocks seen
     outcome_unknown: Any               # per planned transaction: whether a lost answer left it unknown (the sender's)
+    agreement: Agreement               # the nodes' final blocks compared, their branch switches during the run
+    blocks: tuple[BlockSeen, ...] = ()  # what the follower saw (also in `nodes`: a fleet's part has no `nodes`)
 
 
 async def execute(config: GenConfig, workload: Workload, timings: Timings, block_interval_s: float,
-                  on_status: OnStatus | None = None) -> Executed:
-    """Send, follow and drain."""
+                  on_status: OnStatus | None = None, part: FleetPart | None = None) -> Executed:
+    """Send, follow and drain. A fleet's part (qmemo.load.fleet) starts when its parent says
+    and leaves the nodes' /metrics and the agreement check to the parent, which reads them
+    once for every part."""
     stop_sending = asyncio.Event()
     stop_draining = asyncio.Event()
     stop_following = asyncio.Event()
@@ -221,20 +240,22 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
         state = FollowState(next_height=await current_height(clients) + 1,
                             tx_bytes=np.array(tx_sizes([(b.first, b.body) for b in workload.batches],
                                                        len(workload.ids)), dtype=np.int64))
-        metrics_before = dict(zip(config.nodes, await read_metrics(clients)))     # at the start: stage costs, record
+        if part is None:
+            metrics_before = dict(zip(config.nodes, await read_metrics(clients)))  # at the start: stage costs, record
     progress = SendProgress()
     # The generator's own CPU over the run (sending, following, the live status; every
     # thread of this process), per offered transaction: it shares the machine's cores with
     # the nodes, so what it costs is what they lose. Signing was done before; the end's
     # look-ups are after.
     cpu_started = time.process_time()
-    start = time.perf_counter() + 0.2
+    start = time.perf_counter() + 0.2 if part is None else part.wait_for_start()
     follower = asyncio.create_task(follow_blocks(config.nodes, state, index_of, timings, start=start,
                                                  stop=stop_following, poll_s=FOLLOW_POLL_S))
     status = asyncio.create_task(_write_status(config, timings, progress, state, start, stop_following,
                                                  on_status))
     try:
-        await send_batches(workload.batches, timings, config.send, start=start, progress=progress, stop=stop_sending,
+        await send_batches(workload.batches, timings, config.send.for_blocks(block_interval_s),
+                           start=start, progress=progress, stop=stop_sending,
                            previous=workload.previous,
                            nodes=config.nodes)
         timeout_s = config.commit_timeout_s if config.commit_timeout_s is not None else 5 * block_interval_s
@@ -259,18 +280,38 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
         cpu_s = time.process_time() - cpu_started
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
+    blocks = tuple(state.blocks[h] for h in sorted(state.blocks))
+
+    async def counted() -> RunCounters:
+        lost = [workload.ids[i] for i in np.flatnonzero(_not_final(timings))]
+        late: list[bytes] = []
+        reasons = await lost_reasons(config.nodes, lost, final=late)
+        if late:
+            # Final after the follower stopped waiting: committed late, with the time it was
+            # found (an upper bound of its latency), not lost.
+            found_s = time.perf_counter() - start
+            for tx_id in late:
+                timings.mark_committed(index_of[tx_id], found_s)
+            reasons = {reason: n for reason, n in reasons.items() if not reason.startswith(FINAL_ON)}
+        return RunCounters(reasons, progress.max_in_flight_seen, state.blocks_seen,
+                           state.node_switches, dict(progress.node_failures), progress.failovers,
+                           progress.failover_txs, progress.resends, progress.resend_txs, progress.unknown_resends,
+                           cpu_s, progress.sent,
+                           DoorAnswers(progress.door_refusals, progress.door_refused_txs, progress.door_waits,
+                                       progress.door_waited_txs, progress.requeues, progress.gap_offers,
+                                       progress.catch_ups), len(late))
+    if part is not None:
+        return Executed(interrupted_at, None, await counted(), {}, None,  # type: ignore[arg-type]
+                        progress.outcome_unknown, None, blocks)  # type: ignore[arg-type]
     async with open_clients(config.nodes, timeout_s=5) as clients:
         metrics_after = dict(zip(config.nodes, await read_metrics(clients)))    # one per node serves all three
     ends = tuple(NodeEnds(url, metrics_before[url], metrics_after[url]) for url in config.nodes)
-    lost = [workload.ids[i] for i in np.flatnonzero(_not_final(timings))]
-    counters = RunCounters(await lost_reasons(config.nodes, lost), progress.max_in_flight_seen, state.blocks_seen,
-                           state.node_switches, dict(progress.node_failures), progress.failovers,
-                           progress.failover_txs, progress.resends, progress.resend_txs, progress.unknown_resends,
-                           cpu_s, progress.sent)
+    agreement = await check_agreement(config.nodes, config.agreement_from,
+                                      {url: m.blocks.reorgs if m else None for url, m in metrics_before.items()})
+    counters = await counted()
     return Executed(interrupted_at, costs_file(config.nodes, metrics_before, metrics_after, os.cpu_count()), counters,
                     {url: node_verifier(metrics_after[url]) for url in config.nodes},
-                    RunNodes(NODES_SCHEMA, scheme_of(ends), ends, tuple(state.blocks[h] for h in sorted(state.blocks))),
-                    progress.outcome_unknown)
+                    RunNodes(NODES_SCHEMA, scheme_of(ends), ends, blocks), progress.outcome_unknown, agreement, blocks)
 
 
 def _not_final(timings: Timings) -> np.ndarray:
@@ -334,8 +375,6 @@ def run_load(config: GenConfig, *, quiet: bool = False, genesis: Genesis | None 
              on_status: OnStatus | None = None) -> RunResult:
     """A whole run: prepare, execute, write the run folder. `on_status` gets the live
     status every second (qmemo.load.live_status)."""
-    from qmemo.sysinfo import machine_info
-
     offsets, target_tps = offsets_for(config)
     genesis = genesis or load_genesis(config.genesis)
     timings = Timings(offsets)
@@ -349,6 +388,33 @@ def run_load(config: GenConfig, *, quiet: bool = False, genesis: Genesis | None 
     # took ~12% less of the generator's CPU than on asyncio's own loop (docs/methodology.md
     # section 12), CPU the nodes share the machine with.
     workload, executed = uvloop.run(prepare_and_execute())
+    return write_run(config, genesis, timings, workload.ids, executed, target_tps=target_tps,
+                     batch=batch_size(config, offsets), started_utc=started_utc, from_cache=workload.from_cache)
+
+
+def run_part(config: GenConfig, part: FleetPart, *, quiet: bool = False) -> None:
+    """One part of a fleet (qmemo.load.fleet): its share of the schedule and of the accounts,
+    signed, then sent from the moment its parent gives; its timings and counters go to the
+    parent, which writes the run folder."""
+    offsets = part.share(offsets_for(config)[0])
+    genesis = load_genesis(config.genesis)
+    timings = Timings(offsets)
+
+    async def prepare_and_execute() -> tuple[Workload, Executed]:
+        workload = await prepare(config, offsets, genesis, quiet=quiet, part=part)
+        part.ready()
+        return workload, await execute(config, workload, timings, genesis.block_interval_ms / 1e3, part=part)
+
+    workload, executed = uvloop.run(prepare_and_execute())
+    part.save(timings, workload, executed, batch_size(config, offsets))
+
+
+def write_run(config: GenConfig, genesis: Genesis, timings: Timings, ids: list[bytes], executed: Executed, *,
+              target_tps: float, batch: int, started_utc: str, from_cache: bool,
+              manifest_extra: dict[str, Any] | None = None) -> RunResult:
+    """The run folder from what a run measured (one process's, or a fleet's merged)."""
+    from qmemo.sysinfo import machine_info
+
     interrupted_at, node_stages, counters = executed.interrupted_at, executed.node_stages, executed.counters
     interrupted = interrupted_at is not None
     # A warm-up longer than half the run would leave nothing to measure: it is halved.
@@ -358,25 +424,26 @@ def run_load(config: GenConfig, *, quiet: bool = False, genesis: Genesis | None 
                                 block_interval_s=genesis.block_interval_ms / 1e3,
                                 failover=counters.failover(executed.outcome_unknown.count(1),
                                                            unknown_resolutions(executed.outcome_unknown, timings)))
-    file_summary = replace(file_summary, counts=replace(file_summary.counts, lost_reasons=counters.lost_reasons),
+    file_summary = replace(file_summary, counts=replace(file_summary.counts, lost_reasons=counters.lost_reasons,
+                                                        committed_late=counters.committed_late or None),
                            survival=survival(node_stages, summary.committed_tps),
-                           generator_cpu_s=counters.cpu_s,
+                           generator_cpu_s=counters.cpu_s, agreement=executed.agreement, door=counters.door,
                            generator_cpu_us_per_tx=counters.cpu_s * 1e6 / counters.offered if counters.offered
                            else None)
     config.out.mkdir(parents=True, exist_ok=True)
     write(config.out / "summary.json", file_summary)
     write_node_stages(config.out / NODE_STAGES_FILE, node_stages)
     write_nodes(config.out / NODES_FILE, executed.nodes)
-    write_transactions_csv(config.out / "transactions.csv", timings, workload.ids)
+    write_transactions_csv(config.out / "transactions.csv", timings, ids)
     write_latency_histograms(config.out, summary)
     (config.out / "manifest.json").write_bytes(orjson.dumps({
         "config": _config_document(config), "genesis_hash": genesis.hash.hex(), "chain_id": genesis.chain_id,
         "block_interval_s": genesis.block_interval_ms / 1e3, "started_utc": started_utc,
-        "workload_from_cache": workload.from_cache, "follower_poll_s": FOLLOW_POLL_S,
-        "batch_size": batch_size(config, offsets), "batch_window_s": sched.BATCH_WINDOW_S,
+        "workload_from_cache": from_cache, "follower_poll_s": FOLLOW_POLL_S,
+        "batch_size": batch, "batch_window_s": sched.BATCH_WINDOW_S,
         "sender": to_json(counters), "node_verifiers": executed.verifiers,
         "commit_time_note": "committed = first seen by the block follower (up to one poll interval late)",
-        "machine": machine_info(),
+        "machine": machine_info(), **(manifest_extra or {}),
     }, option=orjson.OPT_INDENT_2))
     return RunResult(summary, target_tps, config.out, interrupted, file_summary)
 
@@ -404,22 +471,31 @@ def _cell(value: float) -> str:
 
 def run_sweep(config: GenConfig, rates: list[float], stage_s: float, *, quiet: bool = False,
               on_stage: Callable[[str], None] | None = None, on_status: OnStatus | None = None) -> list[SweepRow]:
-    """Constant-rate stages at each rate until one is limited (any verdict); writes sweep.json and sweep.csv.
-    `on_stage` gets each stage's label ("stage 1,500 TPS (2 of 4)") before it starts."""
+    """Constant-rate stages at every rate, past saturation too (what overload does is the
+    point of the stages above it); writes sweep.json and sweep.csv. It stops early only on
+    an interrupt, or when a stage's run raises (no summary): the rows so far are written,
+    then the error goes on. `on_stage` gets each stage's label ("stage 1,500 TPS (2 of 4)")
+    before it starts."""
     genesis = load_genesis(config.genesis)
     rows: list[SweepRow] = []
-    for number, rate in enumerate(rates, 1):
-        stage = replace(config, tps=rate, duration_s=stage_s, schedule=None, poisson=False,
-                        out=config.out / f"stage-{rate:g}tps")
-        if on_stage is not None:
-            on_stage(f"stage {rate:,.0f} TPS ({number} of at most {len(rates)})")
-        result = run_load(stage, quiet=quiet, genesis=genesis, on_status=on_status)
-        rows.append(sweep_row(result.file_summary, result.out))
-        if rows[-1].limited or result.interrupted:
-            break
-    config.out.mkdir(parents=True, exist_ok=True)
-    write(config.out / "sweep.json", Sweep(SWEEP_SCHEMA, tuple(rows)))
-    write_sweep_csv(config.out / "sweep.csv", rows)
+    compared_to = config.agreement_from - 1
+    try:
+        for number, rate in enumerate(rates, 1):
+            # Each stage compares the heights the stages before it did not.
+            stage = replace(config, tps=rate, duration_s=stage_s, schedule=None, poisson=False,
+                            out=config.out / f"stage-{rate:g}tps", agreement_from=compared_to + 1)
+            if on_stage is not None:
+                on_stage(f"stage {rate:,.0f} TPS ({number} of {len(rates)})")
+            result = run_load(stage, quiet=quiet, genesis=genesis, on_status=on_status)
+            rows.append(sweep_row(result.file_summary, result.out))
+            if result.file_summary.agreement is not None:
+                compared_to = max(compared_to, result.file_summary.agreement.to_height)
+            if result.interrupted:
+                break
+    finally:
+        config.out.mkdir(parents=True, exist_ok=True)
+        write(config.out / "sweep.json", Sweep(SWEEP_SCHEMA, tuple(rows)))
+        write_sweep_csv(config.out / "sweep.csv", rows)
     return rows
 
 

@@ -52,19 +52,20 @@ the live status and the run's manifest and summary.
 from __future__ import annotations
 
 import asyncio
-import operator
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 
 import orjson
 
 from qmemo.errors import NodeUnreachable
 from qmemo.frames import decode_frames, encode_frames
-from qmemo.load.latency import ACCEPTED, DUPLICATE, FAILED, REJECTED, Timings
+from qmemo.load.answers import (AGAIN_LATER, BUSY, CALM_S, NOT_TAKEN, REJECTED, REQUEUED, RESEND_CODES, DoorQueues,
+                                Taken, door_retry_s, mark_all, mark_backlog, record_answer, reoffer)
+from qmemo.load.latency import FAILED, Timings
 from qmemo.net.lean_post import LeanNode, LeanPosts
 
-_STATUS = {"accepted": ACCEPTED, "duplicate": DUPLICATE, "rejected": REJECTED}
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +91,12 @@ class SendConfig:
     attempt_timeout_s: float = 3.0
     down_for_s: float = 2.0        # how long a node that failed is skipped
     resend_for_s: float = 0.0      # tries a batch no node answered for this long, if above request_timeout_s
+    # A node behind its schedule catches up once its door refused nothing this long, and at
+    # least a block interval (`for_blocks`): a node past saturation refuses about once a block.
+    catch_up_after_s: float = CALM_S
+
+    def for_blocks(self, block_interval_s: float) -> SendConfig:
+        return replace(self, catch_up_after_s=max(self.catch_up_after_s, block_interval_s))
 
 
 @dataclass
@@ -106,18 +113,19 @@ class SendProgress:
     resends: int = 0               # requests that sent again what a node refused for now (RESEND_CODES)
     resend_txs: int = 0            # transactions in them
     unknown_resends: int = 0       # deliveries sent again after a try whose outcome is unknown
+    door_refusals: int = 0         # batches a node's door refused (503 busy), each offered again later
+    door_refused_txs: int = 0      # transactions in them, once per refusal
+    door_waits: int = 0            # slots not sent: their node had asked to wait (its Retry-After)
+    door_waited_txs: int = 0       # transactions those slots would have carried
+    requeues: int = 0              # batches sent back to their node's queue: part refused for now
+    gap_offers: int = 0            # batches offered after the last slot: below ones taken, or while taken
+    catch_ups: int = 0             # batches a node behind its schedule took as a second one in a slot
     # Per planned transaction, 1 once a request carrying it was sent again after a try whose
     # answer was lost (sized by `send_batches`).
     outcome_unknown: bytearray = field(default_factory=bytearray)
 
 
-# Rejections that are "not now", not "never": the node's queues are full (they drain with
-# every block), or the sender's earlier nonce has not reached this node yet (it is being
-# resent, or relayed from the node it went to). A wallet sends such a transaction again,
-# and so does the generator (`_post`): a refused nonce left unsent is a gap that every
-# later nonce of its sender falls into (the 10-minute soak of 2026-11-23 lost all 2,000
-# senders that way in three minutes). The wait doubles from the first to the last.
-RESEND_CODES = frozenset(("mempool_full", "sender_limit", "held_full", "held_sender_limit", "nonce_gap"))
+CLOSE_GAPS_S = 10.0          # after the last slot, how long refused batches below taken ones are offered
 RESEND_FIRST_WAIT_S = 0.5
 RESEND_MAX_WAIT_S = 4.0
 
@@ -125,10 +133,9 @@ RESEND_MAX_WAIT_S = 4.0
 # most this long (qmemo.load.run stops sending on Ctrl-C).
 STOP_CHECK_S = 0.05
 
-# The 5xx that says the node did not take the batch (not ready, or behind its peers):
+# NOT_TAKEN (503) says the node did not take the batch (not ready, behind its peers, busy):
 # another node may. Every other 5xx leaves the outcome unknown: the node failed while
 # handling the request, perhaps after admitting it.
-_NOT_TAKEN = 503
 
 
 class _NodeHealth:
@@ -164,12 +171,24 @@ async def send_batches(batches: list[Batch], timings: Timings, config: SendConfi
     slots = asyncio.Semaphore(config.max_in_flight)
     tasks: set[asyncio.Task] = set()
     posts = LeanPosts(config.connections)
+    doors = DoorQueues(batches, config.catch_up_after_s)
+    planned = array("d", timings.intended)     # the schedule as planned: a slot's times
     try:
         clients = {node: posts.node(node) for node in {*health.nodes, *(batch.target for batch in batches)}}
         sending = _Sending(clients, timings, start, progress, health, config.attempt_timeout_s,
-                           max(config.request_timeout_s, config.resend_for_s), stop, slots, previous)
-        for batch in batches:
-            due = start + timings.intended[batch.last - 1]
+                           max(config.request_timeout_s, config.resend_for_s), stop, slots, previous, doors)
+        def launch(position: int, batch: Batch, taken: list[Taken], due: float) -> None:
+            sent_at = time.perf_counter() - start
+            timings.mark_sent_range(batch.first, batch.last, sent_at, due - start)
+            progress.sent += batch.last - batch.first
+            progress.in_flight += 1
+            progress.max_in_flight_seen = max(progress.max_in_flight_seen, progress.in_flight)
+            task = asyncio.create_task(_post(batch, sending, position, taken))
+            tasks.add(task)
+            task.add_done_callback(lambda t: (tasks.discard(t), slots.release()))
+
+        for slot_position, slot in enumerate(batches):
+            due = start + planned[slot.last - 1]
             # Waited again until it is due: uvloop's timers count whole milliseconds of a
             # clock read at the loop's turn, so one may fire up to ~1 ms early. A plain sleep
             # when the batch is due within STOP_CHECK_S (the usual case: batches are 20 ms
@@ -184,6 +203,17 @@ async def send_batches(batches: list[Batch], timings: Timings, config: SendConfi
                     pass
             if stop.is_set():
                 break
+            if doors.waiting(slot.target):
+                progress.door_waits += 1
+                progress.door_waited_txs += slot.last - slot.first
+                continue
+            position = doors.take(slot.target)
+            if position is None:
+                continue
+            batch = batches[position]
+            # Offered again (or later than planned, behind a refused one): the latency of what
+            # it carries untaken counts from this slot, the attempt that carries it.
+            taken = reoffer(timings, batch, planned, slot) if batch is not slot else []
             if slots.locked():
                 # The in-flight cap is reached: wait for a slot, or for an interrupt.
                 acquire = asyncio.ensure_future(slots.acquire())
@@ -192,23 +222,29 @@ async def send_batches(batches: list[Batch], timings: Timings, config: SendConfi
                 stopped.cancel()
                 if not acquire.done():
                     acquire.cancel()
+                    doors.give_back(batch.target, position)
                     break
             else:
                 await slots.acquire()
             if stop.is_set():
                 slots.release()
+                doors.give_back(batch.target, position)
                 break
-            sent_at = time.perf_counter() - start
-            due_at = due - start
-            timings.mark_sent_range(batch.first, batch.last, sent_at, due_at)
-            progress.sent += batch.last - batch.first
-            progress.in_flight += 1
-            progress.max_in_flight_seen = max(progress.max_in_flight_seen, progress.in_flight)
-            task = asyncio.create_task(_post(batch, sending))
-            tasks.add(task)
-            task.add_done_callback(lambda t: (tasks.discard(t), slots.release()))
+            launch(position, batch, taken, due)
+            # A node whose door made it skip slots is behind its schedule: once its door has
+            # been calm a while, each of its slots carries one batch more, so a passing refusal
+            # (a restart, a burst) is made up within the run. A node past saturation is never
+            # calm, and is offered no more than its schedule.
+            if position < slot_position and not slots.locked() and doors.calm(slot.target):
+                extra = doors.take(slot.target)
+                if extra is not None:
+                    await slots.acquire()
+                    launch(extra, batches[extra], reoffer(timings, batches[extra], planned, slot), due)
+                    progress.catch_ups += 1
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        await _close_gaps(batches, doors, sending, stop)
+        mark_backlog(batches, doors, timings, time.perf_counter() - start, interrupted=stop.is_set())
     finally:
         for task in tasks:          # left only when sending itself failed or was cancelled
             task.cancel()
@@ -229,9 +265,53 @@ class _Sending:
     stop: asyncio.Event | None = None
     slots: asyncio.Semaphore | None = None     # the in-flight cap; None: uncapped
     previous: Sequence[int] | None = None      # `Workload.previous`
+    doors: DoorQueues | None = None                # batches each node's door refused, to offer again
 
 
-async def _post(batch: Batch, run: _Sending) -> None:
+async def _close_gaps(batches: Sequence[Batch], doors: DoorQueues, run: _Sending, stop: asyncio.Event) -> None:
+    """After the last slot: a refused batch below one its node took may hold the earlier
+    nonces of senders whose later ones that node holds (sent while the refusal was on its
+    way). Such batches are offered again, in order, each after its node's wait, until taken
+    or `CLOSE_GAPS_S` pass: else what the node holds waits on a gap that never fills.
+    Then each node's batches still queued are offered in order while it takes them: a node
+    that refused in a passing burst near the end takes them; one past saturation refuses
+    the first again, and the rest is `busy_backlog`."""
+    deadline = time.monotonic() + CLOSE_GAPS_S
+    while not stop.is_set() and time.monotonic() < deadline:
+        gaps = doors.below_taken()
+        if not gaps:
+            break
+        for target, position in gaps:
+            while doors.waiting(target) and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            doors.take_back(target, position)
+            batch = batches[position]
+            taken = reoffer(run.timings, batch)     # its latency counts from its last slot: it waited
+            t = time.perf_counter() - run.start
+            run.timings.mark_sent_range(batch.first, batch.last, t, t)
+            run.progress.gap_offers += 1
+            run.progress.in_flight += 1
+            await _post(batch, run, position, taken)
+    for target in doors.targets():
+        while not stop.is_set() and time.monotonic() < deadline:
+            while doors.waiting(target) and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            position = doors.take(target)
+            if position is None:
+                break
+            batch = batches[position]
+            taken = reoffer(run.timings, batch)
+            t = time.perf_counter() - run.start
+            run.timings.mark_sent_range(batch.first, batch.last, t, t)
+            run.progress.gap_offers += 1
+            run.progress.in_flight += 1
+            pushed_back = run.progress.door_refusals + run.progress.requeues
+            await _post(batch, run, position, taken)
+            if run.progress.door_refusals + run.progress.requeues > pushed_back:
+                break
+
+
+async def _post(batch: Batch, run: _Sending, position: int = -1, taken: Sequence[Taken] = ()) -> None:
     """Deliver the batch (`_deliver`: its target first, failing over), then resend what a
     node refused only for now (`_resendable`), waiting longer each time, until
     `window_s` after the first try or an interrupt; the last answer is final. The task
@@ -249,12 +329,37 @@ async def _post(batch: Batch, run: _Sending) -> None:
                 _flag_unknown(progress, indices)
             t = time.perf_counter() - run.start
             if isinstance(answer, str):
-                _mark_all(timings, indices, t, FAILED, answer)
+                mark_all(timings, indices, t, FAILED, answer)
+                Taken.restore(timings, taken)
+                return
+            door_wait_s = door_retry_s(*answer)
+            if door_wait_s is not None and run.doors is not None and body is batch.body:
+                # Refused at the door, undecoded: offered again in its node's next slot.
+                mark_all(timings, indices, t, REJECTED, BUSY)
+                Taken.restore(timings, taken)
+                progress.door_refusals += 1
+                progress.door_refused_txs += len(indices) - len(taken)
+                run.doors.refused(batch.target, position, door_wait_s)
                 return
             last_try = time.monotonic() + wait_s >= deadline or (run.stop is not None and run.stop.is_set())
-            again = _record_answer(indices, timings, t, *answer,
+            again = record_answer(indices, timings, t, *answer,
                                    resend=None if last_try else lambda i, code: _resendable(run, i, code))
+            if taken:
+                Taken.restore(timings, taken)
+                kept = {t.index for t in taken}
+                again = [p for p in again if indices[p] not in kept]
+                taken = ()
             if not again:
+                return
+            if run.doors is not None and body is batch.body and run.doors.pushed_back(batch.target):
+                # Refused for now at a node whose door has refused batches: an earlier nonce of
+                # a sender may be in one. The whole batch goes back to its node's queue, behind
+                # those, so its senders' nonces arrive in order; what was taken is "duplicate"
+                # next time.
+                for p in again:
+                    timings.mark_answer(indices[p], t, REJECTED, REQUEUED)
+                progress.requeues += 1
+                run.doors.give_back(batch.target, position)
                 return
             progress.resends += 1
             progress.resend_txs += len(again)
@@ -279,17 +384,25 @@ def _flag_unknown(progress: SendProgress, indices: Sequence[int]) -> None:
             flags[i] = 1
 
 
+def _behind_door(run: _Sending, index: int) -> bool:
+    """Is planned transaction `index`'s sender's previous nonce in a batch its node's door
+    refused (queued to be offered again)?"""
+    before = -1 if run.previous is None else run.previous[index]
+    return before >= 0 and run.timings.status[before] == REJECTED and run.timings.reasons.get(before) in AGAIN_LATER
+
+
 def _resendable(run: _Sending, index: int, code: str) -> bool:
     """Is a refusal with `code` of planned transaction `index` worth sending again? A
     full queue is; a `nonce_gap` is while its sender's previous nonce may still land, and
     is final once that one was refused or failed for good (the gap can never fill: every
-    later nonce of the sender is then refused at once, not resent for the whole window)."""
+    later nonce of the sender is then refused at once, not resent for the whole window).
+    One refused at a busy door is not refused for good: its batch is offered again."""
     if code not in RESEND_CODES:
         return False
     if code != "nonce_gap" or run.previous is None:
         return True
     before = run.previous[index]
-    return before < 0 or run.timings.status[before] not in (REJECTED, FAILED)
+    return before < 0 or run.timings.status[before] not in (REJECTED, FAILED) or _behind_door(run, index)
 
 
 async def _wait(run: _Sending, wait_s: float) -> None:
@@ -335,8 +448,8 @@ async def _deliver(run: _Sending, target: str, body: bytes, count: int,
             resent_unknown = resent_unknown or unknown
             try:
                 answer = await run.clients[node].post_txs(body, timeout_s=min(attempt_s, left_s))
-                if answer.status >= 500:
-                    raise _NoAnswer(answer.status, answer.body)
+                if answer.status >= 500 and door_retry_s(answer.status, answer.body) is None:
+                    raise _NoAnswer(answer.status, answer.body)     # a busy door answered: no failover
                 return (answer.status, answer.body), resent_unknown
             except NodeUnreachable as exc:
                 failure = f"transport:{exc.transport}"
@@ -345,7 +458,7 @@ async def _deliver(run: _Sending, target: str, body: bytes, count: int,
                 unknown = unknown or exc.request_left
             except _NoAnswer as exc:
                 failure = exc.reason
-                unknown = unknown or exc.status != _NOT_TAKEN
+                unknown = unknown or exc.status != NOT_TAKEN
             progress.node_failures[node] = progress.node_failures.get(node, 0) + 1
             health.failed(node)
         attempt_s *= 2
@@ -366,67 +479,3 @@ class _NoAnswer(Exception):
         self.status = status
         self.reason = code if isinstance(code, str) and code else f"http_{status}"
         super().__init__(self.reason)
-
-
-def _record_answer(indices: Sequence[int], timings: Timings, t: float, status: int, payload: bytes,
-                   resend: Callable[[int, str], bool] | None = None) -> list[int]:
-    """Per-transaction outcome from a /txs answer for the plan's transactions `indices`
-    (the request's order); a whole-request error applies to all. Rejections that
-    `resend(plan index, code)` says to send again are left unmarked: their positions in
-    `indices` are returned."""
-    try:
-        document = orjson.loads(payload)
-    except orjson.JSONDecodeError:
-        document = None
-    results = document.get("results") if isinstance(document, dict) else None
-    count = len(indices)
-    if status == 200 and isinstance(results, list) and len(results) == count:
-        if document.get("accepted") == count and _all_accepted(results):
-            # The usual answer below saturation: one slice write per array instead of a
-            # call per transaction (the results are still each checked, in C).
-            _mark_all(timings, indices, t, ACCEPTED)
-            return []
-        again: list[int] = []
-        for position, (i, result) in enumerate(zip(indices, results)):
-            outcome = _STATUS.get(result.get("status") if isinstance(result, dict) else None)
-            if outcome is None:
-                timings.mark_answer(i, t, FAILED, "unreadable_result")
-            elif outcome == REJECTED and resend is not None and resend(i, result.get("code")):
-                again.append(position)
-            else:
-                timings.mark_answer(i, t, outcome, result.get("code") if outcome == REJECTED else None)
-        return again
-    code = document.get("error") if isinstance(document, dict) else None
-    if status == 429 and resend is not None:
-        # Refused whole for now (the mempool was full before the batch was looked at).
-        again = [position for position, i in enumerate(indices) if resend(i, code)]
-        if len(again) == count:
-            return again
-        for position, i in enumerate(indices):
-            if position not in again:
-                timings.mark_answer(i, t, REJECTED, code or "http_429")
-        return again
-    _mark_all(timings, indices, t, REJECTED if 400 <= status < 500 else FAILED, code or f"http_{status}")
-    return []
-
-
-_status_of = operator.itemgetter("status")
-
-
-def _all_accepted(results: list) -> bool:
-    """Whether every result says "accepted": map() and list.count() run the loop in C (a
-    generator expression over them cost ~0.2 us per transaction); a result that is not
-    an object with a status makes the answer be read result by result."""
-    try:
-        return list(map(_status_of, results)).count("accepted") == len(results)
-    except (TypeError, KeyError, IndexError):
-        return False
-
-
-def _mark_all(timings: Timings, indices: Sequence[int], t: float, status: int, reason: str | None = None) -> None:
-    """The same answer for every one of `indices`: one slice write when they are a whole batch."""
-    if isinstance(indices, range):
-        timings.mark_answer_range(indices.start, indices.stop, t, status, reason)
-    else:
-        for i in indices:
-            timings.mark_answer(i, t, status, reason)

@@ -8,7 +8,8 @@ throughput fell short (`throughput_saturated`: the only one that makes the commi
 rate a capacity), inclusion latency ran past 3 block intervals (`latency_saturated`: p99 intended->included,
 so the wait for finality (a majority building on the block) does not count as saturation), or the
 generator fell behind its own schedule (`generator_fell_behind`: then the generator,
-not the chain, limited the run). A sweep stops on any of them. Readers take the
+not the chain, limited the run). A sweep's first stage that any of them limited marks its saturation
+(the stages above it run too, to show what overload does). Readers take the
 verdicts from the file instead of re-deriving them. docs/devnet.md describes every field.
 
 Pure: no I/O beyond `read_*`/`write_*` at the bottom, no clock.
@@ -20,6 +21,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from qmemo.load.agreement import Agreement
 from qmemo.load.latency import ACCEPTED, DUPLICATE, REJECTED, LatencySummary, RunCounts, RunSummary, Timings
 from qmemo.load.node_stages import Survival
 from qmemo.load.shard_summary import CrossShard, Invariants, ShardCounts
@@ -73,6 +75,30 @@ class Counts:
     # Why the lost ones are not final, as the nodes said at the end (qmemo.load.follower,
     # `lost_reasons`): the counts add up to `lost`. Absent from files written before.
     lost_reasons: dict[str, int] | None = field(default=None, metadata=OMIT_NONE)
+    # Of `committed`, those a node reported final only at the end's look-up, after the
+    # follower stopped waiting: committed late (their latency: when they were found), not
+    # lost. Absent when none were, and from files written before.
+    committed_late: int | None = field(default=None, metadata=OMIT_NONE)
+
+
+@dataclass(frozen=True, slots=True)
+class DoorAnswers:
+    """What the nodes' doors said (qmemo.node.door): batches refused 503 `busy` before being
+    read, each offered again in its node's next slot (qmemo.load.sender); slots left unsent
+    while a node's wait ran; batches sent back behind a refused one (part of them refused
+    for now). A transaction still queued when the slots ran out is rejected `busy_backlog`."""
+
+    refusals: int
+    refused_txs: int
+    waits: int
+    waited_txs: int
+    requeues: int
+    # Refused batches below one their node took, offered again after the last slot (the node
+    # held later nonces of their senders). Absent from files written before.
+    gap_offers: int = 0
+    # Batches sent as a second one in a slot of a node behind its schedule (its door had
+    # made it skip slots). Absent from files written before.
+    catch_ups: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +141,7 @@ class LoadSummary:
     why: str                                    # the verdicts that hold, "; "-separated ("" if none)
     # None (and absent from the file) in summaries written before the sender failed over.
     failover: Failover | None = field(default=None, metadata=OMIT_NONE)
+    door: DoorAnswers | None = field(default=None, metadata=OMIT_NONE)     # None: written before nodes had a door
     # The verify stage's share of the machine's CPU (P5), from the nodes' stage costs
     # (qmemo.load.node_stages.survival; not the headline's survival against C); None (and
     # absent) when the nodes gave no stage costs, and in summaries written before it.
@@ -129,10 +156,14 @@ class LoadSummary:
     cross_shard: CrossShard | None = field(default=None, metadata=OMIT_NONE)
     shards: tuple[ShardCounts, ...] | None = field(default=None, metadata=OMIT_NONE)
     invariants: Invariants | None = field(default=None, metadata=OMIT_NONE)
+    # Whether the nodes' final blocks have one hash at every height all of them hold final,
+    # and their branch switches during the run, read at its end (qmemo.load.agreement). None
+    # (and absent) in summaries written before, and in a sharded run's.
+    agreement: Agreement | None = field(default=None, metadata=OMIT_NONE)
 
     @property
     def limited(self) -> bool:
-        """Whether anything limited this run (a sweep stops at such a stage)."""
+        """Whether anything limited this run (a sweep's first such stage marks its saturation)."""
         return self.throughput_saturated or self.latency_saturated or self.generator_fell_behind
 
 
@@ -157,10 +188,23 @@ class SweepRow:
     intra_p99_ms: float | None = field(default=None, metadata=OMIT_NONE)
     cross_p99_ms: float | None = field(default=None, metadata=OMIT_NONE)
     invariants_hold: bool | None = field(default=None, metadata=OMIT_NONE)
+    # Its summary's `agreement`: whether the nodes agree, and their branch switches in the stage.
+    agree: bool | None = field(default=None, metadata=OMIT_NONE)
+    reorgs: int | None = field(default=None, metadata=OMIT_NONE)
+    # Its summary's planned transactions, and those of them rejected `busy_backlog`: refused
+    # at the nodes' doors and never taken (qmemo.load.sender). None (and absent) in sweeps
+    # written before the sweep ran past saturation.
+    planned: int | None = field(default=None, metadata=OMIT_NONE)
+    door_refused: int | None = field(default=None, metadata=OMIT_NONE)
 
     @property
     def limited(self) -> bool:
         return self.throughput_saturated or self.latency_saturated or self.generator_fell_behind
+
+    @property
+    def door_refused_share(self) -> float | None:
+        """The share of the stage's planned transactions refused at the door."""
+        return self.door_refused / self.planned if self.door_refused is not None and self.planned else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,12 +307,19 @@ def load_summary(run: RunSummary, *, target_tps: float, interrupted: bool, block
 
 def sweep_row(summary: LoadSummary, run_dir: Path) -> SweepRow:
     """One stage of a sweep: its summary's figures and verdict, and where it is."""
+    # The sender's name for a transaction refused at the door and never taken; imported
+    # here, by the writer's call, so that reading the files loads no HTTP client.
+    from qmemo.load.answers import BUSY_BACKLOG
+
     percentiles = summary.latency_ms.intended_to_committed.percentiles_ms
     return SweepRow(summary.target_tps, summary.committed_tps, percentiles["p50"], percentiles["p99"],
                     summary.counts.lost, summary.counts.rejected_total, summary.counts.failed,
                     summary.throughput_saturated, summary.latency_saturated, summary.generator_fell_behind,
                     summary.why, str(run_dir), summary.survival.ratio if summary.survival else None,
-                    summary.generator_cpu_us_per_tx)
+                    summary.generator_cpu_us_per_tx,
+                    agree=summary.agreement.agree if summary.agreement else None,
+                    reorgs=summary.agreement.reorgs_total if summary.agreement else None,
+                    planned=summary.counts.planned, door_refused=summary.counts.rejected.get(BUSY_BACKLOG, 0))
 
 
 # --- files ------------------------------------------------------------------------------------

@@ -221,6 +221,11 @@ def _chain_table(snapshot: Snapshot, rows: list[NodeRow]) -> Table:
         table.add_row("generator: sent / committed", f"{_fmt(_num(gen.get('sent')))} / {_fmt(_num(gen.get('committed')))}")
         table.add_row("generator latency p50 / p99 (intended→committed)",
                       f"{_fmt(_num(gen.get('p50_ms')))} / {_fmt(_num(gen.get('p99_ms')))} ms")
+        parts = gen.get("generators")
+        if isinstance(parts, list) and parts:     # a --generators fleet: whether each part keeps its schedule
+            lags = " / ".join(_fmt(_num(part.get("schedule_lag_p99_ms")) if isinstance(part, dict) else None)
+                              for part in parts)
+            table.add_row(f"generators: {len(parts)}, send lag p99 per part", f"{lags} ms")
     return table
 
 

@@ -16,12 +16,13 @@ answered here (414 `url_too_long`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from qmemo.errors import Misuse, QmemoError, SlowBody
+from qmemo.errors import Misuse, NodeBusy, QmemoError, SlowBody
 from qmemo.net import wire
 from qmemo.net.client_faults import PARSER_MAX_LINE_BYTES, ClientFaultLog, fault_body, parser_fault
 from qmemo.net.handlers import BODY_BYTES_KEY, Handlers
@@ -54,6 +55,8 @@ def make_app(node: Node) -> web.Application:
             if isinstance(exc, Misuse):     # our bug, named: answer 500 and keep its traceback in the log
                 node.log.error("internal misuse in %s %s: %s", request.method, request.path, exc, exc_info=exc)
             response = handlers.respond(wire.dumps(exc.to_json()), exc.http_status)
+            if isinstance(exc, NodeBusy):   # its own wait, in the header's whole seconds
+                response.headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after_ms / 1000)))
             if isinstance(exc, SlowBody):   # the rest of its body may still be on the way
                 response.force_close()
         except (HttpProcessingError, web.RequestPayloadError) as exc:

@@ -114,19 +114,21 @@ class Handlers:
     # --- transactions ------------------------------------------------------------------------
 
     async def post_txs(self, request: web.Request) -> web.Response:
-        """POST /txs: a binary batch or {"transactions": [...]}; per-transaction results."""
-        body = await read_body(request, self.config.max_body_bytes, self.config.body_timeout_s)
-        stages = self.stages
-        if request.content_type == BINARY_TYPE:     # the node frames, decodes and hashes it in one native call
-            admitted = await self.node.submit_body(body)
-            started = thread_cpu_ns()
-            response = self.respond(admitted.answer_json())     # built in C: no object per transaction
-            stages.lap(HTTP, started, len(admitted))     # the request's transactions, counted once
-            return response
-        started = thread_cpu_ns()                   # a JSON body's decode is in the `http` stage
-        items = wire.decode_tx_items(body, binary=False, max_count=self.config.max_batch_txs)
-        stages.lap(HTTP, started)
-        outcomes = await self.node.submit(items)
+        """POST /txs: a binary batch or {"transactions": [...]}; per-transaction results.
+        Judged at the node's door on its headers first (503 `busy`: qmemo.node.door)."""
+        with self.node.door_open(request.content_length or 0):
+            body = await read_body(request, self.config.max_body_bytes, self.config.body_timeout_s)
+            stages = self.stages
+            if request.content_type == BINARY_TYPE:     # the node frames, decodes and hashes it in one native call
+                admitted = await self.node.submit_body(body)
+                started = thread_cpu_ns()
+                response = self.respond(admitted.answer_json())     # built in C: no object per transaction
+                stages.lap(HTTP, started, len(admitted))     # the request's transactions, counted once
+                return response
+            started = thread_cpu_ns()                   # a JSON body's decode is in the `http` stage
+            items = wire.decode_tx_items(body, binary=False, max_count=self.config.max_batch_txs)
+            stages.lap(HTTP, started)
+            outcomes = await self.node.submit(items)
         started = thread_cpu_ns()
         response = self.respond(wire.encode_tx_results(outcomes))
         stages.lap(HTTP, started, len(outcomes))
@@ -134,10 +136,11 @@ class Handlers:
 
     async def post_tx(self, request: web.Request) -> web.Response:
         """POST /tx: one JSON transaction; 200 accepted/duplicate, else the rejection's own
-        status (422 a broken rule, 429 a full mempool or sender: retry later)."""
-        body = await read_body(request, self.config.max_body_bytes, self.config.body_timeout_s)
-        tx = Transaction.from_json(wire.loads(body))        # DecodeError -> 400
-        outcome = (await self.node.submit([tx]))[0]
+        status (422 a broken rule, 429 a full mempool or sender, 503 a busy door: retry later)."""
+        with self.node.door_open(request.content_length or 0):
+            body = await read_body(request, self.config.max_body_bytes, self.config.body_timeout_s)
+            tx = Transaction.from_json(wire.loads(body))        # DecodeError -> 400
+            outcome = (await self.node.submit([tx]))[0]
         error = outcome.error                               # set exactly when rejected
         return self.json(wire.tx_answer(outcome), error.http_status if error is not None else 200)
 

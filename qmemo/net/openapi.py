@@ -23,12 +23,13 @@ import enum
 import functools
 import types
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from qmemo import __version__, api_schema
 from qmemo.net import wire
 from qmemo.node.answers import BlockAnswer
+from qmemo.records import OMIT_NONE
 
 OPENAPI_VERSION = "3.1.0"
 JSON = "application/json"
@@ -54,10 +55,11 @@ def integer(minimum: int, maximum: int) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class ErrorBody:
-    """Every error answer (docs/api.md section 2)."""
+    """Every error answer (docs/api.md section 2); a busy door's says when to send again."""
 
     error: str
     detail: str
+    retry_after_ms: int | None = field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True, slots=True)

@@ -91,6 +91,16 @@ def render(snapshot: MetricsSnapshot, histograms: Histograms) -> str:
     out.scalar("qmemo_mempool_held_transactions", "gauge",
                "Verified transactions held until an earlier nonce of their sender arrives.",
                snapshot.mempool.held)
+    if snapshot.door is not None:
+        door = snapshot.door
+        out.scalar("qmemo_door_pool_limit_transactions", "gauge",
+                   "Pending and held transactions past which client batches are refused busy.", door.pool_limit)
+        out.scalar("qmemo_door_queue_bytes", "gauge", "Client batch bytes inside admission now.", door.queue_bytes)
+        if door.queue_limit_bytes is not None:
+            out.scalar("qmemo_door_queue_limit_bytes", "gauge",
+                       "Client batch bytes in admission past which batches are refused busy.", door.queue_limit_bytes)
+        out.by_label("qmemo_door_refused_total", "counter", "Client requests refused 503 busy, by bound.",
+                     "bound", door.refused)
     out.scalar("qmemo_transactions_received_total", "counter", "Transactions received (clients and peers).",
                tx.received)
     out.scalar("qmemo_transactions_accepted_total", "counter", "Transactions admitted.", tx.accepted)

@@ -123,6 +123,10 @@ class Admission:
         pending, _, pending_bytes, *_ = self.ledger.sizes()
         return pending >= self.limits.max_txs or pending_bytes >= self.limits.max_bytes
 
+    def pending_count(self) -> int:
+        """Transactions in the pending pool (held ones not counted)."""
+        return self.ledger.sizes()[0]
+
     def pending_nonce(self, address: bytes) -> int:
         return self.ledger.pending_nonce(address)
 

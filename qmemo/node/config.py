@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from qmemo.core.defaults import POOL
 from qmemo.errors import ConfigError
 from qmemo.node.clock import Clock, wall_clock_ms
 
@@ -82,8 +83,10 @@ class NodeConfig:
                                 example=0)
     shard_peers: tuple[str, ...] = setting((), "base URLs of the other shards' nodes (receipts are pulled from them)",
                                            urls=True)
-    receipt_pull_interval_s: float = setting(0.25, "how often a shard's node asks another shard for receipts, "
-                                             "seconds", low=0, above=True)
+    receipt_pull_interval_s: float = setting(0.25, "the wait before a shard's node asks another shard for "
+                                             "receipts again after an ask failed or came back at once, seconds "
+                                             "(a held ask waits for the source's next final block)",
+                                             low=0, above=True)
     name: str | None = setting(None, "name in logs and metrics (default: node-<validator index>, or node-<port>)",
                                example="node-0")
     verify_threads: int = setting(help="signature verification threads (default: the CPU cores this process may use)",
@@ -94,8 +97,8 @@ class NodeConfig:
     verifier: str = setting("fast", "Falcon and ML-DSA verifier: fast (qMEMO's: cached keys, variable-time) or "
                             "liboqs",
                             choices=("fast", "liboqs"))
-    # The event loop (qmemo.net.server.run_node): uvloop (libuv's loop, in C) cost each node ~5 us
-    # less per transaction in the devnet than asyncio's own (docs/methodology.md, section 12).
+    # The event loop (qmemo.net.server.run_node): uvloop (libuv's loop, in C) costs a node less
+    # CPU per transaction than asyncio's own (docs/methodology.md, section 12, has the runs).
     event_loop: str = setting("uvloop", "event loop: uvloop (libuv, in C; the default) or asyncio (the "
                                         "standard library's)", choices=("uvloop", "asyncio"))
 
@@ -116,17 +119,17 @@ class NodeConfig:
     max_connections: int = setting(2048, "client and peer connections open at once", low=1)
 
     # Mempool (qmemo.core.mempool's limits).
-    mempool_max_txs: int = setting(50_000, "pending transactions at most", low=1)
-    mempool_max_bytes: int = setting(128 << 20, "bytes of pending transactions at most", low=1)
-    mempool_max_per_sender: int = setting(256, "pending transactions per sender at most", low=1)
+    mempool_max_txs: int = setting(POOL.max_txs, "pending transactions at most", low=1)
+    mempool_max_bytes: int = setting(POOL.max_bytes, "bytes of pending transactions at most", low=1)
+    mempool_max_per_sender: int = setting(POOL.max_per_sender, "pending transactions per sender at most", low=1)
     # Nonces held ahead of a gap (Ethereum's "queued"; "held" here, in every setting, class and status).
-    mempool_held_window: int = setting(64, "nonces held ahead of a sender's gap", low=0)
-    # Caps on held transactions, so the held queue cannot be exhausted for free: never-funded keys
-    # once filled it, and a funded account's gap-1 transaction was refused for the next 30 s.
-    mempool_held_max_txs: int = setting(20_000, "held transactions at most, all senders together", low=0)
-    mempool_held_per_sender: int = setting(64, "held transactions per sender at most", low=0)
+    mempool_held_window: int = setting(POOL.held_window, "nonces held ahead of a sender's gap", low=0)
+    # Caps on held transactions, so filling the held queue takes many funded accounts, not
+    # free keys (docs/api.md, section 8, "Holding is not free").
+    mempool_held_max_txs: int = setting(POOL.held_max_txs, "held transactions at most, all senders together", low=0)
+    mempool_held_per_sender: int = setting(POOL.held_per_sender, "held transactions per sender at most", low=0)
     # A held transaction whose gap never fills is evicted.
-    mempool_held_ttl_s: float = setting(30.0, "seconds a held transaction waits for its gap to fill",
+    mempool_held_ttl_s: float = setting(POOL.held_ttl_s, "seconds a held transaction waits for its gap to fill",
                                           low=0, above=True)
 
     # Propagation and sync.

@@ -2,25 +2,22 @@
 the cycle collector's young threshold (`GC_YOUNG_THRESHOLD`, below), which the node sets at
 start and `qmemo bench node`'s in-process breakdown times its steps under.
 
-Why (docs/soak.md): in a 15-minute soak at 3,000 TPS a node's RSS swung
-between 343 and 449 MiB after the warm-up and kept rising for the first ten minutes,
-while the memory in use stayed level - `mallinfo2()` put the C memory in use (heap and
-mapped) at 252-265 MiB from three minutes on, and the heap's *free* bytes at 72-146 MiB.
-glibc raises its mmap threshold each time a large mapped block is freed (up to 32 MiB):
-after the first block encoding (~10 MB at 6,000 Falcon-512 transactions) or relay body
-is freed, every later one comes from the heap, between long-lived transactions and cache
-entries, and the holes they leave cannot be given back. Pinning the threshold
+Why: glibc raises its mmap threshold each time a large mapped block is freed (up to
+32 MiB), so after the first block encoding (~10 MB at 6,000 Falcon-512 transactions) or
+relay body is freed, every later one would come from the heap, between long-lived
+transactions and cache entries, and the holes they leave cannot be given back: RSS
+climbs while the memory in use stays level. Pinning the threshold
 (`mallopt(M_MMAP_THRESHOLD, ...)`, which also ends the adjusting) keeps those buffers in
 their own mappings, returned to the system when freed (a request the heap can serve from
 a free chunk still comes from there: glibc maps only when it would otherwise grow the heap).
 
-The two numbers, measured (`qmemo bench node --txs 60000 --threads 1`, alternating with
-runs of the code before; node CPU µs per transaction): 256 KiB, which also maps every
-500-transaction request body, cost 29-37 against 23-24. 1 MiB or 4 MiB alone measured
-25.5-31.5: a pinned mmap threshold also fixes glibc's trim threshold at 128 KiB, so the
-heap's top is likely given back and taken again request after request. 1 MiB with a
-32 MiB trim threshold: 24.5-28.7 in five runs against 23.8-27.2 in five without a pin,
-within this machine's spread between runs of the same code.
+The two numbers: 1 MiB maps the block encodings and large relay bodies but not a
+500-transaction request body (mapping every request costs node CPU per transaction);
+and since a pinned mmap threshold also fixes glibc's trim threshold at 128 KiB, which
+would give the heap's top back and take it again request after request, the trim
+threshold is set to 32 MiB. The soaks and the node benchmarks behind both, with their
+dates and commands, are in docs/soak.md ("Fifteen minutes at 3,000 TPS: fill, not leak;
+then the heap pinned").
 
 Linux with glibc only; elsewhere (musl, macOS) `pin_mmap_threshold` changes nothing and
 says so. Process-wide: called once by the node's process entry (qmemo.net.server), not

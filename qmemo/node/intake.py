@@ -49,6 +49,7 @@ from qmemo.node.answers import BlockAnswer, BlockStatus
 from qmemo.node.chain import Chain, branch_is_better
 from qmemo.node.ledger import NodeBlock, body_of, native
 from qmemo.node.metrics import NodeMetrics
+from qmemo.node.pace import BlockPace
 from qmemo.node.stages import BLOCK_BUILD, BLOCK_VALIDATE, MEMPOOL, STORE, thread_cpu_ns
 from qmemo.node.verify_pool import VerifyPool
 
@@ -76,6 +77,9 @@ class BlockIntake:
         # A shard's node: its receipts room (qmemo.node.receipts), whose verify path a
         # block's receipts take before the chain lock, as its transactions do.
         self.receipts: Any = None
+        # What the peers' blocks measured: the producer sizes and times ours by it.
+        self.pace = BlockPace(genesis.block_interval_ms / 1000, genesis.max_block_transactions,
+                              genesis.producer_timeout_ms / 1000)
 
     # --- what the other rooms may ask -------------------------------------------------------
 
@@ -120,6 +124,10 @@ class BlockIntake:
         except asyncio.TimeoutError:
             pass
         self._sync_wanted.clear()
+
+    def block_budget(self) -> int:
+        """Transactions the next block may carry (qmemo.node.pace): the producer's cap, the door's pool."""
+        return self.pace.block_budget()
 
     # --- decoding -----------------------------------------------------------------------------
 
@@ -185,6 +193,7 @@ class BlockIntake:
             self.request_sync()      # we lack what it builds on (or it is a branch): ask the peers
             return BlockAnswer(BlockStatus.SYNC, height)
         self.metrics.validation["decode"].observe(decode_s)
+        started = time.perf_counter()
         try:
             status = await self.validate_and_apply([block])
         except InvalidBlock as exc:
@@ -192,6 +201,9 @@ class BlockIntake:
             self.log.warning("rejected block %d (%s..) from validator %d: %s: %s", height, block.hash.hex()[:16],
                              block.header.producer_index, exc.code, exc.detail)
             raise
+        if status == BlockStatus.ACCEPTED:
+            self.pace.observe(block.tx_count, decode_s + time.perf_counter() - started,
+                              (self.clock() - block.header.timestamp_ms) / 1000)
         return BlockAnswer(status, height)
 
     # --- branches ---------------------------------------------------------------------------------

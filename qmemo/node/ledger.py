@@ -27,6 +27,7 @@ from types import ModuleType
 from typing import Any
 
 from qmemo.core.block import SHARDED_BLOCK_VERSION, Block, BlockHeader, BlockIds
+from qmemo.core.defaults import POOL
 from qmemo.core.genesis import Genesis
 from qmemo.core.hashing import split_digests
 from qmemo.core.refusals import HELD_NONCE_CONFLICT, block_refusal, refusal
@@ -65,13 +66,13 @@ def native() -> ModuleType:
 class PoolLimits:
     """The pool's caps (NodeConfig's mempool_* settings)."""
 
-    max_txs: int = 50_000                 # pending transactions
-    max_bytes: int = 128 * 1024 * 1024    # their bytes
-    max_per_sender: int = 256             # pending per sender
-    held_window: int = 64                 # nonces a sender may send past its next pending one
-    held_max: int = 20_000                # held transactions, all senders together
-    held_per_sender: int = 64             # held per sender
-    held_ttl_s: float = 30.0              # how long a held transaction waits for its gap
+    max_txs: int = POOL.max_txs                   # pending transactions
+    max_bytes: int = POOL.max_bytes               # their bytes
+    max_per_sender: int = POOL.max_per_sender     # pending per sender
+    held_window: int = POOL.held_window           # nonces a sender may send past its next pending one
+    held_max: int = POOL.held_max_txs             # held transactions, all senders together
+    held_per_sender: int = POOL.held_per_sender   # held per sender
+    held_ttl_s: float = POOL.held_ttl_s           # how long a held transaction waits for its gap
 
 
 def new_ledger(genesis: Genesis, limits: PoolLimits) -> Any:

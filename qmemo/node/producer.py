@@ -64,9 +64,11 @@ class Producer:
     def __init__(self, genesis: Genesis, validator_index: int, sign: Sign, ledger: Any,
                  intake: BlockIntake, peers: Sequence[PeerLink], peer_views: dict[str, PeerView],
                  log: logging.LoggerAdapter, clock: Callable[[], int],
-                 spawn: Callable[[Any], None], receipts: Any = None) -> None:
+                 spawn: Callable[[Any], None], receipts: Any = None,
+                 on_durable: Callable[[], None] = lambda: None) -> None:
         """`receipts`: a shard's receipts room (qmemo.node.receipts), whose pooled receipts
-        its blocks credit (None: an unsharded chain's producer)."""
+        its blocks credit (None: an unsharded chain's producer). `on_durable`: called once a
+        block of ours is stored (the final height may have moved)."""
         self.genesis = genesis
         self.validator_index = validator_index
         self._sign = sign
@@ -78,6 +80,7 @@ class Producer:
         self.clock = clock
         self._spawn = spawn
         self.receipts = receipts
+        self._on_durable = on_durable
         self._reported_locks: set[ProducerLock] = set()
         self._whole_below: dict[str, int] = {}     # peer URL -> our blocks below this height go whole
 
@@ -89,7 +92,7 @@ class Producer:
         while True:
             height, parent_hash, parent_ts = chain.height + 1, chain.tip_hash, chain.tip_timestamp_ms
             now = self.clock()
-            turn = next_turn_ms(genesis, me, height, parent_ts, now)
+            turn = self._graced(next_turn_ms(genesis, me, height, parent_ts, now), parent_ts)
             if turn > now and await intake.wait_tip_change((turn - now) / 1000):
                 continue          # a block arrived first: plan again on the new tip
             if intake.validating(height):
@@ -116,7 +119,21 @@ class Producer:
             if block is None:
                 await asyncio.sleep(genesis.producer_timeout_ms / 1000)
             elif stored:
+                self._on_durable()
                 self._broadcast(block)
+
+    def _graced(self, turn_ms: int, parent_ts: int) -> int:
+        """`turn_ms`, or later in the same window if it is a fallback turn: the primary's
+        block may be on its way (qmemo.node.pace, `fallback_grace`). Never past the window."""
+        genesis = self.genesis
+        timeout = genesis.producer_timeout_ms
+        elapsed = turn_ms - parent_ts - genesis.block_interval_ms
+        rank = elapsed // timeout
+        if elapsed < 0 or rank % len(genesis.validators) == 0:
+            return turn_ms                   # a primary's turn: nothing to wait for
+        window_start = parent_ts + genesis.block_interval_ms + rank * timeout
+        grace_ms = int(self.intake.pace.fallback_grace(timeout / 1000) * 1000)
+        return max(turn_ms, min(window_start + grace_ms, window_start + timeout - 1))
 
     async def _locked(self, now_ms: int) -> bool:
         """A switch undid a block of ours and this branch is not final above the fork
@@ -143,7 +160,7 @@ class Producer:
         """Select the block's transactions from the pool (one call: the first pending, in
         arrival order), commit to them (the Merkle root, in C), sign the header, apply."""
         started = thread_cpu_ns()
-        body = self.ledger.select(self.genesis.max_block_transactions)
+        body = self.ledger.select(self.intake.block_budget())     # what the validators validate in time
         receipts: dict[str, Any] = {}
         section = b""
         if self.receipts is not None:   # a shard's block: version 2, crediting the pooled receipts

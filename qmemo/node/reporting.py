@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from qmemo import __version__
-from qmemo.api_schema import (METRICS_SCHEMA, STATUS_SCHEMA, BlockFigures, CacheFigures, IntervalFigures,
+from qmemo.api_schema import (METRICS_SCHEMA, STATUS_SCHEMA, BlockFigures, CacheFigures, DoorFigures, IntervalFigures,
                               KeyCacheFigures, LagFigures, MempoolFigures, MetricsSnapshot, NetFigures, NodeStatus,
                               PeerStatus, ProcessFigures, ReceiptFigures, ShardFigures, TxFigures, VerifyFigures)
 from qmemo.crypto.schemes import key_cache_stats, key_cache_stats_by_scheme
@@ -103,7 +103,13 @@ def metrics_snapshot(node: Node) -> MetricsSnapshot:
         event_loop_lag_ms=LagFigures(_ms(lag[0]), _ms(lag[1]), _ms(m.loop_lag.max_recent())),
         net=NetFigures(m.bytes_in, m.bytes_out),
         stages=stage_figures(m.stages, stage_ns, stage_txs, cpu_s, m.tx_accepted, time.monotonic(), on_loop),
-        shard=_shard(node), receipts=_receipts(node))
+        shard=_shard(node), receipts=_receipts(node), door=_door(node))
+
+
+def _door(node: Node) -> DoorFigures:
+    door = node.door
+    return DoorFigures(door.pool_limit, door.queue_bytes, door.queue_limit_bytes, door.rate_bytes_s,
+                       dict(door.refused), dict(door.refused_bytes), door.cap_bytes_s, door.intake_bytes_s)
 
 
 def event_loop_name() -> str:

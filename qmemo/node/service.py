@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
@@ -42,7 +42,7 @@ from qmemo.core.genesis import Genesis
 from qmemo.core.state import Account
 from qmemo.crypto.keys import NamedKey
 from qmemo.crypto.verifier import signer
-from qmemo.errors import DecodeError, MempoolFull, NodeBehind, NodeNotReady, NotFound
+from qmemo.errors import MempoolFull, NodeBehind, NodeNotReady, NotFound
 from qmemo.node import reporting
 from qmemo.node.admission import Admission, Admitted, frame_items
 from qmemo.node.answers import BlockAnswer, BlockStatus, Item, TxOutcome, TxStatus
@@ -50,6 +50,7 @@ from qmemo.node.block_gate import screen_block
 from qmemo.node.chain import Chain
 from qmemo.node.chain_verifiers import admission_kernel
 from qmemo.node.config import NodeConfig
+from qmemo.node.door import Door
 from qmemo.node.intake import BlockIntake
 from qmemo.node.journal import Journal
 from qmemo.node.ledger import PoolLimits, new_ledger
@@ -67,9 +68,6 @@ from qmemo.node.sync import Sync
 from qmemo.node.verify_pool import VerifyPool
 
 EXPIRY_INTERVAL_S = 1.0     # how often held transactions are checked against their time to live
-# A receipts long poll looks at the final height this often: a check is a comparison, and
-# 50 ms is small beside a 2 s block (qmemo.node.receipt_transport).
-LONG_POLL_CHECK_S = 0.05
 
 
 class Node:
@@ -100,6 +98,7 @@ class Node:
                                  config.mempool_held_per_sender, config.mempool_held_ttl_s)
         # The accounts at the tip and the pool, in C (qmemo.node.ledger); the chain loads its accounts.
         self.ledger = new_ledger(genesis, self.limits)
+        self.door = Door(genesis.block_interval_ms / 1000, config.mempool_max_txs)
         self.verify_pool = VerifyPool(config.verify_threads, self.metrics.verify, self.kernel, self.ledger,
                                       name=self.name, verifier=config.verifier)
         self.peers: list[PeerLink] = []
@@ -113,8 +112,7 @@ class Node:
         self.journal: Journal | None = None
         self.sync: Sync | None = None
         self.queries: ChainQueries | None = None
-        # A shard's node (qmemo.core.shards): its receipts room, the bundles it serves the
-        # other shards, and the other shards' nodes it pulls from.
+        # A shard's node: its receipts room, the bundles it serves, the nodes it pulls from.
         self.receipts: ReceiptRoom | None = None
         self.outbox: ReceiptOutbox | None = None
         self.shard_peers: list[ReceiptSource] = []
@@ -156,6 +154,7 @@ class Node:
                                    self.relay.enqueue if self.relay else None)
         self.intake = BlockIntake(self.genesis, self.chain, self.admission, self.verify_pool, self.metrics,
                                   self.log, self.clock, self._store_writer)
+        self.intake.pace.on_delay = self.door.block_delay     # late blocks cap the client intake
         if genesis.sharding is not None:     # before the restore: kept blocks credit receipts too
             self.receipts = self.intake.receipts = ReceiptRoom(genesis, self.chain, self.verify_pool, self.ledger,
                                                                 self.log)
@@ -166,7 +165,8 @@ class Node:
                                        self._store_writer, self.metrics, self.log)
         self.queries = ChainQueries(self.chain, self.admission, store, self._store_reader)
         self.sync = Sync(self.intake, self.peers, self.peer_views, self.metrics, self.log,
-                         interval_s=config.sync_interval_s, batch_blocks=config.sync_batch_blocks)
+                         interval_s=config.sync_interval_s, batch_blocks=config.sync_batch_blocks,
+                         on_applied=self._made_durable)
         self.log.info("store %s at height %d (%s..), %d transactions committed; validator %s; %d verify threads; "
                       "peers: %s", path, self.chain.height, self.chain.tip_hash.hex()[:16],
                       self.metrics.tx_committed, self.validator_index, config.verify_threads,
@@ -185,7 +185,7 @@ class Node:
         if self.validator_index is not None:
             producer = Producer(self.genesis, self.validator_index, self._sign, self.ledger, self.intake,
                                 self.peers, self.peer_views, self.log, self.clock, self._spawn_short,
-                                receipts=self.receipts)
+                                receipts=self.receipts, on_durable=self._made_durable)
             self._spawn(producer.run(self.sync.synced), "producer")
         self._producer_running = True
 
@@ -198,6 +198,8 @@ class Node:
         self._producer_running = False
         if self.sync is not None:
             self.sync.stopping = True
+        if self.outbox is not None:
+            self.outbox.watch.close()       # the held receipt polls answer now
         flusher = [self._flusher] if self._flusher is not None else []
         others = [t for t in self._tasks if t not in flusher] + list(self._short_tasks)
         async with self.intake.locked() if self.intake else contextlib.nullcontext():
@@ -253,9 +255,8 @@ class Node:
 
     def _require_ready(self) -> tuple[Chain, Admission, BlockIntake]:
         # `sync` is set last in `start`, with the journal, persistence and queries, once the
-        # journal has been read back: a request in between met them unset and was answered
-        # 500 `internal` (after a kill-all, the generator took that as final and every later
-        # nonce of those senders waited behind the gap).
+        # journal is read back: a request in between is answered 503, never 500 `internal`
+        # (which a client takes as final, leaving its later nonces behind a gap).
         if self.chain is None or self.admission is None or self.intake is None or self.sync is None \
                 or self._stopping:
             raise NodeNotReady(f"{self.name} is {'stopping' if self._stopping else 'starting'}")
@@ -271,6 +272,15 @@ class Node:
             self.admission.expire_held()
 
     # --- transactions -------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def door_open(self, body_bytes: int) -> Iterator[None]:
+        """A client's batch (its Content-Length) at the door, unread: NodeBusy if refused, else
+        counted as on its way in until the request ends (qmemo.node.door)."""
+        block_txs = self.intake.block_budget() if self.intake else self.genesis.max_block_transactions
+        self.door.check(self.name, body_bytes, self.ledger.sizes()[0], block_txs, self.tip_age_s())     # pending
+        with self.door.incoming(body_bytes):
+            yield
 
     async def submit(self, items: Sequence[Item], *, from_peer: bool = False) -> list[TxOutcome]:
         """Admit a JSON batch (decoded transactions, or the DecodeError an element gave): framed
@@ -296,17 +306,20 @@ class Node:
         anything is counted. A client's accepted transactions are journaled (fsync'd) before
         this returns, and so is the first copy of any it sent again (duplicate); a peer's are
         queued for the journal's next group commit."""
-        _, admission, _ = self._require_ready()
-        batch = admission.decode(body, self.config.max_batch_txs)
-        self._admission_with_room(batch.count, from_peer)
-        # A client's batch goes on to the peers (a peer's came from one: the mesh is one hop).
-        admitted = await admission.admit(batch, relay=not from_peer)
-        await self._journal(admitted.journal_frames, admitted.journal_count, from_peer)
-        if not from_peer and admitted.batch.counts()[1]:
-            # "duplicate" promises what "accepted" does: the first copy may be a peer's,
-            # queued for the next group commit, or another request's, still being written.
-            await self.journal.settled()
-        return admitted
+        with contextlib.nullcontext() if from_peer else self.door.admitting(len(body)):    # the door's queue
+            _, admission, _ = self._require_ready()
+            batch = admission.decode(body, self.config.max_batch_txs)
+            if not from_peer:
+                self.door.decoded(len(body), batch.count)
+            self._admission_with_room(batch.count, from_peer)
+            # A client's batch goes on to the peers (a peer's came from one: the mesh is one hop).
+            admitted = await admission.admit(batch, relay=not from_peer)
+            await self._journal(admitted.journal_frames, admitted.journal_count, from_peer)
+            if not from_peer and admitted.batch.counts()[1]:
+                # "duplicate" promises what "accepted" does: the first copy may be a peer's,
+                # queued for the next group commit, or another request's, still being written.
+                await self.journal.settled()
+            return admitted
 
     async def _journal(self, frames: bytes, count: int, from_peer: bool) -> None:
         """A client's accepted transactions are on disk before it hears "accepted"; a peer's
@@ -317,10 +330,8 @@ class Node:
             await self.journal.append_frames(frames, count)
 
     def _admission_with_room(self, count: int, from_peer: bool) -> Admission:
-        """Admission, or MempoolFull (429) if the pool has no room at all, or - for a client's
-        batch - NodeBehind (503) while this node knows it trails its peers (qmemo.node.sync,
-        `behind`): its state would judge the batch by blocks it has not applied yet. The
-        `count` transactions are counted as refused with that code."""
+        """Admission; MempoolFull (429) if the pool has no room at all; for a client's batch NodeBehind
+        (503) while this node trails its peers (its state would judge by blocks it lacks; sync `behind`)."""
         _, admission, _ = self._require_ready()
         behind = None if from_peer else self.sync.behind()
         error: MempoolFull | NodeBehind | None = None
@@ -339,8 +350,7 @@ class Node:
         return await self._require_queries().transaction_status(tx_id)
 
     async def transaction_statuses(self, tx_ids: Sequence[bytes]) -> list[TxStatus]:
-        """`transaction_status` of each, in order, without proofs (POST /txs/status: a
-        client's end-of-run look-up asks a thousand per request instead of one)."""
+        """`transaction_status` of each, in order, without proofs (POST /txs/status, a thousand a request)."""
         return await self._require_queries().transaction_statuses(list(tx_ids))
 
     def account(self, address: bytes) -> tuple[Account, int]:
@@ -371,14 +381,14 @@ class Node:
         """A block a peer pushed: its header judged first (qmemo.node.block_gate), its body
         only then (qmemo.node.intake). DecodeError (400) or InvalidBlock (422) if bad."""
         answer = self._screen(encoded)
-        return answer if answer is not None else await self._require_ready()[2].receive(encoded)
+        return answer if answer is not None else self._made_durable(await self._require_ready()[2].receive(encoded))
 
     async def receive_block_ids(self, encoded: bytes) -> BlockAnswer:
-        """A block a peer pushed as its header and ids (`BlockIds.encode`): the header
-        through the same gate, then rebuilt from our pool (qmemo.node.intake, `receive_ids`);
-        "missing" if we lack a transaction. DecodeError (400) or InvalidBlock (422) if bad."""
+        """A block pushed as header and ids (`BlockIds.encode`): the same gate, then rebuilt from
+        our pool (intake `receive_ids`; "missing" if we lack one). DecodeError / InvalidBlock if bad."""
         answer = self._screen(encoded)
-        return answer if answer is not None else await self._require_ready()[2].receive_ids(encoded)
+        return answer if answer is not None else \
+            self._made_durable(await self._require_ready()[2].receive_ids(encoded))
 
     def _screen(self, encoded: bytes) -> BlockAnswer | None:
         """`screen_block`: the answer from a pushed block's header alone, or None."""
@@ -392,21 +402,20 @@ class Node:
 
     async def receipt_bundles(self, shard: int, from_height: int, limit: int,
                               wait_s: float = 0.0) -> tuple[int, int, list[bytes]]:
-        """(our chain id, the highest height covered, the receipt bundles of our final blocks
-        from `from_height` for `shard`): what another shard's node pulls. With `wait_s`, a
-        long poll: until a block at `from_height` is final, or `wait_s` passes. NotFound (404)
-        on an unsharded chain."""
-        chain, _, _ = self._require_ready()
-        if self.outbox is None or self.genesis.sharding is None:
+        """(chain id, highest height covered, our final blocks' receipt bundles for `shard` from
+        `from_height`, held up to `wait_s`): `ReceiptOutbox.serve`. NotFound (404) if unsharded."""
+        self._require_ready()
+        if self.outbox is None:
             raise NotFound(f"{self.name} runs an unsharded chain: it has no receipts")
-        if not 0 <= shard < self.genesis.sharding.count:
-            raise DecodeError(f"this genesis has shards 0 to {self.genesis.sharding.count - 1}", code="out_of_range")
-        deadline_ms = self.clock() + wait_s * 1000
-        while limit and min(chain.final_height, chain.served_height) < from_height and self.clock() < deadline_ms \
-                and not self._stopping:
-            await asyncio.sleep(LONG_POLL_CHECK_S)
-        covered, bundles = await self.outbox.answer(shard, from_height, limit) if limit else (from_height - 1, [])
-        return self.genesis.chain_id, covered, bundles
+        return self.genesis.chain_id, *await self.outbox.serve(shard, from_height, limit, wait_s)
+
+    def _made_durable(self, answer: BlockAnswer | None = None) -> BlockAnswer | None:
+        """After intake (`answer` passed on): held receipt polls look again, the pool drops what's credited."""
+        if self.outbox is not None:
+            self.outbox.watch.moved()
+        if self.receipts is not None:
+            self.receipts.prune()
+        return answer
 
     def receipt_statuses(self, receipt_ids: Sequence[bytes]) -> list[tuple[str, bool]]:
         """(status, final) of each receipt on this shard: "credited" (final or not), "pooled"

@@ -9,7 +9,7 @@ of the machine's saturation rate, a minute of load each.
 
 The saturation rate is a parameter (`--tps`), or is read from a sweep's `sweep.json`
 (`./devnet.sh --sweep ...` or `qmemo gen --sweep ...`): the highest stage that nothing
-limited (qmemo.load.summary's verdicts). The manifests' committed-TPS floor, written as
+limited below the first limited one (qmemo.load.summary's verdicts). The manifests' committed-TPS floor, written as
 60% of their 500 TPS (a third of the load goes to the faulty node while it is down), is
 kept in that proportion to the rate; every other invariant is the manifest's own.
 
@@ -32,11 +32,15 @@ COMMITTED_FLOOR_SHARE = 0.6
 
 def saturation_tps(sweep: Sweep) -> float:
     """The highest rate a sweep sustained: its highest stage with no verdict (committed short
-    of the target, p99 past 3 blocks, the generator behind)."""
-    sustained = [row.target_tps for row in sweep.rows if not row.limited]
-    if not sustained:
+    of the target, p99 past 3 blocks, the generator behind) below its first limited one - a
+    stage past that one that nothing limited is overload, not a sustained rate. The same
+    stage as the report's headline (qmemo.analysis.devnet.held_and_limit)."""
+    from qmemo.analysis.devnet import held_and_limit, sweep_points
+
+    held, _ = held_and_limit(sweep_points(sweep))
+    if held is None:
         raise ConfigError("the sweep has no stage that nothing limited: start it lower to find a sustained rate")
-    return max(sustained)
+    return held.target_tps
 
 
 def fault_rate(saturation: float, share: float) -> float:

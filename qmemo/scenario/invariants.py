@@ -122,13 +122,16 @@ def accepted_once(transactions: Iterable[TxRecord], chain_ids: Counter[str],
 
 
 def final_blocks_kept(observed: Iterable[tuple[str, int, str]],
-                      end_chains: Mapping[str, Mapping[int, str] | None]) -> InvariantResult:
+                      end_chains: Mapping[str, Mapping[int, str] | None],
+                      branch_switches: Mapping[str, int] | None = None) -> InvariantResult:
     """No block once final (written to a node's store) was later lost or replaced.
 
     `observed` holds (node, height, hash) seen at or below a node's final height during the
     run; `end_chains` each node's chain at the end (height -> hash; None if it did not
     answer). Every observation must still be in its node's chain, and no two nodes may
-    ever have had different final blocks at one height.
+    ever have had different final blocks at one height. `branch_switches` (by node, from
+    `branch_switches`) go into the figures and the detail: switching branches above the
+    final height is allowed, so they are reported, not judged.
     """
     by_height: dict[int, set[str]] = {}
     lost: list[str] = []
@@ -151,21 +154,43 @@ def final_blocks_kept(observed: Iterable[tuple[str, int, str]],
                "example_heights": conflicts[:EXAMPLES]}
     detail = (f"{count:,} final-block observations over {len(by_height):,} heights: {len(lost)} lost, "
               f"{len(changed)} changed, {len(conflicts)} heights final with two different blocks")
+    if branch_switches is not None:
+        total = sum(branch_switches.values())
+        figures |= {"branch_switches": dict(branch_switches), "branch_switches_total": total}
+        detail += f"; {total:,} branch switches (" + ", ".join(f"{node}: {n:,}" for node, n in
+                                                            sorted(branch_switches.items())) + ")"
     return InvariantResult("final_blocks_kept", passed, detail, figures)
 
 
 def final_blocks_kept_per_shard(observed: Iterable[tuple[str, int, str]],
                                 end_chains: Mapping[str, Mapping[int, str] | None],
-                                groups: list[list[str]]) -> InvariantResult:
+                                groups: list[list[str]],
+                                branch_switches: Mapping[str, int] | None = None) -> InvariantResult:
     """A sharded devnet: `final_blocks_kept` within each shard (two shards' blocks at one
     height are two chains' blocks, not a conflict)."""
     observed = list(observed)
     parts = [final_blocks_kept([o for o in observed if o[0] in group],
-                               {node: chain for node, chain in end_chains.items() if node in group})
+                               {node: chain for node, chain in end_chains.items() if node in group},
+                               None if branch_switches is None
+                               else {node: n for node, n in branch_switches.items() if node in group})
              for group in groups]
     detail = "; ".join(f"shard {k}: {part.detail}" for k, part in enumerate(parts))
     return InvariantResult("final_blocks_kept", all(part.passed for part in parts), detail,
                            {f"shard-{k}": part.figures for k, part in enumerate(parts)})
+
+
+def branch_switches(lines: Iterable[Mapping[str, Any]], nodes: Iterable[str]) -> dict[str, int]:
+    """Each node's branch switches over the run, from its metrics timeline lines: the
+    highest `blocks.reorgs` seen in each of its process lives (a restarted node counts
+    from 0 again), summed over them."""
+    highest: dict[str, dict[tuple[int | None, float | None], int]] = {node: {} for node in nodes}
+    for line in lines:
+        if line.get("metrics") is not None:
+            metrics = decode_metrics(line["metrics"], f"metrics/{line['node']}.jsonl at {line['time_s']}")
+            life = (metrics.process.pid, metrics.process.started_at_s)
+            lives = highest.setdefault(line["node"], {})
+            lives[life] = max(lives.get(life, 0), metrics.blocks.reorgs)
+    return {node: sum(lives.values()) for node, lives in highest.items()}
 
 
 def throughput_within(summary: Mapping[str, Any], min_committed_tps: float | None,
@@ -419,19 +444,20 @@ def evaluate(run_dir: Path, manifest: Manifest) -> list[InvariantResult]:
     observed = [(o["node"], o["height"], o["hash"]) for o in read_jsonl(run_dir / "chain" / "final-observed.jsonl")]
     end_chains = {node: ({int(h): block_hash for h, block_hash in chain.items()} if chain is not None else None)
                   for node, chain in end["chains"].items()}
-    results.append(final_blocks_kept_per_shard(observed, end_chains, groups) if network.shards > 1
-                   else final_blocks_kept(observed, end_chains))
+    nodes = list(end["tips"])
+    samples = [line for node in nodes for line in read_jsonl(run_dir / "metrics" / f"{node}.jsonl")]
+    switches = branch_switches(samples, nodes)
+    results.append(final_blocks_kept_per_shard(observed, end_chains, groups, switches) if network.shards > 1
+                   else final_blocks_kept(observed, end_chains, switches))
     summary = orjson.loads((run_dir / "gen" / "summary.json").read_bytes())
     bounds = manifest.invariants
     results.append(throughput_within(summary, bounds.min_committed_tps, bounds.max_p99_ms))
     if network.shards > 1:
         results.append(sharded_transfers(summary))
     if manifest.chaos is not None:
-        nodes = list(end["tips"])
         results.append(supply_conserved(read_jsonl(run_dir / "chain" / "supply.jsonl"), nodes))
         timeline = read_jsonl(run_dir / "timeline.jsonl")
         ended = last_fault_end(timeline)
-        samples = [line for node in nodes for line in read_jsonl(run_dir / "metrics" / f"{node}.jsonl")]
         results.append(heights_converge(samples, nodes, ended if ended is not None else 0.0, bounds.settle_s))
         results.append(all_planned_final(summary))
         if "resources_flat" not in not_judged(manifest):

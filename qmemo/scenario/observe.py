@@ -32,6 +32,7 @@ import orjson
 
 from qmemo.api_schema import COMMITTED, EVICTED, PENDING, HELD, UNKNOWN, BlockSummary, NodeStatus
 from qmemo.errors import NodeApiError
+from qmemo.load.agreement import read_blocks
 from qmemo.net.client import NodeClient, open_clients
 from qmemo.records import to_json
 
@@ -39,27 +40,9 @@ SAMPLE_EVERY_S = 1.0
 SAMPLE_TIMEOUT_S = 0.8
 FINAL_READ_TIMEOUT_S = 5.0     # a page of final blocks with their ids is more than a sample
 STOP_CHECK_S = 0.1      # how soon a sampler waiting for its next sample sees `stop()`
-PAGE_BLOCKS = 100       # the API's most blocks per /blocks?txs=ids request
 STATUS_ASKS = 8         # GET /tx/<id> in flight at the end
 
 Tip = tuple[int, str | None]      # (height, tip hash in hex; None before the first block)
-
-
-async def read_blocks(client: NodeClient, start: int, stop: int | None = None) -> list[BlockSummary] | None:
-    """Blocks [start, stop] (to the tip if stop is None) with their tx ids; None if the node fails to answer."""
-    blocks: list[BlockSummary] = []
-    height = start
-    while stop is None or height <= stop:
-        limit = PAGE_BLOCKS if stop is None else min(PAGE_BLOCKS, stop - height + 1)
-        try:
-            page = await client.blocks(height, limit)
-        except NodeApiError:
-            return None
-        if not page:
-            break
-        blocks.extend(page)
-        height = page[-1].height + 1
-    return blocks
 
 
 async def _status(client: NodeClient) -> NodeStatus | None:

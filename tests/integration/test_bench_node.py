@@ -81,7 +81,11 @@ def test_every_offered_transaction_is_admitted_once(document):
         assert run["threads"] == 1
         assert run["accepted"] == run["transactions"] == TXS    # admitted <= offered, and here all of them
         # `answers` counts every request's HTTP status, the warm-up's included; `accepted` only the timed ones.
-        assert run["answers"] == {"200": (WARMUP + TXS) // BATCH}
+        # A batch the door refused `busy` (its queue full of the other client's batch) is sent again
+        # and then admitted: counted under "busy" as well as under its final 200.
+        answers = dict(run["answers"])
+        assert answers.pop("200") == (WARMUP + TXS) // BATCH
+        assert set(answers) <= {"busy"}, answers
 
 
 def test_rates_and_cpu_figures_are_positive_and_agree(document):

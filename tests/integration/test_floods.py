@@ -1,14 +1,12 @@
 """Floods and limits a node must hold for free.
 
-The held-nonce queue:
-Before: 320 never-funded keys sending zero-amount, zero-fee transactions with nonces 1-64
-were all "accepted" into the held queue (20,000 of them), and for the next 30 s a funded
-account's legitimate gap-1 transaction was refused with `nonce_gap`. Now every held
-transaction must pay the genesis's minimum fee and be payable together with what its
-sender has pending and held, within per-sender and global caps.
+The held-nonce queue: every held transaction must pay the genesis's minimum fee and be
+payable together with what its sender has pending and held, within per-sender and global
+caps, so never-funded keys cannot fill it and lock a funded account's gap-1 transaction
+out (docs/api.md, section 8, "Holding is not free", has the attack that showed it).
 
 Peer and parser limits: relayed batches get the client caps; a pushed block's header is
-judged before its body is decoded (a 32 MB garbage block used to be decoded in full);
+judged before its body is decoded (a 32 MB garbage block is refused unread);
 a long URL is answered in JSON; what aiohttp's parser refuses itself (a URL past its line
 limit, a body running past its Content-Length) is one WARNING line, never a traceback;
 the `/txs` envelope refuses unknown keys.

@@ -120,6 +120,7 @@ def test_a_sharded_sweep_fails_on_a_broken_invariant_or_a_lost_transaction(monke
                                                                             code):
     # A sweep stops at the first stage past the latency bounds (what it looks for, exit 0);
     # a stage whose invariants broke or whose transactions are unaccounted for fails it.
+    import qmemo.load.shard_fleet
     import qmemo.load.shards
     from qmemo.load.shard_summary import Invariants
 
@@ -132,6 +133,12 @@ def test_a_sharded_sweep_fails_on_a_broken_invariant_or_a_lost_transaction(monke
         return qmemo.load.shards.ShardedResult(replace(run.file_summary, invariants=invariants), config.out, False,
                                                accounted)
 
+    def fake_fleet(config, sharded, pct, generators, part_args, on_status=None):
+        assert generators == 2 and "--cross-shard" in part_args      # one process per shard by default
+        return fake_run_sharded(config, sharded, pct)
+
     monkeypatch.setattr(qmemo.load.shards, "run_sharded", fake_run_sharded)
-    assert main(["gen", "--devnet", str(tmp_path / "devnet"), "--nodes", "http://127.0.0.1:9",
-                 "--out", str(tmp_path / "run"), "--quiet", "--sweep", "100:2:400", "--stage", "1"]) == code
+    monkeypatch.setattr(qmemo.load.shard_fleet, "run_sharded_fleet", fake_fleet)
+    for generators in ([], ["--generators", "1"]):
+        assert main(["gen", "--devnet", str(tmp_path / "devnet"), "--nodes", "http://127.0.0.1:9", *generators,
+                     "--out", str(tmp_path / "run"), "--quiet", "--sweep", "100:2:400", "--stage", "1"]) == code

@@ -130,8 +130,10 @@ async def test_every_lost_transaction_gets_the_reason_the_first_node_knowing_it_
     asked: list[list[int]] = [[], []]
     runners, urls = await _status_nodes(answers, asked)
     try:
-        reasons = await lost_reasons(urls, [A, B, C])
+        final: list[bytes] = []
+        reasons = await lost_reasons(urls, [A, B, C], final=final)
         assert reasons == {"evicted: nonce_gap_timeout": 1, f"final on {urls[1]}": 1, "unknown to every node": 1}
+        assert final == [B]                 # committed late: the caller counts it committed, not lost
         assert asked == [[3], [2]]          # one batch each; the second node only for what the first did not know
         assert await lost_reasons(urls, [A, B], budget_s=0) == {"not asked (time budget)": 2}
     finally:

@@ -61,7 +61,12 @@ def test_another_keys_signature_is_rejected(signed):
 
 def test_truncated_oversized_and_empty_signatures_are_rejected(signed):
     scheme, pair, _, signature = signed
-    assert not scheme.verify(pair.public_key, MESSAGE, signature[:-1])
+    # A Falcon signature ends with its compressed s2's padding bits; when its last byte holds
+    # only padding (zero), the signature without it still decodes to the same s2 and verifies
+    # (liboqs and the fast verifier alike; FIPS 206 draft allows zero padding: docs/methodology.md, Falcon). One
+    # signature in ~256 ends so; dropping a byte that is not zero must fail.
+    if not (scheme.name.startswith("Falcon") and signature[-1] == 0):
+        assert not scheme.verify(pair.public_key, MESSAGE, signature[:-1])
     assert not scheme.verify(pair.public_key, MESSAGE, signature[: len(signature) // 2])
     assert not scheme.verify(pair.public_key, MESSAGE, signature + b"\x00")
     assert not scheme.verify(pair.public_key, MESSAGE, b"\x00" * (scheme.info.max_signature_bytes + 1))

@@ -116,7 +116,7 @@ async def test_a_saturated_first_thread_brings_every_thread_in_until_they_relax(
     monkeypatch.setattr(verify_pool, "SATURATED", 0.5)
     monkeypatch.setattr(verify_pool, "RELAXED", 0.3)
     await pool.verify_batch(Batch(100), "admission")
-    deadline = time.monotonic() + 0.3                           # the first thread busy all the time
+    deadline = time.monotonic() + 3.0       # the first thread busy all the time (ends once saturated)
     while time.monotonic() < deadline and not pool.saturated:
         await pool.verify_batch(Batch(100, hold=0.01), "admission")
     assert pool.saturated

@@ -10,9 +10,10 @@
  *
  * The rules are qmemo.core's, which stays the reference: check_transaction_form and
  * charge (qmemo/core/state.py), Mempool.check/add/remove_block (qmemo/core/mempool.py),
- * the held queue (qmemo/core/held.py), admission's order of checks
- * (qmemo/core/admission_rules.py) and apply_block. tests/unit/test_ledger_*.py feed the
- * same inputs to both and compare every outcome, code and state.
+ * the held queue (qmemo/core/held.py), admission's order of checks (qmemo/core/pool.py)
+ * and apply_block; the refusal codes are qmemo/core/refusals.py's RULES (ledger_codes.h
+ * is generated from it). tests/unit/test_ledger_*.py feed the same inputs to both and
+ * compare every outcome, code and state.
  *
  * Not thread-safe except where said: the event loop owns a ledger; only the verified set
  * (`verified`, under `verified_lock`) is touched from the verify threads.
@@ -24,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ledger_codes.h"
 #include "qmemo_admit.h"
 
 #define ID_BYTES QMEMO_DIGEST_BYTES      /* 64 */
@@ -94,28 +96,18 @@ int idring_get(const idring *r, const uint8_t *id, uint8_t *data); /* 1 found (d
 int idring_remove(idring *r, const uint8_t *id);                  /* 1 removed, 0 absent */
 static inline uint32_t idring_count(const idring *r) { return r->index.count; }
 
-/* --- codes: outcomes, refusals, evictions (the Python side names them: ledger.py CODES) -- */
+/* --- codes: refusals and evictions (ledger_codes.h, from qmemo/core/refusals.py's RULES) -- */
 
 enum {
 	C_NONE = 0,
-	/* Transaction.decode's errors */
-	C_TRUNCATED, C_UNSUPPORTED_VERSION, C_OVERSIZED, C_TRAILING_BYTES,
-	/* check_transaction_form */
-	C_WRONG_CHAIN_ID, C_UNKNOWN_SCHEME, C_SCHEME_NOT_ALLOWED, C_BAD_PUBLIC_KEY_LENGTH,
-	C_SIGNATURE_TOO_LONG, C_BAD_SIGNATURE_LENGTH, C_FEE_TOO_LOW,
-	/* charge, Mempool.check, the held queue */
-	C_REPLAYED_NONCE, C_NONCE_GAP, C_AMOUNT_OVERFLOW, C_INSUFFICIENT_BALANCE, C_NONCE_CONFLICT,
-	C_SENDER_LIMIT, C_MEMPOOL_FULL, C_HELD_SENDER_LIMIT, C_HELD_FULL, C_HELD_NONCE_CONFLICT,
-	C_BAD_SIGNATURE,
-	/* evictions */
-	C_NONCE_STALE, C_NONCE_GAP_TIMEOUT,
-	/* a block's body */
-	C_WRONG_TX_COUNT, C_TOO_MANY_TRANSACTIONS, C_WRONG_MERKLE_ROOT, C_DUPLICATE_TRANSACTION,
+#define X(id, name) id,
+	QMEMO_LEDGER_CODES(X)
+#undef X
 	C_COUNT
 };
 #define C_REORG 0x80 /* an eviction's reason "reorg_<code>": the code with this bit */
 
-/* A refusal: its code and the two numbers its sentence needs (qmemo/core/tx_errors.py). */
+/* A refusal: its code and the two numbers its sentence needs (qmemo/core/refusals.py). */
 typedef struct {
 	uint8_t code;
 	i128 a, b;

@@ -24,21 +24,9 @@
 
 static const char *const CODE_NAMES[C_COUNT] = {
 	[C_NONE] = "",
-	[C_TRUNCATED] = "truncated", [C_UNSUPPORTED_VERSION] = "unsupported_version", [C_OVERSIZED] = "oversized",
-	[C_TRAILING_BYTES] = "trailing_bytes",
-	[C_WRONG_CHAIN_ID] = "wrong_chain_id", [C_UNKNOWN_SCHEME] = "unknown_scheme",
-	[C_SCHEME_NOT_ALLOWED] = "scheme_not_allowed", [C_BAD_PUBLIC_KEY_LENGTH] = "bad_public_key_length",
-	[C_SIGNATURE_TOO_LONG] = "signature_too_long", [C_BAD_SIGNATURE_LENGTH] = "bad_signature_length",
-	[C_FEE_TOO_LOW] = "fee_too_low",
-	[C_REPLAYED_NONCE] = "replayed_nonce", [C_NONCE_GAP] = "nonce_gap", [C_AMOUNT_OVERFLOW] = "amount_overflow",
-	[C_INSUFFICIENT_BALANCE] = "insufficient_balance", [C_NONCE_CONFLICT] = "nonce_conflict",
-	[C_SENDER_LIMIT] = "sender_limit", [C_MEMPOOL_FULL] = "mempool_full",
-	[C_HELD_SENDER_LIMIT] = "held_sender_limit", [C_HELD_FULL] = "held_full",
-	[C_HELD_NONCE_CONFLICT] = "nonce_conflict",
-	[C_BAD_SIGNATURE] = "bad_signature",
-	[C_NONCE_STALE] = "nonce_stale", [C_NONCE_GAP_TIMEOUT] = "nonce_gap_timeout",
-	[C_WRONG_TX_COUNT] = "wrong_tx_count", [C_TOO_MANY_TRANSACTIONS] = "too_many_transactions",
-	[C_WRONG_MERKLE_ROOT] = "wrong_merkle_root", [C_DUPLICATE_TRANSACTION] = "duplicate_transaction",
+#define X(id, name) [id] = name,
+	QMEMO_LEDGER_CODES(X)
+#undef X
 };
 
 static PyObject *FramingError, *BlockRefused;
