@@ -119,8 +119,11 @@ class Admission:
 
     # --- queries ------------------------------------------------------------------------------
 
-    def is_full(self) -> bool:
+    def is_full(self, relayed: bool = False) -> bool:
+        """No room for a client's batch, or (`relayed`) for a peer's relay (PoolLimits)."""
         pending, _, pending_bytes, *_ = self.ledger.sizes()
+        if relayed:
+            return pending >= self.limits.relay_max_txs or pending_bytes >= self.limits.relay_max_bytes
         return pending >= self.limits.max_txs or pending_bytes >= self.limits.max_bytes
 
     def pending_count(self) -> int:
@@ -145,12 +148,13 @@ class Admission:
 
     # --- admitting ------------------------------------------------------------------------------
 
-    def decode(self, body: bytes, max_count: int) -> Any:
-        """Phase decode+hash: the kernel's records of a binary body. DecodeError / TooLarge
-        for a broken framing (as qmemo.frames.decode_frames), before anything is counted."""
+    def decode(self, body: bytes, max_count: int, relayed: bool = False) -> Any:
+        """Phase decode+hash: the kernel's records of a binary body (`relayed`: a peer's relay,
+        or transactions this node took already; judged against the relay caps). DecodeError /
+        TooLarge for a broken framing (as qmemo.frames.decode_frames), before anything is counted."""
         started = thread_cpu_ns()
         try:
-            batch = self.ledger.admit(self.kernel.table, body, max_count)
+            batch = self.ledger.admit(self.kernel.table, body, max_count, relayed)
             self.metrics.stages.lap(DECODE_HASH, started, batch.count)
             return batch
         except native().FramingError as exc:

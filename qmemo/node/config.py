@@ -119,8 +119,8 @@ class NodeConfig:
     max_connections: int = setting(2048, "client and peer connections open at once", low=1)
 
     # Mempool (qmemo.core.mempool's limits).
-    mempool_max_txs: int = setting(POOL.max_txs, "pending transactions at most", low=1)
-    mempool_max_bytes: int = setting(POOL.max_bytes, "bytes of pending transactions at most", low=1)
+    mempool_max_txs: int = setting(POOL.max_txs, "pending transactions clients fill (peers' relays: up to twice)", low=1)
+    mempool_max_bytes: int = setting(POOL.max_bytes, "bytes of pending transactions clients fill (relays: twice)", low=1)
     mempool_max_per_sender: int = setting(POOL.max_per_sender, "pending transactions per sender at most", low=1)
     # Nonces held ahead of a gap (Ethereum's "queued"; "held" here, in every setting, class and status).
     mempool_held_window: int = setting(POOL.held_window, "nonces held ahead of a sender's gap", low=0)

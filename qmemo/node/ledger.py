@@ -62,9 +62,19 @@ def native() -> ModuleType:
     return module
 
 
+# Peers' relays may fill the pending pool to this many times its caps. Every door judges its
+# clients' batches against its own pool, which holds the other doors' admissions only once
+# their relays arrive: doors judging at the same moment together overshoot any one pool, by
+# at most what the others admitted meanwhile - within one more cap's worth. A relay refused
+# here would leave its transactions in one pool only, waiting for that node's turn to
+# produce, while every other producer's blocks pass them by.
+RELAY_ROOM = 2
+
+
 @dataclass(frozen=True, slots=True)
 class PoolLimits:
-    """The pool's caps (NodeConfig's mempool_* settings)."""
+    """The pool's caps (NodeConfig's mempool_* settings): what clients' batches fill; peers'
+    relays may go on to `RELAY_ROOM` times them."""
 
     max_txs: int = POOL.max_txs                   # pending transactions
     max_bytes: int = POOL.max_bytes               # their bytes
@@ -74,6 +84,14 @@ class PoolLimits:
     held_per_sender: int = POOL.held_per_sender   # held per sender
     held_ttl_s: float = POOL.held_ttl_s           # how long a held transaction waits for its gap
 
+    @property
+    def relay_max_txs(self) -> int:
+        return RELAY_ROOM * self.max_txs
+
+    @property
+    def relay_max_bytes(self) -> int:
+        return RELAY_ROOM * self.max_bytes
+
 
 def new_ledger(genesis: Genesis, limits: PoolLimits) -> Any:
     """An empty `_qmemo_ledger.Ledger` with the chain's rules; its accounts are loaded after."""
@@ -81,7 +99,8 @@ def new_ledger(genesis: Genesis, limits: PoolLimits) -> Any:
         chain_id=genesis.chain_id, min_fee=genesis.min_fee, max_txs=limits.max_txs, max_bytes=limits.max_bytes,
         max_per_sender=limits.max_per_sender, held_window=limits.held_window, held_max=limits.held_max,
         held_per_sender=limits.held_per_sender, committed_memory=COMMITTED_MEMORY,
-        evicted_memory=EVICTED_MEMORY, verified_memory=VERIFIED_MEMORY)
+        evicted_memory=EVICTED_MEMORY, verified_memory=VERIFIED_MEMORY,
+        relay_max_txs=limits.relay_max_txs, relay_max_bytes=limits.relay_max_bytes)
     for scheme_id, rules in genesis.schemes.by_id.items():
         ledger.set_scheme(scheme_id, scheme_id in genesis.tx_scheme_ids, rules.public_key_bytes,
                           rules.min_signature_bytes, rules.max_signature_bytes)

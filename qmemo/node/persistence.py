@@ -184,7 +184,7 @@ class Persistence:
         """Admit `records` again through normal admission; each outcome is counted."""
         if not records:
             return
-        batch = self.admission.decode(encode_frames(records), len(records))
+        batch = self.admission.decode(encode_frames(records), len(records), relayed=True)    # promised already
         outcomes = (await self.admission.admit(batch, relay=True)).outcomes()
         by_status = Counter(outcome.status if outcome.error is None else outcome.error.code
                             for outcome in outcomes)

@@ -308,7 +308,7 @@ class Node:
         queued for the journal's next group commit."""
         with contextlib.nullcontext() if from_peer else self.door.admitting(len(body)):    # the door's queue
             _, admission, _ = self._require_ready()
-            batch = admission.decode(body, self.config.max_batch_txs)
+            batch = admission.decode(body, self.config.max_batch_txs, relayed=from_peer)
             if not from_peer:
                 self.door.decoded(len(body), batch.count)
             self._admission_with_room(batch.count, from_peer)
@@ -337,7 +337,7 @@ class Node:
         error: MempoolFull | NodeBehind | None = None
         if behind is not None:
             error = NodeBehind(f"{self.name} is behind its peers ({behind}); send to another node, or retry later")
-        elif admission.is_full():
+        elif admission.is_full(relayed=from_peer):
             error = MempoolFull(f"the mempool is full ({len(self.ledger)} transactions); retry later")
         if error is not None:
             self.metrics.tx_received += count

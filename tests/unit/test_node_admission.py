@@ -12,7 +12,7 @@ import pytest
 from qmemo.errors import DecodeError, TooLarge
 from qmemo.frames import decode_frames, encode_frames
 from qmemo.node.admission import Admission, frame_items
-from qmemo.node.ledger import new_ledger
+from qmemo.node.ledger import RELAY_ROOM, PoolLimits, new_ledger
 from qmemo.node.metrics import NodeMetrics, VerifyMetrics
 from qmemo.node.verify_pool import VerifyPool
 from tests.unit.ledger_kit import SMALL, address_of, ed_keys, genesis, sign_tx
@@ -21,10 +21,10 @@ from tests.unit.ledger_kit import SMALL, address_of, ed_keys, genesis, sign_tx
 class Room:
     """An Admission with everything it talks to, the relay and the clock recorded."""
 
-    def __init__(self, threads: int) -> None:
+    def __init__(self, threads: int, limits: PoolLimits = SMALL) -> None:
         from qmemo.crypto.admit_kernel import AdmitKernel
         self.genesis = genesis()
-        self.ledger = new_ledger(self.genesis, SMALL)
+        self.ledger = new_ledger(self.genesis, limits)
         for address, balance in self.genesis.balances:
             self.ledger.set_account(address, balance, 0)
         self.metrics = NodeMetrics(VerifyMetrics(threads=threads))
@@ -32,12 +32,12 @@ class Room:
         self.pool = VerifyPool(threads, self.metrics.verify, kernel, self.ledger, verifier="fast")
         self.relayed: list[bytes] = []
         self.now = 100.0
-        self.admission = Admission(self.genesis, self.ledger, kernel, self.pool, self.metrics, SMALL,
+        self.admission = Admission(self.genesis, self.ledger, kernel, self.pool, self.metrics, limits,
                                    lambda frames, count: self.relayed.extend(decode_frames(frames, count)),
                                    monotonic=lambda: self.now)
 
-    def admit(self, encodings: list[bytes], *, relay: bool = True):
-        batch = self.admission.decode(encode_frames(encodings), 100)
+    def admit(self, encodings: list[bytes], *, relay: bool = True, relayed: bool = False):
+        batch = self.admission.decode(encode_frames(encodings), 100, relayed)
         return asyncio.run(self.admission.admit(batch, relay=relay))
 
 
@@ -73,6 +73,25 @@ def test_a_peers_batch_is_not_relayed_and_its_answer_is_the_post_txs_document():
     assert answer["accepted"] == 1 and answer["rejected"] == 1 and answer["duplicate"] == 0
     assert answer["results"][1] == {"id": admitted.batch.tx_id(1).hex(), "status": "rejected", "code": "fee_too_low",
                                     "detail": "fee 0, this chain's minimum is 1"}
+    room.pool.close()
+
+
+def test_a_clients_batch_fills_the_pool_to_its_cap_and_a_peers_relay_to_twice_that():
+    """A peer's door judged its clients against its own pool: its relay still gets in here
+    past this pool's cap, up to RELAY_ROOM times it; a client's batch stops at the cap."""
+    cap = 4
+    room = Room(1, PoolLimits(max_txs=cap, max_bytes=1 << 20, max_per_sender=100))
+    alice, bob = ed_keys()[3], ed_keys()[4]
+    txs = [sign_tx(alice, n, address_of(bob)).encoded for n in range(RELAY_ROOM * cap + 1)]
+    assert RELAY_ROOM == 2
+    first = room.admit(txs[:cap + 1])                                  # a client's: the cap and one past it
+    assert [o.status for o in first.outcomes()] == ["accepted"] * cap + ["rejected"]
+    assert first.errors()[cap].code == "mempool_full"
+    assert room.admission.is_full() and not room.admission.is_full(relayed=True)
+    relayed = room.admit(txs[cap:], relay=False, relayed=True)           # a peer's relay of the rest
+    assert [o.status for o in relayed.outcomes()] == ["accepted"] * cap + ["rejected"]
+    assert relayed.errors()[cap].code == "mempool_full"
+    assert room.admission.is_full(relayed=True) and room.admission.pending_count() == RELAY_ROOM * cap
     room.pool.close()
 
 

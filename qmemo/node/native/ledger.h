@@ -167,8 +167,10 @@ typedef struct ledger {
 	 * u32le(address[0:4]) % shard_count == shard_index; 0 shards: an unsharded chain */
 	uint32_t shard_index, shard_count;
 	scheme_rule schemes[256];
-	/* limits */
+	/* limits: a client's batch fills the pending pool to max_*, a peer's relay (and what is
+	 * in memory already: held ones joining, a reorganisation's re-adds) to relay_max_* */
 	uint64_t max_txs, max_bytes;
+	uint64_t relay_max_txs, relay_max_bytes;
 	uint32_t max_per_sender;
 	uint64_t held_window;
 	uint32_t held_max, held_per_sender;
@@ -203,6 +205,7 @@ typedef struct {
 	uint32_t chain_id;
 	uint64_t min_fee;
 	uint64_t max_txs, max_bytes;
+	uint64_t relay_max_txs, relay_max_bytes;
 	uint32_t max_per_sender;
 	uint64_t held_window;
 	uint32_t held_max, held_per_sender;
@@ -251,6 +254,7 @@ typedef struct {
 	uint32_t *candidates; /* positions sent to verification, in order */
 	size_t ncand;
 	int inflight;        /* the candidates' ids are in l->inflight */
+	int relayed;         /* a peer's relay: judged against the relay caps */
 } admit_batch;
 
 int ledger_precheck(ledger *l, admit_batch *b);   /* 0, or -1 out of memory */

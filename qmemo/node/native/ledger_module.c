@@ -733,14 +733,14 @@ static PyTypeObject AdmitBatchType = {
 static int Ledger_init(LedgerObject *self, PyObject *args, PyObject *kwargs) {
 	static char *names[] = {"chain_id", "min_fee", "max_txs", "max_bytes", "max_per_sender", "held_window",
 	                        "held_max", "held_per_sender", "committed_memory", "evicted_memory",
-	                        "verified_memory", NULL};
+	                        "verified_memory", "relay_max_txs", "relay_max_bytes", NULL};
 	ledger_config c;
 	unsigned long chain_id;
-	unsigned long long min_fee, max_txs, max_bytes, held_window;
+	unsigned long long min_fee, max_txs, max_bytes, held_window, relay_max_txs = 0, relay_max_bytes = 0;
 	unsigned int max_per_sender, held_max, held_per_sender, committed, evicted, verified;
-	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "kKKKIKIIIII", names, &chain_id, &min_fee, &max_txs, &max_bytes,
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "kKKKIKIIIII|KK", names, &chain_id, &min_fee, &max_txs, &max_bytes,
 	                                 &max_per_sender, &held_window, &held_max, &held_per_sender, &committed,
-	                                 &evicted, &verified)) {
+	                                 &evicted, &verified, &relay_max_txs, &relay_max_bytes)) {
 		return -1;
 	}
 	if (self->ready) {
@@ -751,6 +751,8 @@ static int Ledger_init(LedgerObject *self, PyObject *args, PyObject *kwargs) {
 	c.min_fee = min_fee;
 	c.max_txs = max_txs;
 	c.max_bytes = max_bytes;
+	c.relay_max_txs = relay_max_txs;     /* below max_*: max_* (ledger_init) */
+	c.relay_max_bytes = relay_max_bytes;
 	c.max_per_sender = max_per_sender;
 	c.held_window = held_window;
 	c.held_max = held_max;
@@ -954,14 +956,15 @@ static PyObject *entry_frames(const ledger *l, const uint32_t *at, size_t n) {
 	return out;
 }
 
-/* admit(table, body, max_count) -> AdmitBatch: framed, decoded and hashed by the kernel
- * (the GIL released); nothing in the ledger changes. FramingError(rc, index, detail) if
- * the framing is broken. */
+/* admit(table, body, max_count, relayed=False) -> AdmitBatch: framed, decoded and hashed by
+ * the kernel (the GIL released); nothing in the ledger changes. `relayed`: a peer's relay,
+ * judged against the relay caps. FramingError(rc, index, detail) if the framing is broken. */
 static PyObject *Ledger_admit(LedgerObject *self, PyObject *args) {
 	unsigned long long table;
 	PyObject *body;
 	Py_ssize_t max_count;
-	if (!ready(self) || !PyArg_ParseTuple(args, "KO!n", &table, &PyBytes_Type, &body, &max_count)) {
+	int relayed = 0;
+	if (!ready(self) || !PyArg_ParseTuple(args, "KO!n|p", &table, &PyBytes_Type, &body, &max_count, &relayed)) {
 		return NULL;
 	}
 	const uint8_t *data = (const uint8_t *) PyBytes_AS_STRING(body);
@@ -986,6 +989,7 @@ static PyObject *Ledger_admit(LedgerObject *self, PyObject *args) {
 		b->body = data;
 		b->body_length = length;
 		b->n = count;
+		b->relayed = relayed;
 		b->recs = calloc(count ? count : 1, sizeof *b->recs);
 		b->status = calloc(count ? count : 1, 1);
 		b->why = calloc(count ? count : 1, sizeof *b->why);

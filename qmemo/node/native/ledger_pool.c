@@ -44,6 +44,8 @@ int ledger_init(ledger *l, const ledger_config *c) {
 	l->min_fee = c->min_fee;
 	l->max_txs = c->max_txs;
 	l->max_bytes = c->max_bytes;
+	l->relay_max_txs = c->relay_max_txs < c->max_txs ? c->max_txs : c->relay_max_txs;
+	l->relay_max_bytes = c->relay_max_bytes < c->max_bytes ? c->max_bytes : c->relay_max_bytes;
 	l->max_per_sender = c->max_per_sender;
 	l->held_window = c->held_window;
 	l->held_max = c->held_max;
@@ -410,8 +412,9 @@ int charge(i128 available, u128 next_nonce, const qmemo_admit_record *rec, u128 
 	return 0;
 }
 
-/* Mempool.check: 0 would be added, 1 already pending, 2 refused (why). */
-static int pool_check(const ledger *l, const qmemo_admit_record *rec, const account *a, refusal *why) {
+/* Mempool.check: 0 would be added, 1 already pending, 2 refused (why). `relayed`: a peer's
+ * relay or what is in memory already, judged against the relay caps. */
+static int pool_check(const ledger *l, const qmemo_admit_record *rec, const account *a, int relayed, refusal *why) {
 	uint32_t at = dmap_find(&l->entry_index, rec->id);
 	if (at != DMAP_NONE && l->entries[at].state == E_PENDING) {
 		return 1;
@@ -431,7 +434,8 @@ static int pool_check(const ledger *l, const qmemo_admit_record *rec, const acco
 	if (pending >= l->max_per_sender) {
 		return 2 * refuse(why, C_SENDER_LIMIT, pending, 0);
 	}
-	if (l->npending >= l->max_txs || l->pending_bytes + rec->record_length > l->max_bytes) {
+	uint64_t max_txs = relayed ? l->relay_max_txs : l->max_txs, max_bytes = relayed ? l->relay_max_bytes : l->max_bytes;
+	if (l->npending >= max_txs || l->pending_bytes + rec->record_length > max_bytes) {
 		return 2 * refuse(why, C_MEMPOOL_FULL, l->npending, l->pending_bytes);
 	}
 	return 0;
@@ -535,7 +539,7 @@ int ledger_promote(ledger *l, const uint8_t *sender_addr, evictions *out, uint32
 	for (uint32_t k = 0; k < run; k++) {
 		uint32_t at = ready[k];
 		refusal why;
-		int r = pool_check(l, &l->entries[at].rec, a ? &snapshot : NULL, &why);
+		int r = pool_check(l, &l->entries[at].rec, a ? &snapshot : NULL, 1, &why);
 		if (r != 0) {   /* 1 cannot happen: the id is this entry's own, not pending */
 			uint8_t id[ID_BYTES];
 			memcpy(id, l->entries[at].rec.id, ID_BYTES);
@@ -617,7 +621,7 @@ int ledger_precheck(ledger *l, admit_batch *b) {
 		batch_sender *earlier = at == DMAP_NONE ? NULL : &seen.items[at];
 		int refused;
 		if (rec->nonce == next_pending) {
-			refused = pool_check(l, rec, a, why) == 2;
+			refused = pool_check(l, rec, a, b->relayed, why) == 2;
 		} else if ((earlier && rec->nonce == earlier->next) ||
 		           (next_pending < rec->nonce && (u128) rec->nonce <= (u128) next_pending + l->held_window)) {
 			/* held, or after a candidate: payable with everything before it, and room to hold it */
@@ -625,7 +629,7 @@ int ledger_precheck(ledger *l, admit_batch *b) {
 			refused = charge((i128) (a ? a->balance : 0) - (i128) spent, rec->nonce, rec, &cost, why) ||
 			          ((!earlier || rec->nonce != earlier->next) && held_room(l, q, why));
 		} else {
-			refused = pool_check(l, rec, a, why) == 2;   /* replay, conflict or gap */
+			refused = pool_check(l, rec, a, b->relayed, why) == 2;   /* replay, conflict or gap */
 		}
 		if (refused) {
 			b->status[i] = S_REJECTED;
@@ -691,7 +695,7 @@ int ledger_commit(ledger *l, admit_batch *b, double now, int relay, uint32_t *jo
 			continue;
 		}
 		const account *a = ledger_account(l, rec->sender);
-		int r = pool_check(l, rec, a, why);
+		int r = pool_check(l, rec, a, b->relayed, why);
 		if (r == 1 || (r == 0 && dmap_find(&l->entry_index, rec->id) != DMAP_NONE)) {
 			b->status[i] = S_DUPLICATE;   /* pending already (or held: a relay's copy won the race) */
 			continue;
@@ -936,7 +940,7 @@ int ledger_blocks_undone(ledger *l, const block_view *views, size_t nviews, evic
 	for (uint32_t k = 0; k < nitems && rc == 0; k++) {
 		readd_item *item = &items[k];
 		refusal why;
-		int r = pool_check(l, &item->rec, ledger_account(l, item->rec.sender), &why);
+		int r = pool_check(l, &item->rec, ledger_account(l, item->rec.sender), 1, &why);
 		if (r == 0 && dmap_find(&l->entry_index, item->rec.id) == DMAP_NONE) {
 			uint32_t at = entry_new(l, &item->rec, NULL, item->enc);
 			if (at == UINT32_MAX) {
