@@ -52,7 +52,6 @@ class SweepPoint:
     door_refused_share: float | None = None
     agree: bool | None = None
     reorgs: int | None = None
-    taken_p99_ms: float | None = None     # sent -> committed (SweepRow.taken_p99_ms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,8 +124,7 @@ def devnet_run(summary: LoadSummary, source: Path, run_id: str) -> DevnetRun:
 def sweep_points(sweep: Sweep) -> tuple[SweepPoint, ...]:
     return tuple(sorted((SweepPoint(r.target_tps, r.committed_tps, r.p50_ms, r.p99_ms, r.throughput_saturated,
                                       r.survival_ratio, r.latency_saturated, r.generator_fell_behind, r.why, i,
-                                      r.lost, r.door_refused, r.door_refused_share, r.agree, r.reorgs,
-                                      r.taken_p99_ms)
+                                      r.lost, r.door_refused, r.door_refused_share, r.agree, r.reorgs)
                          for i, r in enumerate(sweep.rows)), key=lambda p: p.target_tps))
 
 

@@ -196,10 +196,6 @@ class SweepRow:
     # written before the sweep ran past saturation.
     planned: int | None = field(default=None, metadata=OMIT_NONE)
     door_refused: int | None = field(default=None, metadata=OMIT_NONE)
-    # p99 sent -> committed: from the slot whose offer a node took. A batch a door refused is
-    # offered again in a later slot, so intended -> committed holds the wait the door asked
-    # for (past saturation, the queue of what was refused); this is what the chain took.
-    taken_p99_ms: float | None = field(default=None, metadata=OMIT_NONE)
 
     @property
     def limited(self) -> bool:
@@ -323,8 +319,7 @@ def sweep_row(summary: LoadSummary, run_dir: Path) -> SweepRow:
                     summary.generator_cpu_us_per_tx,
                     agree=summary.agreement.agree if summary.agreement else None,
                     reorgs=summary.agreement.reorgs_total if summary.agreement else None,
-                    planned=summary.counts.planned, door_refused=summary.counts.rejected.get(BUSY_BACKLOG, 0),
-                    taken_p99_ms=summary.latency_ms.sent_to_committed.percentiles_ms["p99"])
+                    planned=summary.counts.planned, door_refused=summary.counts.rejected.get(BUSY_BACKLOG, 0))
 
 
 # --- files ------------------------------------------------------------------------------------

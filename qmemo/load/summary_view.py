@@ -123,10 +123,9 @@ def render_summary(summary: LoadSummary, where: str | None = None) -> Group:
 def render_sweep(rows: Sequence[SweepRow]) -> Group:
     """The sweep's table, stage by stage (past saturation too), and under it the line that
     says where the nodes saturate and what the stages past it did (`past_saturation`). The
-    three verdicts share one column (`limited by`), so that the table fits 120 columns.
-    `p99 taken`: sent -> committed, from the slot whose offer a node took (SweepRow)."""
+    three verdicts share one column (`limited by`), so that the table fits 120 columns."""
     table = Table(title="sweep: throughput vs latency (intended → committed)", title_justify="left")
-    for header in ("target TPS", "committed TPS", "p50 s", "p99 s", "p99 taken s", "lost", "rejected",
+    for header in ("target TPS", "committed TPS", "p50 s", "p99 s", "lost", "rejected",
                    "refused at the door", "limited by", "nodes agree", "branch switches"):
         # Headers wrap; no column is narrower than its longest word, or than what its cells say
         # ("throughput", "575,000 (57.5%)").
@@ -135,7 +134,6 @@ def render_sweep(rows: Sequence[SweepRow]) -> Group:
         table.add_column(header, justify="right", min_width=least, max_width=max(least, len("100,000")))
     for row in rows:
         table.add_row(f"{row.target_tps:,.0f}", f"{row.committed_tps:,.0f}", _s(row.p50_ms), _s(row.p99_ms),
-                      _s(row.taken_p99_ms),
                       f"{row.lost:,}" if not row.lost else Text(f"{row.lost:,}", style="bold red"),
                       f"{row.rejected:,}", door_refused_cell(row.door_refused, row.door_refused_share),
                       _limited_by(row),
@@ -180,8 +178,6 @@ class StageFigures(Protocol):
     def agree(self) -> bool | None: ...
     @property
     def reorgs(self) -> int | None: ...
-    @property
-    def taken_p99_ms(self) -> float | None: ...
 
 
 def past_saturation(rows: Sequence[StageFigures]) -> str:
@@ -202,10 +198,9 @@ def past_saturation(rows: Sequence[StageFigures]) -> str:
     reorgs = [r.reorgs for r in past if r.reorgs is not None]
     agree = [r.agree for r in past if r.agree is not None]
     refused = _span([100 * share for share in shares], ".1f") + "%" if shares else "-"
-    taken = [r.taken_p99_ms / 1000 for r in past if r.taken_p99_ms is not None]
-    taken_p99 = f", p99 sent -> final {_span(taken, '.1f')} s" if taken else ""
+
     switches = f"{sum(reorgs):,}" if reorgs else "-"
     agreed = ("yes" if all(agree) else "no") if agree else "not checked"
     return (f"{head}; past it: committed {_span([r.committed_tps for r in past], ',.0f')} TPS, "
-            f"refused at the door {refused}{taken_p99}, lost {sum(r.lost for r in past):,}, "
+            f"refused at the door {refused}, lost {sum(r.lost for r in past):,}, "
             f"branch switches {switches}, final hashes agree: {agreed}")
