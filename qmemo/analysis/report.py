@@ -13,6 +13,11 @@ in order and writes the folder, one per run so a report never replaces another r
 where <run-id> is the devnet run's (several runs: their ids joined by "+"), or the C
 baseline's when no devnet run is given.
 
+Sharded runs alone need no C baseline: their first screen sets the nodes' measured verify
+load against the research's model, not against C. Without one (a fresh clone) the report
+still renders; the sections that only the C baseline can fill are left out, and the
+answer says so and names the command that measures it.
+
 It never measures anything and never fills in a figure the result files do not hold.
 """
 
@@ -50,49 +55,63 @@ class Report:
         return tuple(self.out_dir / p for s in self.sections for p in s.plots)
 
 
-def build_sections(results: Results, plot_dir: Path, devnet: Sequence[DevnetRun] = (),
+def build_sections(results: Results | None, plot_dir: Path, devnet: Sequence[DevnetRun] = (),
                    benches: PyBenches = PyBenches(), scenarios: Sequence[ScenarioRun] = ()) -> list[Section]:
     """Every section in report order, the answer first; plots are written into `plot_dir` as
-    they are drawn."""
+    they are drawn. `results` None (no C baseline; sharded runs only): the C sections are left out."""
     # A sharded run's committed TPS is every shard's together, not one node's rate: the headline
     # (survival against one C core) is an unsharded run's; a sharded run's first screen is its
     # per-shard verify load against the research's model (report_shards_headline), its details
     # in their own section (report_shards).
-    headlines = report_headline.load_headlines(results, [run for run in devnet if not run.shards])
+    unsharded = [run for run in devnet if not run.shards]
     sharded = report_shards_headline.load_sharded_headlines(devnet)
-    sections = [
-        report_headline.headline_section(results, plot_dir, headlines, sharded),
+    if results is None and unsharded:
+        raise ConfigError(f"run {', '.join(run.run_id for run in unsharded)} is unsharded: its answer is set "
+                          f"against the C baseline, and there is {report_headline.NO_C_BASELINE}: "
+                          f"{report_headline.MAKE_C_BASELINE}")
+    headlines = report_headline.load_headlines(results, unsharded) if results is not None else []
+    single_chain = [entry.headline for entry in headlines]
+    c_sections = [
         report_c.environment(results, plot_dir),
         report_c.verification(results, plot_dir),
         report_c.schemes(results, plot_dir),
         report_c.multicore(results, plot_dir),
         report_c.signature_sizes(results, plot_dir),
-        report_memo.headroom_section(results, plot_dir, [entry.headline for entry in headlines]),
+        report_memo.headroom_section(results, plot_dir, single_chain),
         report_verifiers.verify_implementations_section(results, plot_dir),
         report_memo.hardware_section(results, plot_dir),
         report_memo.footprint_section(results, plot_dir),
-        report_memo.devnet_section(results, plot_dir, devnet, [entry.headline for entry in headlines]),
+    ] if results is not None else []
+    sections = [
+        report_headline.headline_section(results, plot_dir, headlines, sharded),
+        *c_sections,
+        report_memo.devnet_section(results, plot_dir, devnet, single_chain),
         report_shards.shards_section(results, devnet),
-        report_stages.stage_costs_section(results, plot_dir, devnet),
-        scheme_ab.scheme_ab_section(devnet, plot_dir, results.machine_caption()),
+        # Every node's stage costs are set against a C verify; without one the first screen's
+        # per-shard stage table stands alone.
+        report_stages.stage_costs_section(results, plot_dir, devnet) if results is not None else None,
+        scheme_ab.scheme_ab_section(devnet, plot_dir, report_memo.caption(results)),
         report_py.python_benches_section(benches),
         *(report_scenario.scenario_section(run, plot_dir) for run in scenarios),
     ]
     return [s for s in sections if s is not None]
 
 
-def title(results: Results, devnet: Sequence[DevnetRun]) -> str:
-    if devnet:
+def title(results: Results | None, devnet: Sequence[DevnetRun]) -> str:
+    if devnet or results is None:
         return "qMEMO report: devnet run " + ", ".join(run.run_id for run in devnet)
     return f"qMEMO report: C baseline {results.baseline.run_id}"
 
 
-def render(results: Results, sections: Sequence[Section], devnet: Sequence[DevnetRun],
+def render(results: Results | None, sections: Sequence[Section], devnet: Sequence[DevnetRun],
            benches: PyBenches = PyBenches(), scenarios: Sequence[ScenarioRun] = ()) -> str:
     """The answer first (the first section, before the contents), then what it was read from
     and the details."""
-    b = results.baseline
-    inputs = [f"- C baseline: `{results.summary_source}` (run `{b.run_id}`, {b.created})"]
+    if results is None:
+        inputs = [f"- C baseline: {report_headline.NO_C_BASELINE}; {report_headline.MAKE_C_BASELINE}"]
+    else:
+        b = results.baseline
+        inputs = [f"- C baseline: `{results.summary_source}` (run `{b.run_id}`, {b.created})"]
     inputs += [f"- devnet run: `{display_path(run.sweep_source or run.source)}`" for run in devnet]
     inputs += [f"- scenario run: `{display_path(run.source)}`" for run in scenarios]
     inputs += [f"- {name}: `{display_path(bench.source)}`"
@@ -110,18 +129,18 @@ def render(results: Results, sections: Sequence[Section], devnet: Sequence[Devne
     return "\n\n".join([header, *(s.render() for s in details)]) + "\n"
 
 
-def default_out_dir(results: Results, devnet: Sequence[DevnetRun]) -> Path:
+def default_out_dir(results: Results | None, devnet: Sequence[DevnetRun]) -> Path:
     """docs/results/<run id>: the devnet runs' (joined by "+"), else the C baseline's, so
     a report of one run never lands in (and replaces) another run's folder."""
-    name = "+".join(run.run_id for run in devnet) if devnet else results.baseline.run_id
+    name = "+".join(run.run_id for run in devnet) if devnet or results is None else results.baseline.run_id
     return DEFAULT_OUT_ROOT / name.replace("/", "_")
 
 
 def write_report(results_dir: str | Path | None = None, devnet_dirs: Sequence[str | Path] = (),
                  out_dir: str | Path | None = None, benches: PyBenches | None = None,
                  scenario_dirs: Sequence[str | Path] = ()) -> Report:
-    results = load_results(results_dir)
     devnet = [load_devnet_run(d) for d in devnet_dirs]
+    results = _c_baseline(results_dir, devnet)
     scenarios = [load_scenario_run(d) for d in scenario_dirs]
     benches = load_py_benches() if benches is None else benches
     out = Path(out_dir) if out_dir is not None else default_out_dir(results, devnet)
@@ -138,3 +157,15 @@ def write_report(results_dir: str | Path | None = None, devnet_dirs: Sequence[st
     # The same text, a second renderer: the page carries its plots inside it.
     html_path.write_text(render_html(markdown, out, title(results, devnet)))
     return Report(out, markdown_path, html_path, tuple(sections))
+
+
+def _c_baseline(results_dir: str | Path | None, devnet: Sequence[DevnetRun]) -> Results | None:
+    """The C baseline; None when none was named, none is on this machine and every run given
+    is sharded (their report needs none). A folder named but missing, or a run that needs the
+    baseline, still refuses (load_results' ConfigError)."""
+    try:
+        return load_results(results_dir)
+    except ConfigError:
+        if results_dir is not None or not devnet or any(not run.shards for run in devnet):
+            raise
+        return None

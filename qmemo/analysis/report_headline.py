@@ -28,6 +28,10 @@ TITLE = "The answer"
 PLOT = "headline.png"
 SWEEP_HINT = "`./devnet.sh --sweep 2000:1.25:12000 --stage 20 --block-txs 30000`"
 DEFINITION = "docs/methodology.md, \"The headline\""
+# load_results' fallbacks, in the words a fresh clone's reader needs: where it looked, and
+# the command that measures one (qmemo.bench.node_references.C_BASELINE_MISSING names it alike).
+NO_C_BASELINE = "no C baseline (no `results/latest/summary.json`, nor a run of this machine's in `results/`)"
+MAKE_C_BASELINE = "`.venv/bin/qmemo bench c` measures one (`--quick`: a shorter run), then run this report again"
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,18 +156,30 @@ def _curves(entries: Sequence[RunHeadline]) -> dict[str, list[tuple[float, float
     return curves
 
 
-def headline_section(results: Results, plot_dir: Path, entries: Sequence[RunHeadline],
+def no_c_block() -> str:
+    """No C baseline: what the report leaves out, and the command that fills it in."""
+    return (f"**This report has {NO_C_BASELINE}:** {MAKE_C_BASELINE}. Left out until then: the C suite's sections, the headroom "
+            "of a C core against MEMO's scenarios, and every node's stage costs against a C verify; the "
+            "figures above are the nodes' own.")
+
+
+def headline_section(results: Results | None, plot_dir: Path, entries: Sequence[RunHeadline],
                      sharded: Sequence[ShardedHeadline] = ()) -> Section:
     """`sharded`: the sharded runs given, each answered first by its per-shard verify load
     against the research's model (a sharded devnet's committed TPS is every shard's together,
-    not one node's: no single-chain headline for it)."""
+    not one node's: no single-chain headline for it). `results` None: no C baseline, and
+    `entries` empty (an unsharded run's answer is set against C)."""
     blocks_sharded = [sharded_block(line) for line in sharded]
+    details = ("cross-shard transfers and invariants, and the C core's headroom against MEMO's scenarios, are in "
+               "\"Shards end to end\"; every node's stage costs in \"Stage costs per transaction\"."
+               if results is not None else
+               "cross-shard transfers and invariants, and its load against MEMO's scenarios, are in \"Shards end "
+               "to end\".")
     aside = (f"Sharded devnet run(s) {', '.join(f'`{line.run.run_id}`' for line in sharded)}: each shard's load, "
-             "cross-shard transfers and invariants, and the C core's headroom against MEMO's scenarios, are in "
-             "\"Shards end to end\"; every node's stage costs in \"Stage costs per transaction\".") if sharded else ""
+             + details) if sharded else ""
     if not entries:
-        return Section(TITLE, "\n\n".join(part for part in (*blocks_sharded, aside,
-                                                             c_only_block(results, bool(sharded))) if part))
+        c_block = c_only_block(results, bool(sharded)) if results is not None else no_c_block()
+        return Section(TITLE, "\n\n".join(part for part in (*blocks_sharded, aside, c_block) if part))
     blocks = [run_block(entry.headline) for entry in entries]
     labels, parts = stage_bars([row for entry in entries for row in entry.costs])
     sources = [display_path(entry.headline.committed_tps.source) for entry in entries]

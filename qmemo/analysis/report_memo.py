@@ -69,6 +69,12 @@ PROJECTION_SCENARIOS = (
 )
 
 
+def caption(results: Results | None) -> str:
+    """The plots' machine line: the C baseline describes the machine, and without one the
+    caption says it is not described."""
+    return results.machine_caption() if results is not None else "machine not described (no C baseline)"
+
+
 def scenario_label(s: Scenario) -> str:
     return f"{s.name}, {s.cross_shard_share:.0%} cross-shard" if s.shards > 1 else s.name
 
@@ -270,7 +276,7 @@ def footprint_section(results: Results, plot_dir: Path) -> Section:
 
 # --- devnet ----------------------------------------------------------------------------------
 
-def devnet_section(results: Results, plot_dir: Path, runs: Sequence[DevnetRun],
+def devnet_section(results: Results | None, plot_dir: Path, runs: Sequence[DevnetRun],
                    headlines: Sequence[Headline] = ()) -> Section:
     if not runs:
         return Section("Devnet end to end", "No devnet run folder was given (`qmemo report --devnet RUN_DIR`); "
@@ -326,7 +332,7 @@ def devnet_section(results: Results, plot_dir: Path, runs: Sequence[DevnetRun],
                  source_note(*(display_path(r.sweep_source or r.source) for r in runs if r.sweep))]
         name = "devnet_throughput_latency.png"
         plots.throughput_latency(plot_dir / name, sweeps,
-                                 f"{results.machine_caption()} - "
+                                 f"{caption(results)} - "
                                  + ", ".join(display_path(r.sweep_source or r.source) for r in runs if r.sweep),
                                  saturation)
         body.append(image(name, "devnet throughput against latency"))

@@ -13,7 +13,8 @@ For each sharded devnet run given to `qmemo report --devnet` (its summary.json's
   qmemo.analysis.headroom), the verify load one node of this devnet's busiest shard
   carried end to end (its committed TPS x its measured verifies per transaction), that
   load as a share of the need, and the C single-core verify rate's headroom against the
-  need - with the model's verifies per transaction and with the measured one.
+  need - with the model's verifies per transaction and with the measured one (without a C
+  baseline those two columns say so, and the rest stands).
 
 Every figure names the file it came from. Pure: result records in, Markdown out.
 """
@@ -26,6 +27,7 @@ from qmemo.analysis.devnet import DevnetRun
 from qmemo.analysis.headroom import required_verify_rate, verdict
 from qmemo.analysis.markdown import Section, headroom_x, num, percent, source_note, table
 from qmemo.analysis.memo import CONSERVATIVE_SHARDS, CONSERVATIVE_TPS, CROSS_SHARD_SHARE, TARGET_SHARDS, TARGET_TPS
+from qmemo.analysis.report_headline import NO_C_BASELINE
 from qmemo.analysis.results import FALCON, Results, capacities, display_path
 
 MEMO_SOURCE = "qmemo/analysis/memo.py"
@@ -35,7 +37,7 @@ _SCENARIOS = (("conservative", CONSERVATIVE_TPS, CONSERVATIVE_SHARDS, 0.0),
               ("target", TARGET_TPS, TARGET_SHARDS, CROSS_SHARD_SHARE))
 
 
-def shards_section(results: Results, runs: Sequence[DevnetRun]) -> Section | None:
+def shards_section(results: Results | None, runs: Sequence[DevnetRun]) -> Section | None:
     sharded = [run for run in runs if run.shards]
     if not sharded:
         return None
@@ -74,31 +76,32 @@ def _yes(flag: bool) -> str:
     return "yes" if flag else "NO"
 
 
-def _against_memo(results: Results, run: DevnetRun) -> list[str]:
+def _against_memo(results: Results | None, run: DevnetRun) -> list[str]:
     busiest = max(run.shards, key=lambda s: s.committed_tps * (s.verifies_per_committed_tx or 0))
     measured_per_tx = busiest.verifies_per_committed_tx
     load = busiest.committed_tps * measured_per_tx if measured_per_tx is not None else None
-    single = capacities(results, FALCON)[0]
+    single = capacities(results, FALCON)[0] if results is not None else None
     rows = []
     for name, tps, shards, share in _SCENARIOS:
         need = required_verify_rate(tps, shards, share)
         need_measured = tps / shards * measured_per_tx if measured_per_tx is not None else None
-        head = single.verify_rate / need
-        head_measured = single.verify_rate / need_measured if need_measured else None
+        head = single.verify_rate / need if single is not None else None
+        head_measured = single.verify_rate / need_measured if need_measured and single is not None else None
         rows.append((f"{name}, {percent(share, 0)} cross-shard", num(tps), shards, num(1 + share, 2), num(need, 1),
                      percent(load / need) if load is not None else "-",
-                     f"{headroom_x(head)} {verdict(head)}",
+                     f"{headroom_x(head)} {verdict(head)}" if head is not None else "-",
                      num(need_measured, 1) if need_measured is not None else "-",
                      f"{headroom_x(head_measured)} {verdict(head_measured)}" if head_measured else "-"))
+    against_c = (f"the C single core ({num(single.verify_rate)}/s) is set against it with the model's and with the "
+                 "measured verifies per transaction." if single is not None else
+                 f"the C single core's headroom is not shown: there is {NO_C_BASELINE}.")  # the answer names the command
     return [
         f"Set against MEMO: the busiest shard of run {run.run_id} (shard {busiest.shard}) committed "
         f"{num(busiest.committed_tps, 1)} TPS at {num(measured_per_tx, 2)} verifies per transaction: a verify load of "
         f"{num(load, 1)}/s on each of its nodes, end to end (with everything else a node does, on this shared "
-        "machine). Needed per shard = TPS / shards x verifies per transaction; the C single core "
-        f"({num(single.verify_rate)}/s) is set against it with the model's and with the measured verifies "
-        "per transaction.",
+        f"machine). Needed per shard = TPS / shards x verifies per transaction; {against_c}",
         table(("MEMO scenario", "TPS", "shards", "verifies / tx (model)", "needed/s per shard",
                "this devnet's shard load / needed", "C single core headroom (model)",
                "needed/s (measured verifies / tx)", "C single core headroom (measured)"), rows),
-        source_note(display_path(run.source), single.source, MEMO_SOURCE),
+        source_note(display_path(run.source), *([single.source] if single is not None else []), MEMO_SOURCE),
     ]
