@@ -2,19 +2,18 @@
 
 A command such as `qmemo soak` or `qmemo scenario run` starts nodes and a generator and
 stops them by PID in a `finally`. Python's default SIGTERM and SIGHUP end the process at
-once, without running it, and leave those children running (found when `kill <soak pid>`
-left three nodes and a signing generator behind). After `interrupt_on_signals()` all
-three raise KeyboardInterrupt: `finally` cleans up, the CLI exits 130.
+once, without running it, and would leave those children running (nodes, a signing
+generator: docs/soak.md, "Signals"). After `interrupt_on_signals()` all three raise
+KeyboardInterrupt: `finally` cleans up, the CLI exits 130.
 
 One handler and one state for the whole process, not handlers swapped in and out: a
-second signal landing while handlers were being swapped escaped half-way (found by
-review: SIGTERM between two `signal.signal` calls skipped the cleanup and left SIGINT
-ignored for good). The state says what a signal does:
+second signal landing while handlers are being swapped would escape half-way (SIGTERM
+between two `signal.signal` calls skips the cleanup and leaves SIGINT ignored for good).
+The state says what a signal does:
 - normal: raise KeyboardInterrupt, and from then on ignore the others (the cleanup that
   the first one starts must not be cut short by a second Ctrl-C);
 - `deferred()`: note it, and raise at the end of the block - a Ctrl-C landing inside
-  `subprocess.Popen` would otherwise leave a child started but unknown to the cleanup
-  (a test sending SIGTERM as the soak started its generator met that in three tries of six);
+  `subprocess.Popen` would otherwise leave a child started but unknown to the cleanup;
 - `shielded()`: ignore it (the cleanup itself).
 A signal that was ignored before (SIGHUP under `nohup`, SIGINT in a background job) stays
 ignored, in this process and in the children it starts: caught signals are reset to the

@@ -75,8 +75,8 @@ STEPS: tuple[Step, ...] = (
 STEP_NAMES = tuple(s.name for s in STEPS) + ("verify_implementations", "validate")
 # The verify-only run (`--verify-only`, the devnet's first-screen baseline): the careful
 # Falcon-512 verify figure, every scheme's verify rate and the fast Falcon and ML-DSA verifiers, at the
-# quick sizes - about 12 s of measuring on 2 cores (plus the bench_c build on a first run:
-# 20-25 s in all from nothing) against 70 s for the whole quick run.
+# quick sizes - a fraction of the whole quick run's time, plus the bench_c build on a first
+# run (docs/setup.md, "The first run, timed").
 VERIFY_ONLY_STEPS = ("statistical", "classical", "all", "verify_implementations")
 
 # speed_sig rounds interleaved with ours, per profile (odd, so the median is one round);
@@ -193,8 +193,8 @@ def run_suite(profile: str, run_folder: RunFolder, only: tuple[str, ...], on_ste
 def _build(log: IO[str], log_path: Path) -> None:
     if not (LIBOQS_DIR / "include" / "oqs" / "oqs.h").exists():
         raise SetupError(f"liboqs is not installed in {LIBOQS_DIR}: run scripts/setup.sh first")
-    # One job per core: from nothing, the build is most of a verify-only run's time (7-11 s
-    # of ~23 s serially on 2 busy cores; 29 independent objects).
+    # One job per core: from nothing, the build is most of a verify-only run's time, and its
+    # 29 objects are independent (docs/setup.md, "The first run, timed").
     command = ["make", "-C", str(BENCH_C_DIR), f"-j{os.cpu_count() or 1}"]
     log.write(f"$ {' '.join(command)}\n")
     log.flush()

@@ -64,9 +64,9 @@ class NodeBenchConfig:
     batch: int = 500                     # transactions per request
     concurrency: int = 4                 # requests in flight
     threads: tuple[int, ...] = (1, 2)    # verify-thread counts, `rounds` node runs each (0: the node verifies inline)
-    # Node runs per thread count. One run's CPU per transaction moved by up to ±8% from
-    # run to run on this 2-core machine with the same code; the figures are the median
-    # run's, and the spread is in the file.
+    # Node runs per thread count. One run's CPU per transaction moves from run to run with
+    # the same code (docs/methodology.md section 12 gives the spread seen on 2 cores); the
+    # figures are the median run's, and the spread is in the file.
     rounds: int = 3
     scheme: str = "Falcon-512"
     verifier: str = DEFAULT_VERIFIER     # the node's Falcon verifier, and the references'

@@ -13,10 +13,9 @@ headline's floor (qmemo.bench.node_figures), which noise must not lower.
 Each step starts with the cycle collector settled as a running node has it: what exists
 is collected and frozen (the node freezes what exists at start), and young collections
 come at the node's threshold. Without that, a full collection over the benchmark's own
-tens of thousands of transactions fell in whichever step crossed the collector's
-threshold: the same JSON answer timed 13.6 µs a transaction in one run and 0.3 in the next
-(`qmemo bench node --txs 30000 --threads 1`, then `--txs 150000 --warmup 30000 --threads 1`,
-2026-11-25 21:17 and 21:20 UTC).
+tens of thousands of transactions would fall in whichever step crosses the collector's
+threshold and swamp that step's figure (docs/methodology.md section 10, "The breakdown's
+cycle collector", has the runs).
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@ charges to the node's event loop, its verify threads and the rest.
 
 Each thread's time on a CPU comes from `/proc/<pid>/task/<tid>/schedstat` (its first
 field, nanoseconds, user and system together), not from `stat`'s utime and stime: those
-count 10 ms ticks, and a short run (the test suite's, 1,000 transactions admitted in
-~20 ms) read 0 s of node CPU. A kernel without schedstat falls back to the ticks.
+count 10 ms ticks, so a short run (the test suite's, 1,000 transactions admitted in
+~20 ms) would read 0 s of node CPU. A kernel without schedstat falls back to the ticks.
 """
 
 from __future__ import annotations

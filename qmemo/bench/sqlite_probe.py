@@ -2,11 +2,11 @@
 its connection opens (`--pragma`), and the thread CPU of each statement, by store call
 (`--statements`).
 
-Why: the store's CPU per transaction grew with the chain, and the time of `keep_branch` and
-`append` alone could not say where; trying a SQLite setting took a wrapper patched over
-`sqlite3.connect` (docs/methodology.md section 12, "2026-11-26, the store measured
-again"). `ChainStore` takes the class of its connection, so the benchmark hands it one
-made here, and the node keeps SQLite's own.
+Why: the time of `keep_branch` and `append` alone does not say which statement a store's
+cost is in, and trying a SQLite setting would otherwise take a wrapper patched over
+`sqlite3.connect` (the figures it gave: docs/methodology.md section 12, "the store
+measured again"). `ChainStore` takes the class of its connection, so the benchmark hands
+it one made here, and the node keeps SQLite's own.
 """
 
 from __future__ import annotations

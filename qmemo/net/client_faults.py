@@ -4,7 +4,7 @@ A request line past aiohttp's limit, a body running past its Content-Length (its
 parses as a broken next request), a malformed header, bytes that are not HTTP: aiohttp
 answers these itself, before any app code or middleware runs, with a text/plain 400
 (`RequestHandler.handle_error`, aiohttp/web_protocol.py), and by default writes an ERROR
-with a traceback for every one (a flood of 12 KB URLs, one per request, once filled the log).
+with a traceback for every one (a flood of long URLs, one per request, fills the log).
 
 - The answer: `NodeRunner` serves connections with `JsonFaultHandler`, whose
   `handle_error` answers a parser fault with the JSON error body and the status that

@@ -47,8 +47,8 @@ async def read_body(request: web.Request, max_bytes: int, timeout_s: float) -> b
     The chunks are joined once: aiohttp's `request.read()` grows a bytearray chunk by chunk
     and then copies it into bytes, two more passes over a pushed block's ~13 MB. They are
     taken one by one (`readchunk`), as the parser made them: `readany` joins whatever has
-    arrived into one more copy first (~5% of the event loop's time at 100,000 Falcon-512
-    transactions a second, `perf record` on `qmemo bench node`)."""
+    arrived into one more copy first (its share of the event loop, `perf record` on `qmemo
+    bench node`: docs/methodology.md section 12)."""
     if request.content_length is not None and request.content_length > max_bytes:
         raise TooLarge(f"the body is {request.content_length} bytes, the limit is {max_bytes}",
                        code="body_too_large")

@@ -1,9 +1,9 @@
 """Run one node: load its genesis and key, serve HTTP, stop cleanly on SIGINT/SIGTERM.
 
 `run_node` runs it on the configured event loop: uvloop by default (libuv's loop, written
-in C), which took ~5 us of CPU per transaction off each devnet node, most of it from the
-"other" the stage accounting cannot name (transports, futures, wake-ups); asyncio's own
-loop on request (`--event-loop asyncio`). docs/methodology.md section 12 has the runs.
+in C), which costs a node less CPU per transaction than asyncio's, mostly in the "other"
+the stage accounting cannot name (transports, futures, wake-ups); asyncio's own loop on
+request (`--event-loop asyncio`). docs/methodology.md section 12 has the runs.
 
 Order at start: listen first (so /health answers 503 while the store opens), then start
 the node. Order at stop: stop accepting requests, let the ones in flight finish, stop the

@@ -1,9 +1,9 @@
 """The gate in front of a pushed block: its header is judged before its body is decoded.
 
-Decoding a block costs ~7 us per transaction (a 32 MB garbage body held the event loop
-~230 ms), while its header says almost everything that can make it worthless: which
-chain, which height, who signed it and when, how many transactions it may carry. So a
-block a peer pushes goes through, on its header alone and in this order:
+Decoding a block costs ~7 us per transaction of event loop, while its header says almost
+everything that can make it worthless: which chain, which height, who signed it and when,
+how many transactions it may carry. So a block a peer pushes goes through, on its header
+alone and in this order:
 1. the form (version, chain id) and the declared size (`tx_count` within the genesis
    limit, the encoding no longer than that many transactions can fill);
 2. the height window: a block we have is "known"; one at or below the final height, or

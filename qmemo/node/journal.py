@@ -26,11 +26,11 @@ accepted transactions of the requests it carries, framed once by admission (the
 request body itself when all its transactions were accepted), handed to the kernel as
 they are (one `writev`, no copy in Python) with one checksum over them. The checksum of
 a batch whose length has bit 30 set is XXH3-64's low 32 bits; of any other entry, zlib's
-CRC-32, which earlier versions wrote and which is still read. Why XXH3: the CRC-32 was
-0.35 µs of thread CPU per Falcon-512 transaction, XXH3 is 0.04 (`python -m
-qmemo.bench.node_store` times the journal's writes; docs/methodology.md, "The store at
-append speed"). A torn last entry (a crash mid-write) fails its length or checksum
-check and ends the read: it was never answered "accepted".
+CRC-32, which earlier versions wrote and which is still read. Why XXH3: it checksums the
+~1.9 KB of a Falcon-512 transaction in a small fraction of CRC-32's thread CPU (`python -m
+qmemo.bench.node_store` times the journal's writes; the measurement is in
+docs/methodology.md, "The store at append speed"). A torn last entry (a crash mid-write)
+fails its length or checksum check and ends the read: it was never answered "accepted".
 
 Runs its writes on its own thread (never the store's: a block write must not delay a
 client's answer). Never imports aiohttp or knows about HTTP.
@@ -70,7 +70,8 @@ COMPACT_ENTRY_RECORDS = 10_000  # a compaction's entries: ~19 MB of Falcon-512 t
 # least this much (a few hundred transactions) and COMPACT_GROWTH times what the last
 # compaction left. Each compaction rewrites what the last one left, so a journal appended
 # at a steady rate rewrites 1/(COMPACT_GROWTH - 1) of what it appends: at 2, every byte
-# twice; at 9,000 TPS that was a pool's worth (~100 MB) every few seconds.
+# twice; at 4, a third (the profile and runs behind 4: docs/methodology.md section 13,
+# "The journal's compactions").
 MIN_COMPACT_BYTES = 1 << 20
 COMPACT_GROWTH = 4
 MAX_RECORD_BYTES = 1 << 20     # a transaction is at most a few KB; a longer length is damage
@@ -85,7 +86,7 @@ class Journal:
         self.path = Path(data) / JOURNAL_FILE
         self._log = log
         # The writes' CPU (checksum, write, fsync; compaction) is the `store` stage's,
-        # on this writer's thread; without it, it fell in "other".
+        # on this writer's thread; without it, it would count in "other".
         self._stages = stages
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{name}-journal")
         self._file: BinaryIO | None = None

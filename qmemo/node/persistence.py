@@ -141,7 +141,7 @@ class Persistence:
         store (oldest first: their nonces come before the pool's), then the pool's unsettled
         ones, framed. A block leaves the pool when it is applied but reaches the store only
         when its write returns (`BlockIntake.make_durable`, on another thread, or never if the
-        store refuses): a compaction in between that kept only the pool lost its
+        store refuses): a compaction in between that kept only the pool would lose its
         transactions to a SIGKILL. A block body is framed as the journal is."""
         frames, count = self.admission.unsettled()
         blocks = self.chain.not_durable()

@@ -9,8 +9,8 @@ Slot skipping: a validator whose primary is paused or dead takes its fallback tu
 itself validating a block (or a synced branch) that reaches the height it would produce
 - a late primary's block whose header already passed the gate, slow to verify under
 load - it lets its turn pass until that validation ends: producing then would fork off a
-block it is about to apply (under overload, before this rule, every node finalized its own
-fallback branch and the chain split for good).
+block it is about to apply, and under overload each node would finalize its own fallback
+branch, which no node could switch away from (docs/api.md, section 8).
 
 Producer locks: after a fork switch undid a block of ours, it lets its turns pass until
 the branch it is on is final above the fork (or the lock expires; qmemo.core.fork_lock),
@@ -51,10 +51,8 @@ LOCK_POLL_S = 0.25      # how often a locked producer looks again (qmemo.core.fo
 # WHOLE_HEIGHTS_AFTER_MISSING heights go to it whole at once - chain time, not a count of
 # our blocks: 4 heights are ~8 s at 2 s blocks, one or two of ours among 3 validators. Near
 # saturation a peer's pool trails ours (relays wait in its event loop), and an ids push it
-# cannot use costs a round trip through two busy loops before the block goes whole anyway:
-# in one-minute stages on 2 cores, 32 of 84 ids pushes were answered "missing" at 8,500
-# TPS on a slowed machine without this rule, 22 of 64 at 10,000 TPS with it, against 2 of
-# ~280 at 5,000 (docs/methodology.md section 12, "Three steps of 2026-11-26").
+# cannot use costs a round trip through two busy loops before the block goes whole anyway
+# (the runs behind the rule: docs/methodology.md section 12, "Blocks pushed as ids").
 WHOLE_HEIGHTS_AFTER_MISSING = 4
 
 

@@ -64,8 +64,8 @@ class ChainQueries:
     async def transaction_statuses(self, tx_ids: list[bytes]) -> list[TxStatus]:
         """`transaction_status` of each, in order, without inclusion proofs (POST /txs/status).
         The served blocks in memory are indexed once per call and the store is asked on one
-        reader-thread hop: one `transaction_status` per id scanned every recent block each
-        time, and past saturation a batch of 1,000 outlasted the client's 30 s."""
+        reader-thread hop: one `transaction_status` per id would scan every recent block for
+        each id, which past saturation outlasts a client's timeout (docs/soak.md, "A short run")."""
         chain = self.chain
         where: dict[bytes, tuple[NodeBlock, int]] = {}
         for entry in chain.recent:

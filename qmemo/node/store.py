@@ -18,18 +18,17 @@ Tables (docs/protocol.md, "Storage"):
 - `receipts(id, height)`: a shard's credited cross-shard receipts (qmemo.core.receipts),
   each with the final block that credited it: a receipt is credited once, restarts included.
 
-Why qmemo-store/4: format 3 kept its index in one tree keyed by 8 bytes of each id, and
-went through SQLite's write-ahead log. Ids are hashes, so once the index outgrew a block
-every commit rewrote all of it, and the log wrote every page twice (into the log, then
-into the database at a checkpoint), the blocks' bytes included: the CPU per stored
-transaction grew with the chain (7.5 µs over 2 million transactions, 8.5-8.8 over their
-last quarter; docs/methodology.md, "The store at append speed"). Format 4 appends each
-block's index rows after the last block's, and keeps a rollback journal instead of the
-log: pages appended past the file's end need no journal (a rollback truncates them), so a
-block's bytes and its index rows are written once, straight into the database; only the
-few pages a commit changes in place (the tables' inner pages, the last leaf of each) are
-copied to the journal first. A store of format 2 or 3 is converted when it is opened
-(qmemo.node.store_convert); a store of format 1 is refused.
+Why qmemo-store/4's layout: ids are hashes, so an index in one tree keyed by id (format
+3's) has every commit rewrite nearly all of it once it outgrows a block, and a write-ahead
+log writes every page twice (into the log, then into the database at a checkpoint), the
+blocks' bytes included: the CPU per stored transaction would grow with the chain (format
+3's did; the runs are in docs/methodology.md, "The store at append speed"). Format 4
+appends each block's index rows after the last block's, and keeps a rollback journal
+instead of the log: pages appended past the file's end need no journal (a rollback
+truncates them), so a block's bytes and its index rows are written once, straight into
+the database; only the few pages a commit changes in place (the tables' inner pages, the
+last leaf of each) are copied to the journal first. A store of format 2 or 3 is converted
+when it is opened (qmemo.node.store_convert); a store of format 1 is refused.
 
 Atomicity: `keep_branch` replaces the undoable blocks in one SQL transaction (a crash
 leaves the old branch or the new one, never a mix). `append_final` writes a block, its
@@ -74,7 +73,7 @@ PAGE_BYTES = 65536      # SQLite's largest page size (see ChainStore.__init__)
 # large enough that the calls cost nothing, small enough not to copy a whole block at once.
 BLOB_CHUNK_BYTES = 1 << 20
 # The look-up's reads through a memory map rather than read() calls: a probe touches a few
-# bytes of a 64 KB page, which read() would copy whole (~5x the CPU per probe in a trial).
+# bytes of a 64 KB page, which read() would copy whole, at several times the CPU per probe.
 # SQLite caps the map at 2 GiB (SQLITE_MAX_MMAP_SIZE); pages past it are read as before.
 MMAP_BYTES = 1 << 31
 # A stored producer lock: height, fork height, since (ms), the undone block's hash.
@@ -145,8 +144,8 @@ class ChainStore:
         try:
             # Large pages for a new store (an existing one keeps its own: SQLite fixes the size
             # at creation): a block's encoding is megabytes (~76 MB for 40,000 Falcon-512
-            # transactions), a chain of overflow pages; 64 KB pages cut the CPU per stored
-            # transaction by about a third against 4 KB (docs/methodology.md, "The node's hot path").
+            # transactions), a chain of overflow pages; 64 KB pages take less CPU per stored
+            # transaction than 4 KB (docs/methodology.md, section 12, "The node's hot path").
             self._db.execute(f"PRAGMA page_size={PAGE_BYTES}")
             # A rollback journal, not the write-ahead log (see the module's docstring). A
             # store of format 3 was in WAL mode: this converts it, and fails while another
@@ -161,9 +160,9 @@ class ChainStore:
             self._db.execute(f"PRAGMA synchronous={synchronous}")
             self._db.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
             # A block's pages stay in memory until its commit writes each once: with spilling,
-            # the empty pages of `_write_encoding`'s row went to disk and came back to be filled
-            # (1.40 against 1.32 µs per transaction in a trial, docs/methodology.md). The cost:
-            # one block's encoding in memory while it is written.
+            # the empty pages of `_write_encoding`'s row would go to disk and come back to be
+            # filled (the trial: docs/methodology.md section 13). The cost: one block's encoding
+            # in memory while it is written.
             self._db.execute("PRAGMA cache_spill=OFF")
             with self._transaction():
                 for statement in _SCHEMA:
@@ -307,8 +306,8 @@ class ChainStore:
 
     def transaction(self, tx_id: bytes) -> CommittedTransaction | None:
         """A committed transaction with its block and Merkle inclusion proof. Its bytes are
-        read from its block's row as a blob slice: `substr` over the row made SQLite read
-        the whole encoding (~15 MB for 8,000 Falcon-512 transactions, 4-6 ms) per look-up."""
+        read from its block's row as a blob slice: `substr` over the row would make SQLite
+        read the whole encoding (~15 MB for 8,000 Falcon-512 transactions) per look-up."""
         with self._lock:
             place = self._find(tx_id)
             if place is None:
@@ -359,7 +358,7 @@ class ChainStore:
     def _write_encoding(self, height: int, block_hash: bytes, encoding: bytes) -> None:
         """A block's encoding into its row (inside the caller's SQL transaction): the row made
         with room for it, then filled through SQLite's incremental blob I/O. Binding the bytes
-        instead made SQLite copy them whole first (~2x this CPU in a trial, docs/methodology.md)."""
+        instead makes SQLite copy them whole first (the trial: docs/methodology.md section 13)."""
         self._db.execute("INSERT OR REPLACE INTO block_encodings (height, hash, encoded) VALUES (?, ?, zeroblob(?))",
                          (height, block_hash, len(encoding)))
         view = memoryview(encoding)

@@ -7,16 +7,16 @@ A block's rows are written in key order under its own height, so they land after
 earlier block's: each commit appends its pages and rewrites none.
 
 Why not one tree keyed by the id (formats 2 and 3): ids are hashes, so each block's rows
-landed on every page of such a tree once it had more pages than a block has rows, and
-every commit rewrote the whole index; the store's CPU per transaction grew with the chain
-(docs/methodology.md, "The store at append speed").
+land on every page of such a tree once it has more pages than a block has rows, and every
+commit rewrites the whole index; the store's CPU per transaction would grow with the chain
+(docs/methodology.md, "The store at append speed", has the runs).
 
 The price is the look-up: an id names no height, so `CANDIDATES` probes each final block,
 newest first, and the caller stops at the first whose full id matches (a client mostly
 asks about recent transactions). A probe is one seek in SQLite; an id that is in no block
-costs one probe per block: 1.4 ms at 150 blocks of 40,000 on a busy machine, where one
-tree answered in 33 µs (`python -m qmemo.bench.node_store` prints it; docs/methodology.md,
-"The store at append speed").
+costs one probe per block, so its time grows with the number of final blocks, where one
+tree keyed by id answers in one descent (`python -m qmemo.bench.node_store` prints it; the
+figures are in docs/methodology.md, "The store at append speed").
 
 Eight bytes of a hash are not unique against someone grinding for a clash (2^32 work), so a
 key is never trusted: the caller compares the full id in the block's id list, and two

@@ -10,9 +10,9 @@ verify time and a few sampled durations. No Python runs per signature.
 Each verify thread has its own queue. A pool starts by using them all; once a window of
 `WINDOW_NS` shows the verify threads' CPU under `RELAXED` of it, every job goes whole to
 the first thread and the others wait: where the event loop is the bottleneck, a second
-thread verifying at the same time only takes a core from the loop (the node admitted
-0.86-0.95x what one thread did, `qmemo bench node` with the fast verifier, when every batch
-was cut into one slice per thread). After `SATURATED_WINDOWS` windows in a row with the
+thread verifying at the same time only takes a core from the loop (with every batch cut
+into one slice per thread, 2 threads admit less than one: `qmemo bench node` with the fast
+verifier, docs/methodology.md section 12). After `SATURATED_WINDOWS` windows in a row with the
 first thread's CPU at `SATURATED` of them (liboqs's verifier, slower schemes), every batch
 is cut into one slice per thread again, each slice to the least busy. A batch that would
 keep one thread busy `SPLIT_AFTER_NS` (a block) goes to the idle threads, in a slice each,

@@ -75,8 +75,9 @@ def to_yaml(value: Any, indent: int = 0) -> str:
 
 
 def _health_check(url: str) -> dict[str, Any]:
-    # A generous timeout: `qmemo health` is a Python start-up, which took over 5 s on a
-    # loaded 2-core host and kept a healthy node "starting" past compose's patience.
+    # A generous timeout: `qmemo health` is a Python start-up, which on a loaded 2-core
+    # host can outlast a short timeout and keep a healthy node "starting" past compose's
+    # patience (docs/scenarios.md, "Tests with the engine").
     return {"test": ["CMD", "qmemo", "health", url], "interval": "2s", "timeout": "30s", "retries": 60}
 
 

@@ -11,8 +11,8 @@ those accounts in one `POST /accounts`: the node answers it from one state, at i
 one request held every account; past the node's 10,000 accounts a request it takes
 several, and then only when the tip did not move meanwhile - which cannot see a block
 applied but not yet stored (`/status` shows the stored tip, `/accounts` the applied
-state: two requests split by such a block read +1,539 in a 10-minute chaos run, the
-block's fees without its debits). Only consistent samples are judged. Each sample
+state: two requests split by such a block read its fees without its debits;
+docs/scenarios.md, "Chaos", has the run). Only consistent samples are judged. Each sample
 is a line of `chain/supply.jsonl`; a consistent one off the total is also a line of
 `chain/violations.jsonl` at once, with its time. Only the node's public API is used.
 """
