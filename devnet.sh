@@ -240,17 +240,34 @@ GEN_PID=""
 MON_PID=""
 SLEEP_PID=""
 
-# stop_pid PID NAME: SIGTERM, wait up to 15 s, then SIGKILL (and say so).
-stop_pid() {
-  local pid=$1 name=$2
-  kill -0 "$pid" 2>/dev/null || return 0
-  kill -TERM "$pid" 2>/dev/null || return 0
-  for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$pid" 2>/dev/null; then
-    echo "devnet.sh: $name (pid $pid) did not stop in 15 s; killing it" >&2
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
-  wait "$pid" 2>/dev/null || true
+# stop_pids PID NAME [PID NAME ...]: SIGTERM to each, then wait for them together up to 15 s,
+# then SIGKILL each still running (and say so). Together, because a node's stop is mostly
+# waiting, not CPU (a sharded node's requests in flight include its peers' receipt long
+# polls, held for seconds): the waits overlap instead of adding up.
+stop_pids() {
+  local pids=() names=() i
+  while [ $# -ge 2 ]; do
+    if kill -0 "$1" 2>/dev/null && kill -TERM "$1" 2>/dev/null; then pids+=("$1"); names+=("$2"); fi
+    shift 2
+  done
+  for _ in $(seq 150); do
+    running "${pids[@]}" || break
+    sleep 0.1
+  done
+  for i in "${!pids[@]}"; do
+    if kill -0 "${pids[$i]}" 2>/dev/null; then
+      echo "devnet.sh: ${names[$i]} (pid ${pids[$i]}) did not stop in 15 s; killing it" >&2
+      kill -KILL "${pids[$i]}" 2>/dev/null || true
+    fi
+  done
+  for i in "${!pids[@]}"; do wait "${pids[$i]}" 2>/dev/null || true; done
+}
+
+# running PID...: whether any of them is still running.
+running() {
+  local pid
+  for pid in "$@"; do kill -0 "$pid" 2>/dev/null && return 0; done
+  return 1
 }
 
 cleanup() {
@@ -258,14 +275,16 @@ cleanup() {
   set +e                      # stop everything, whatever fails on the way
   trap - EXIT INT TERM ERR
   [ -n "$SLEEP_PID" ] && kill "$SLEEP_PID" 2>/dev/null
-  [ -n "$MON_PID" ] && stop_pid "$MON_PID" monitor
+  [ -n "$MON_PID" ] && stop_pids "$MON_PID" monitor
   if [ -n "$GEN_PID" ]; then
     # A terminal Ctrl-C reached the generator too and it is draining: give it a moment
     # before our SIGTERM, which it would take as a second interrupt (stop waiting at once).
     for _ in $(seq 30); do kill -0 "$GEN_PID" 2>/dev/null || break; sleep 0.1; done
-    stop_pid "$GEN_PID" generator
+    stop_pids "$GEN_PID" generator
   fi
-  for i in "${!NODE_PIDS[@]}"; do stop_pid "${NODE_PIDS[$i]}" "${NAMES[$i]}"; done
+  local nodes=()
+  for i in "${!NODE_PIDS[@]}"; do nodes+=("${NODE_PIDS[$i]}" "${NAMES[$i]}"); done
+  stop_pids "${nodes[@]}"
   if [ -s "$RUN/logs/gen.log" ]; then
     echo
     cat "$RUN/logs/gen.log"

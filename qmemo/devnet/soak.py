@@ -141,14 +141,16 @@ class _Processes:
         return process
 
     def stop_all(self) -> dict[str, int | None]:
-        """SIGTERM each, wait, SIGKILL what does not stop: {name: exit status}."""
+        """SIGTERM each, wait for them together up to STOP_TIMEOUT_S, SIGKILL what does not
+        stop: {name: exit status}."""
         for _, process in self.started:
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
         codes: dict[str, int | None] = {}
+        deadline = time.monotonic() + STOP_TIMEOUT_S   # one for all: their stops overlap
         for name, process in self.started:
             try:
-                codes[name] = process.wait(timeout=STOP_TIMEOUT_S)
+                codes[name] = process.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 process.kill()
                 codes[name] = process.wait()

@@ -148,6 +148,18 @@ def assert_stopped_everything(output: str, tmp: Path) -> None:
     assert processes_mentioning(str(tmp)) == []
 
 
+def stop_times(run: Path) -> dict[str, float]:
+    """Each node's "stopping" log line (SIGTERM seen), as seconds of the day."""
+    out = {}
+    for log in sorted((run / "logs").glob("*node-*.log")):
+        for line in log.read_text().splitlines():
+            if line.endswith(" stopping"):
+                clock = line.split()[1]                       # 13:41:16,299
+                h, m, sec = clock.replace(",", ".").split(":")
+                out[log.stem] = int(h) * 3600 + int(m) * 60 + float(sec)
+    return out
+
+
 def test_headless_devnet_ends_by_itself_and_commits(devnet_run):
     result = devnet_run["result"]
     assert result.returncode == 0, result.stdout + result.stderr + attach_logs(devnet_run["run"])
@@ -226,6 +238,11 @@ def test_dashboard_snapshot_of_live_nodes_then_ctrl_c_stops_everything(tmp_path)
         output = stop_devnet(devnet, signal.SIGINT)
     assert devnet.returncode == 130, output
     assert_stopped_everything(output, tmp_path)
+    # Every node is signalled first and then waited for together: their stops overlap (one
+    # after another, each waited for the one before it, up to ~4 s a node).
+    (run,) = (tmp_path / "runs").iterdir()
+    stopping = stop_times(run)
+    assert len(stopping) == NODES and max(stopping.values()) - min(stopping.values()) < 1.5, stopping
 
 
 def test_nodes_only_run_ends_by_itself_and_stops_its_nodes(tmp_path):

@@ -1,8 +1,8 @@
 """`./devnet.sh --scenario memo-conservative`, shortened, end to end, and its report's first screen.
 
 The preset's 4 shards and 20% cross-shard traffic stay; flags beside it shorten the rest:
-one validator a shard (devnet.sh stops its nodes one after another, seconds each: 12 of them
-would triple the run), 200 TPS for 3 s and 500 ms blocks, as the suite's other devnets. So
+one validator a shard (4 node processes, not 12, to make keys for, start and load on the
+suite's machine), 200 TPS for 3 s and 500 ms blocks, as the suite's other devnets. So
 the run shows the preset reaching the generator with the flags over it, and the report
 reading a real preset run folder (its `command` included).
 """

@@ -22,7 +22,7 @@ from qmemo.crypto.verifier import load_any_genesis
 from qmemo.load.run import read_metrics
 from qmemo.net.client import open_clients
 from tests.conftest import REPO_ROOT, VENV_BIN
-from tests.integration.test_devnet import free_base_port, processes_mentioning
+from tests.integration.test_devnet import free_base_port, processes_mentioning, stop_times
 from tests.integration.test_fleet import keys_of
 
 pytestmark = pytest.mark.slow
@@ -132,3 +132,21 @@ def test_more_generators_than_shards_is_refused_before_anything_is_signed(devnet
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "whole shards" in done.stdout + done.stderr
     assert not (devnet["tmp"] / "three" / "parts").exists()
+
+
+def test_stopping_the_devnet_signals_every_node_first_then_waits_for_them_together(devnet: dict[str, Any]):
+    """Last in the module: it stops the module's devnet. A sharded node's stop waits seconds
+    for its requests in flight; one after another, the nodes' stops added up."""
+    process = devnet["process"]
+    started = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=60) == 143
+    took_s = time.monotonic() - started
+    log = (devnet["tmp"] / "devnet.log").read_text()
+    assert "stopped everything" in log and "did not stop" not in log, log[-3000:]
+    (run,) = (devnet["tmp"] / "runs").iterdir()
+    stopping = stop_times(run)
+    assert len(stopping) == SHARDS * NODES, stopping
+    assert max(stopping.values()) - min(stopping.values()) < 1.5, stopping
+    assert took_s < 10, took_s
+    assert processes_mentioning(str(devnet["devnet"])) == []
