@@ -158,9 +158,9 @@ def _curves(entries: Sequence[RunHeadline]) -> dict[str, list[tuple[float, float
 
 def no_c_block() -> str:
     """No C baseline: what the report leaves out, and the command that fills it in."""
-    return (f"**This report has {NO_C_BASELINE}:** {MAKE_C_BASELINE}. Left out until then: the C suite's sections, the headroom "
-            "of a C core against MEMO's scenarios, and every node's stage costs against a C verify; the "
-            "figures above are the nodes' own.")
+    return (f"**This report has {NO_C_BASELINE}:** {MAKE_C_BASELINE}. Left out until then: the C suite's "
+            "sections, the headroom of a C core against MEMO's scenarios, and every node's stage costs against a "
+            "C verify; the figures above are the nodes' own.")
 
 
 def headline_section(results: Results | None, plot_dir: Path, entries: Sequence[RunHeadline],

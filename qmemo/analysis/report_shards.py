@@ -94,7 +94,7 @@ def _against_memo(results: Results | None, run: DevnetRun) -> list[str]:
                      f"{headroom_x(head_measured)} {verdict(head_measured)}" if head_measured else "-"))
     against_c = (f"the C single core ({num(single.verify_rate)}/s) is set against it with the model's and with the "
                  "measured verifies per transaction." if single is not None else
-                 f"the C single core's headroom is not shown: there is {NO_C_BASELINE}.")  # the answer names the command
+                 f"the C single core's headroom is not shown: there is {NO_C_BASELINE}.")
     return [
         f"Set against MEMO: the busiest shard of run {run.run_id} (shard {busiest.shard}) committed "
         f"{num(busiest.committed_tps, 1)} TPS at {num(measured_per_tx, 2)} verifies per transaction: a verify load of "
