@@ -55,7 +55,6 @@ from qmemo.node.intake import BlockIntake
 from qmemo.node.journal import Journal
 from qmemo.node.ledger import PoolLimits, new_ledger
 from qmemo.node.log import node_logger
-from qmemo.node.loop_lag import probe_loop_lag
 from qmemo.node.metrics import NodeMetrics, VerifyMetrics
 from qmemo.node.peers import PeerLink, PeerView, Relay
 from qmemo.node.persistence import Persistence, count_committed
@@ -67,7 +66,7 @@ from qmemo.node.store import ChainStore
 from qmemo.node.sync import Sync
 from qmemo.node.verify_pool import VerifyPool
 
-EXPIRY_INTERVAL_S = 1.0     # how often held transactions are checked against their time to live
+EXPIRY_INTERVAL_S = 1.0     # how often held transactions, while any is, are checked against their time to live
 
 
 class Node:
@@ -172,11 +171,10 @@ class Node:
                       self.metrics.tx_committed, self.validator_index, config.verify_threads,
                       ", ".join(p.url for p in self.peers) or "none")
         await self.persistence.restore(journaled)
-        self._spawn(probe_loop_lag(self.metrics.loop_lag), "loop-lag")
         self._flusher = self._spawn(self.persistence.flush_loop(), "flusher")
         self._spawn(self._expiry_loop(), "expiry")
         self._spawn(self.sync.run(), "sync")
-        self._spawn(self.sync.watch_pauses(), "pause-watch")
+        self._spawn(self.sync.watch_loop(self.metrics.loop_lag), "loop-watch")     # lag and pauses
         if self.relay:
             self._spawn(self.relay.run(), "relay")
         if self.receipts is not None:
@@ -267,8 +265,9 @@ class Node:
         return self.queries      # type: ignore[return-value]   (set with the others in start)
 
     async def _expiry_loop(self) -> None:
-        while True:
-            await asyncio.sleep(EXPIRY_INTERVAL_S)
+        while True:     # none held: the next one to expire is at least held_ttl_s away
+            held = self.ledger.sizes()[1]
+            await asyncio.sleep(EXPIRY_INTERVAL_S if held else max(EXPIRY_INTERVAL_S, self.limits.held_ttl_s))
             self.admission.expire_held()
 
     # --- transactions -------------------------------------------------------------------------

@@ -34,7 +34,8 @@ from qmemo.node.ledger import NodeBlock
 from qmemo.errors import DecodeError, InvalidBlock, PeerError, QmemoError
 from qmemo.node.intake import BlockIntake
 from qmemo.node.log import Throttle, held_back
-from qmemo.node.metrics import NodeMetrics
+from qmemo.node.loop_lag import PROBE_INTERVAL_S
+from qmemo.node.metrics import Distribution, NodeMetrics
 from qmemo.node.peers import PeerLink, PeerTip, PeerView
 
 
@@ -45,7 +46,9 @@ BEHIND_MARGIN_BLOCKS = 3
 # A loop that did not turn for this long was stopped (or starved): what it knew of its
 # peers is that old. Blocking work on the loop (a block's state transition) stays far below.
 PAUSE_S = 5.0
-TICK_S = 0.1
+# The loop watch's period while the node is idle (`idle`): a tenth of PAUSE_S, so a pause is
+# still told from a slow turn; its lag samples then come from fewer, longer sleeps.
+IDLE_WATCH_S = PAUSE_S / 10
 SPLIT_LOG_INTERVAL_S = 60.0
 
 
@@ -110,15 +113,26 @@ class Sync:
         (`request_sync`), and a peer that stops answering or leaves our branch is seen
         within a block interval; every other round was a request per peer that found
         nothing to do (12 idle nodes: 48 requests a second)."""
-        intake = self.intake
-        idle = level_with(self._tips, intake.chain.tip_hash) and intake.admission.pending_count() == 0
-        return max(self.interval_s, intake.genesis.block_interval_ms / 1000) if idle else self.interval_s
+        return max(self.interval_s, self.intake.genesis.block_interval_ms / 1000) if self.idle() else self.interval_s
 
-    async def watch_pauses(self) -> None:
-        """Until cancelled: notice the loop standing still (`PAUSE_S`), e.g. a SIGSTOP."""
+    def idle(self) -> bool:
+        """The last round found every peer on our tip, and our pool holds nothing."""
+        intake = self.intake
+        return level_with(self._tips, intake.chain.tip_hash) and intake.admission.pending_count() == 0
+
+    async def watch_loop(self, lag: Distribution, interval_s: float = PROBE_INTERVAL_S,
+                         idle_s: float = IDLE_WATCH_S) -> None:
+        """Until cancelled: notice the loop standing still (`PAUSE_S`), e.g. a SIGSTOP, and file
+        how late each wake-up came in `lag` (the event-loop lag of /metrics, qmemo.node.loop_lag's
+        measure): every `interval_s`, or `idle_s` while the node is `idle`. One timer for both,
+        and a slow one when nothing waits: an idle node's CPU is mostly its wake-ups."""
+        clock = time.perf_counter
         while True:
             self._noticed_pause()
-            await asyncio.sleep(TICK_S)
+            period = idle_s if self.idle() else interval_s
+            started = clock()
+            await asyncio.sleep(period)
+            lag.observe(max(0.0, clock() - started - period))
 
     def _noticed_pause(self) -> None:
         now = self._monotonic()

@@ -10,7 +10,7 @@ import logging
 from types import SimpleNamespace
 
 from qmemo.errors import NodeBehind, NodeNotReady
-from qmemo.node.metrics import NodeMetrics, VerifyMetrics
+from qmemo.node.metrics import LAG_BUCKETS_S, Distribution, NodeMetrics, VerifyMetrics
 from qmemo.node.peers import PeerTip, PeerView
 from qmemo.node.sync import BEHIND_MARGIN_BLOCKS, PAUSE_S, Sync
 
@@ -38,7 +38,7 @@ class Clock:
 
 def make_sync(peers: list[Peer], clock: Clock, our_final: int = 10) -> Sync:
     chain = SimpleNamespace(final_height=our_final, height=10, tip_hash=b"tip")
-    intake = SimpleNamespace(chain=chain)
+    intake = SimpleNamespace(chain=chain, admission=SimpleNamespace(pending_count=lambda: 0))
     views = {peer.url: PeerView(peer.url) for peer in peers}
     return Sync(intake, peers, views, NodeMetrics(VerifyMetrics(threads=1)),
                 logging.LoggerAdapter(logging.getLogger("test"), {}), interval_s=0.5, batch_blocks=20,
@@ -90,6 +90,31 @@ def test_a_pause_makes_us_behind_until_a_round_begun_after_it_finishes():
     assert sync.behind() == "paused, and the peers not heard since"    # still, on the next request
     asyncio.run(sync.round())
     assert sync.behind() is None
+
+
+async def test_the_loop_watch_files_the_loops_lag_and_notices_a_pause_with_one_timer():
+    clock = Clock()
+    sync = make_sync([Peer("a", 10)], clock)
+    await sync.round()
+    lag = Distribution(LAG_BUCKETS_S, 100)
+    watch = asyncio.create_task(sync.watch_loop(lag, interval_s=0.001, idle_s=0.001))
+    try:
+        for _ in range(1000):
+            if lag.count >= 3:
+                break
+            await asyncio.sleep(0.001)
+        assert lag.count >= 3 and all(sample >= 0 for sample in lag.recent)   # how late each wake-up came
+        clock.now += PAUSE_S - 0.1                    # the watch kept the loop's last turn fresh
+        await asyncio.sleep(0.01)
+        assert sync.behind() is None
+        clock.now += PAUSE_S                          # stood still between two of its turns
+        seen = lag.count
+        while lag.count < seen + 2:
+            await asyncio.sleep(0.001)
+        assert sync._paused_at is not None            # noticed by the watch, before any request
+        assert sync.behind() == "paused, and the peers not heard since"
+    finally:
+        watch.cancel()
 
 
 async def test_behind_is_judged_by_the_tips_while_the_blocks_are_still_being_fetched():

@@ -8,9 +8,12 @@ import asyncio
 import logging
 from types import SimpleNamespace
 
-from qmemo.node.metrics import NodeMetrics, VerifyMetrics
+import pytest
+
+from qmemo.node.loop_lag import PROBE_INTERVAL_S
+from qmemo.node.metrics import LAG_BUCKETS_S, Distribution, NodeMetrics, VerifyMetrics
 from qmemo.node.peers import PeerTip, PeerView
-from qmemo.node.sync import Sync
+from qmemo.node.sync import IDLE_WATCH_S, PAUSE_S, Sync
 
 
 class Peer:
@@ -62,3 +65,38 @@ def test_a_peer_down_or_on_another_tip_keeps_the_sync_interval():
     other.tip_hash = b"tip"
     asyncio.run(sync.round())
     assert sync.next_round_s() == 2.0
+
+
+async def watch_periods(sync: Sync, monkeypatch: pytest.MonkeyPatch, turns: int = 3) -> list[float]:
+    """What the loop watch sleeps, turn by turn (the sleeps stand-ins: no waiting)."""
+    periods: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        periods.append(seconds)
+        if len(periods) == turns:
+            raise asyncio.CancelledError
+
+    lag = Distribution(LAG_BUCKETS_S, 10)
+    with monkeypatch.context() as patched:
+        patched.setattr(asyncio, "sleep", sleep)
+        try:
+            await sync.watch_loop(lag)
+        except asyncio.CancelledError:
+            pass
+    assert lag.count == turns - 1          # a lag sample after each sleep that returned
+    return periods
+
+
+async def test_the_loop_watch_turns_every_50_ms_unless_the_node_is_idle(monkeypatch):
+    peers = [Peer("a"), Peer("b")]
+    level = make_sync(peers)
+    await level.round()
+    assert await watch_periods(level, monkeypatch) == [IDLE_WATCH_S] * 3
+    assert IDLE_WATCH_S <= PAUSE_S / 10    # a pause is still told from a slow turn
+    busy = make_sync(peers, pending=1)
+    await busy.round()
+    assert await watch_periods(busy, monkeypatch) == [PROBE_INTERVAL_S] * 3
+    assert await watch_periods(make_sync(peers), monkeypatch) == [PROBE_INTERVAL_S] * 3     # peers not heard yet
+    peers[1].tip_hash = None
+    await level.round()
+    assert await watch_periods(level, monkeypatch) == [PROBE_INTERVAL_S] * 3              # a peer down
