@@ -37,8 +37,8 @@ NOT_TAKEN = 503      # a whole-batch "did not take it" status (not ready, behind
 # every block), or the sender's earlier nonce has not reached this node yet (it is being
 # resent, or relayed from the node it went to). A wallet sends such a transaction again,
 # and so does the generator (`_post`): a refused nonce left unsent is a gap that every
-# later nonce of its sender falls into (the 10-minute soak of 2026-11-23 lost all 2,000
-# senders that way in three minutes). The wait doubles from the first to the last.
+# later nonce of its sender falls into (docs/soak.md, "Ten minutes at 80% of a quiet
+# sweep's saturation"). The wait doubles from the first to the last.
 RESEND_CODES = frozenset(("busy", "mempool_full", "sender_limit", "held_full", "held_sender_limit", "nonce_gap"))
 # A batch's transactions marked with these are in its node's queue, to be offered again.
 BUSY, REQUEUED = "busy", "requeued"
@@ -242,8 +242,8 @@ _status_of = operator.itemgetter("status")
 
 
 def all_accepted(results: list) -> bool:
-    """Whether every result says "accepted": map() and list.count() run the loop in C (a
-    generator expression over them cost ~0.2 us per transaction); a result that is not
+    """Whether every result says "accepted": map() and list.count() run the loop in C, where
+    a generator expression would run it in Python per transaction; a result that is not
     an object with a status makes the answer be read result by result."""
     try:
         return list(map(_status_of, results)).count("accepted") == len(results)

@@ -190,8 +190,8 @@ async def lost_reasons(urls: list[str], ids: list[bytes], *, budget_s: float = 1
 
     The nodes are asked `batch_ids` at a time (`POST /txs/status`), node by node: the first
     node for all of them, the next only for those the first did not know (or whose batch
-    it did not answer). Past saturation one GET per id took the whole 120 s budget for
-    1,226 of 124,816 lost; 125 batches per node fit it. Batches not begun when `budget_s`
+    it did not answer): past saturation a look-up per id would not fit the budget for the
+    lost of a run. Batches not begun when `budget_s`
     runs out are counted "not asked (time budget)"."""
     reasons: dict[str, int] = {}
     deadline = time.monotonic() + budget_s

@@ -261,9 +261,9 @@ async def execute(config: GenConfig, workload: Workload, timings: Timings, block
         timeout_s = config.commit_timeout_s if config.commit_timeout_s is not None else 5 * block_interval_s
         deadline = time.perf_counter() + (min(timeout_s, 2.0) if interrupted else timeout_s)
         # A transaction already in a block is final once a majority of validators has built
-        # on it (docs/protocol.md, "Finality"), whatever the load: those get the same wait again past the deadline, so a run's last seconds are
-        # not counted lost merely for being recent (a sweep stage near saturation lost 29,350
-        # included transactions that way).
+        # on it (docs/protocol.md, "Finality"), whatever the load: those get the same wait
+        # again past the deadline, so a run's last seconds are not counted lost merely for
+        # being recent.
         final_deadline = deadline + (0 if interrupted else timeout_s)
         while not stop_draining.is_set():
             waiting = _not_final(timings)
@@ -385,7 +385,7 @@ def run_load(config: GenConfig, *, quiet: bool = False, genesis: Genesis | None 
         return workload, await execute(config, workload, timings, genesis.block_interval_ms / 1e3, on_status)
 
     # One event loop for the whole run, uvloop as the nodes': the load's sending and following
-    # took ~12% less of the generator's CPU than on asyncio's own loop (docs/methodology.md
+    # take less of the generator's CPU than on asyncio's own loop (docs/methodology.md
     # section 12), CPU the nodes share the machine with.
     workload, executed = uvloop.run(prepare_and_execute())
     return write_run(config, genesis, timings, workload.ids, executed, target_tps=target_tps,

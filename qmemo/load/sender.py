@@ -30,7 +30,7 @@ the batch goes round the nodes again, each round waiting twice as long (3, 6, 12
 until `request_timeout_s` (or `resend_for_s`, if longer) after its first try, as
 docs/api.md asks of a client whose nodes all died or are past saturation:
 without it, every later nonce of a sender whose batch failed waits on a gap that never
-fills (kill-all lost 15,830 held transactions that way). Per sender the nonce
+fills, held until its hold expires. Per sender the nonce
 order is kept as it always was: a sender's batches still leave in nonce order, and a
 node holds a nonce that overtook its predecessor until the gap fills.
 
@@ -41,9 +41,9 @@ those transactions, same bytes, waiting 0.5, 1, 2, 4, 4 ... s, within the batch'
 (`request_timeout_s`). Their answer is the last one: accepted, or the refusal once the
 window closes. A `nonce_gap` is resent only while the sender's previous nonce may still
 land: once that one is refused for good, the gap never fills, and resending every later
-nonce of the sender for the whole window would only add load (the second 10-minute soak
-at 5,400 TPS resent 1.14 million transactions, and with the in-flight slots held through
-the waits the generator crawled at ~100 TPS behind its schedule). A batch waiting to
+nonce of the sender for the whole window would only add load, and with the in-flight
+slots held through the waits the generator falls behind its schedule (docs/soak.md, "The
+same soak with a generator that resends"). A batch waiting to
 resend gives its in-flight slot back meanwhile, so the schedule goes on.
 The counters (failures per node, batches and transactions failed over, resends) go to
 the live status and the run's manifest and summary.
@@ -85,9 +85,9 @@ class SendConfig:
     # How long a batch is tried in all: past it, if no node answered, it is counted failed.
     request_timeout_s: float = 30.0
     # One node's first try at a batch: past it, the batch goes to the next node. 3 s tells a
-    # stopped node from a busy one at moderate load; past saturation a node may take longer
-    # (a p99 answer of 8.6 s was seen at 6,750 TPS offered), so each further round over the
-    # nodes waits twice as long (3, 6, 12 s), within `request_timeout_s`.
+    # stopped node from a busy one at moderate load; past saturation a node may take longer,
+    # so each further round over the nodes waits twice as long (3, 6, 12 s), within
+    # `request_timeout_s`.
     attempt_timeout_s: float = 3.0
     down_for_s: float = 2.0        # how long a node that failed is skipped
     resend_for_s: float = 0.0      # tries a batch no node answered for this long, if above request_timeout_s

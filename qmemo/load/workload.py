@@ -251,9 +251,8 @@ def _signing_setup(accounts: list[Account], scheme: str, chain_id: int, fee: int
 def _exit_with_parent(parent_pid: int) -> None:
     """End this worker once the generator that started it (`parent_pid`, handed in: it
     may be gone before this runs) is gone. A generator killed while it signs (SIGTERM
-    from `qmemo soak`'s cleanup, SIGKILL) left its workers blocked on the pool's queue
-    lock for good: two of them sat there for 90 minutes, 53 MB each, after a soak was
-    stopped during signing."""
+    from `qmemo soak`'s cleanup, SIGKILL) would leave its workers blocked on the pool's
+    queue lock for good, each holding its share of the workload's memory."""
     while os.getppid() == parent_pid:
         time.sleep(PARENT_CHECK_S)
     os._exit(1)
