@@ -126,10 +126,12 @@ class DoorQueues:
                        *(p for r in self._returned.values() for p in r)])
 
 
-def reoffer(timings: Timings, batch: Batch, planned: array | None = None, slot: Batch | None = None) -> list[Taken]:
+def reoffer(timings: Timings, batch: Batch, planned: array | None = None, slot: Batch | None = None,
+            at: float | None = None) -> list[Taken]:
     """Ready `batch` to be offered again: what a node took before keeps its own times and
     answer (returned, to be restored after the new answer); the rest is in flight again, not
-    refused, with the intended times of `slot` of the `planned` schedule if given."""
+    refused, with the intended times of `slot` of the `planned` schedule if given, or
+    intended `at` (an offer after the schedule's last slot: it counts from when it is made)."""
     taken: list[Taken] = []
     status = timings.status
     for k, i in enumerate(range(batch.first, batch.last)):
@@ -138,6 +140,8 @@ def reoffer(timings: Timings, batch: Batch, planned: array | None = None, slot: 
             continue
         if planned is not None and slot is not None:
             timings.intended[i] = planned[slot.first + k] if slot.first + k < slot.last else planned[slot.last - 1]
+        elif at is not None:
+            timings.intended[i] = at
         status[i] = PLANNED
         timings.reasons.pop(i, None)
     return taken

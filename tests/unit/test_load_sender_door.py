@@ -75,6 +75,9 @@ async def test_the_refused_batch_goes_first_and_the_slots_of_the_wait_pass_unsen
     assert progress.gap_offers == progress.door_waits + 1      # every slot carried one batch, or waited
     assert list(timings.status) == [ACCEPTED] * 8
     assert timings.intended[0] > 0.0      # offered again in a later slot: its latency counts from there
+    # Offered after the last slot (at 0.35 s): intended when offered, past the schedule's end.
+    after = [i for i in range(8) if timings.intended[i] > 7 * 0.05]
+    assert len(after) == progress.gap_offers and all(timings.intended[i] == timings.sent[i] for i in after)
 
 
 async def test_a_node_that_keeps_refusing_leaves_its_queue_as_busy_backlog():
@@ -124,3 +127,4 @@ async def test_a_refused_batch_below_one_the_node_took_is_offered_again_after_th
         await runner.cleanup()
     assert accepted == [b"batch-1", b"batch-0"]
     assert list(timings.status) == [ACCEPTED, ACCEPTED] and progress.gap_offers == 1 and progress.door_refusals == 1
+    assert timings.intended[0] == timings.sent[0] > 0.05       # offered after the last slot, intended then
