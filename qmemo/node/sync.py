@@ -34,7 +34,6 @@ from qmemo.node.ledger import NodeBlock
 from qmemo.errors import DecodeError, InvalidBlock, PeerError, QmemoError
 from qmemo.node.intake import BlockIntake
 from qmemo.node.log import Throttle, held_back
-from qmemo.node.loop_lag import PROBE_INTERVAL_S
 from qmemo.node.metrics import Distribution, NodeMetrics
 from qmemo.node.peers import PeerLink, PeerTip, PeerView
 
@@ -46,6 +45,10 @@ BEHIND_MARGIN_BLOCKS = 3
 # A loop that did not turn for this long was stopped (or starved): what it knew of its
 # peers is that old. Blocking work on the loop (a block's state transition) stays far below.
 PAUSE_S = 5.0
+# The loop watch's period: how late its timer fires is the event-loop lag of /metrics. A node
+# that blocks its loop (a long block validation, a JSON body parsed in one go) answers every
+# request late and relays late.
+PROBE_INTERVAL_S = 0.05
 # The loop watch's period while the node is idle (`idle`): a tenth of PAUSE_S, so a pause is
 # still told from a slow turn; its lag samples then come from fewer, longer sleeps.
 IDLE_WATCH_S = PAUSE_S / 10
@@ -123,8 +126,8 @@ class Sync:
     async def watch_loop(self, lag: Distribution, interval_s: float = PROBE_INTERVAL_S,
                          idle_s: float = IDLE_WATCH_S) -> None:
         """Until cancelled: notice the loop standing still (`PAUSE_S`), e.g. a SIGSTOP, and file
-        how late each wake-up came in `lag` (the event-loop lag of /metrics, qmemo.node.loop_lag's
-        measure): every `interval_s`, or `idle_s` while the node is `idle`. One timer for both,
+        how late each wake-up came in `lag` (the event-loop lag of /metrics): every
+        `interval_s`, or `idle_s` while the node is `idle`. One timer for both,
         and a slow one when nothing waits: an idle node's CPU is mostly its wake-ups."""
         clock = time.perf_counter
         while True:
