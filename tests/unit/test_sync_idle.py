@@ -10,10 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from qmemo.node.sync import PROBE_INTERVAL_S
 from qmemo.node.metrics import LAG_BUCKETS_S, Distribution, NodeMetrics, VerifyMetrics
 from qmemo.node.peers import PeerTip, PeerView
-from qmemo.node.sync import IDLE_WATCH_S, PAUSE_S, Sync
+from qmemo.node.sync import IDLE_WATCH_S, PAUSE_S, PROBE_INTERVAL_S, Sync
 
 
 class Peer:
