@@ -26,8 +26,14 @@ others. So each node measures, from every block a peer pushed and it applied:
   and once it is `LIFT_ABOVE` times the largest recent block it is lifted. Without the
   cap, blocks past saturation grow to what the pools hold; the biggest arrive seconds
   late, after the next validator's fallback block, and the validators' chains fork.
+- **its own late blocks** (`own_block_stored`): a peer answers a pushed block once it
+  stored it, so the producer learns how late its block was there. A late one cuts its own
+  cap the same way (never raises it: its peers' blocks on time do that). Without it the
+  cap fell only at the validators that received a late block: the one that made it kept
+  its cap lifted, took what the others' smaller blocks left, and its blocks grew until
+  every one came late.
 
-The node's own blocks say nothing about the others and are not observed.
+The node's own blocks are not timed for the validation rate: it built them, it did not validate them.
 """
 
 from __future__ import annotations
@@ -62,6 +68,7 @@ class BlockPace:
         self.cap_txs: float | None = None       # the late blocks' cap on the budget; None: none
         self._delays_s: deque[float] = deque(maxlen=RECENT_BLOCKS)
         self._sizes: deque[int] = deque(maxlen=RECENT_BLOCKS)
+        self._own_cut_height = 0      # the last own block that cut the cap (once per block)
 
     def observe(self, tx_count: int, validate_s: float, delay_s: float) -> None:
         """A peer's block of `tx_count` transactions took `validate_s` from arrival to
@@ -69,11 +76,8 @@ class BlockPace:
         self._delays_s.append(max(0.0, delay_s))
         self._sizes.append(tx_count)
         late = delay_s > LATE_SHARE * self.block_interval_s
-        # Only a late block with real validation work in it says blocks this big are too big:
-        # a small one came late for some other reason (a stalled machine, a slow start), and
-        # capping blocks below what the pools hold would then refuse clients the chain can carry.
-        if late and self.rate_txs_s and tx_count / self.rate_txs_s >= WORK_SHARE * self.block_interval_s:
-            self.cap_txs = max(MIN_BUDGET_TXS, SHRINK * min(tx_count, self.cap_txs or tx_count))
+        if late and self._too_big(tx_count):
+            self._cut(tx_count)
         elif not late and self.cap_txs is not None:
             self.cap_txs *= GROW
             if self.cap_txs > LIFT_ABOVE * max(self._sizes):
@@ -84,6 +88,23 @@ class BlockPace:
             sample = tx_count / validate_s
             self.rate_txs_s = sample if self.rate_txs_s is None else \
                 (1 - RATE_WEIGHT) * self.rate_txs_s + RATE_WEIGHT * sample
+
+    def own_block_stored(self, height: int, tx_count: int, delay_s: float) -> None:
+        """A peer stored this node's block at `height` (`tx_count` transactions) `delay_s`
+        after its timestamp (the push's answer): a late one cuts the cap, once per block."""
+        if delay_s > LATE_SHARE * self.block_interval_s and height > self._own_cut_height \
+                and self._too_big(tx_count):
+            self._own_cut_height = height
+            self._cut(tx_count)
+
+    def _too_big(self, tx_count: int) -> bool:
+        # Only a late block with real validation work in it says blocks this big are too big:
+        # a small one came late for some other reason (a stalled machine, a slow start), and
+        # capping blocks below what the pools hold would then refuse clients the chain can carry.
+        return bool(self.rate_txs_s) and tx_count / self.rate_txs_s >= WORK_SHARE * self.block_interval_s
+
+    def _cut(self, tx_count: int) -> None:
+        self.cap_txs = max(MIN_BUDGET_TXS, SHRINK * min(tx_count, self.cap_txs or tx_count))
 
     def block_budget(self) -> int:
         """Transactions the next block may carry."""

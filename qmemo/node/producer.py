@@ -184,20 +184,26 @@ class Producer:
         started = thread_cpu_ns()
         encoded_ids = block.ids_encoding()
         metrics.stages.lap(RELAY, started)
-        height = block.height
+        height, pace = block.height, self.intake.pace
+
+        def answered(status: str) -> None:
+            if status == BlockStatus.ACCEPTED:      # answered once stored: how late it was there
+                pace.own_block_stored(height, block.tx_count, (self.clock() - block.header.timestamp_ms) / 1000)
 
         async def push(peer: PeerLink) -> None:
             try:
                 if height >= self._whole_below.get(peer.url, 0):
                     metrics.blocks_pushed["ids"] += 1
-                    if await peer.send_block_ids(encoded_ids) != BlockStatus.MISSING:
+                    status = await peer.send_block_ids(encoded_ids)
+                    if status != BlockStatus.MISSING:
+                        answered(status)
                         return
                     metrics.blocks_pushed["missing"] += 1
                     # max: an older block's late answer never shortens a newer one's window
                     self._whole_below[peer.url] = max(self._whole_below.get(peer.url, 0),
                                                       height + 1 + WHOLE_HEIGHTS_AFTER_MISSING)
                 metrics.blocks_pushed["whole"] += 1
-                await peer.send_block(block.encode())       # made when it was stored
+                answered(await peer.send_block(block.encode()))       # made when it was stored
             except PeerError as exc:
                 view = self.peer_views[peer.url]
                 refused = isinstance(exc, PeerRefused)     # it answered: reachable, but said no

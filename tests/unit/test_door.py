@@ -145,6 +145,27 @@ def test_late_blocks_near_full_cap_the_budget_below_what_the_validation_rate_all
     assert pace.block_budget() > 4_000
 
 
+def test_a_producer_whose_own_block_came_late_at_a_peer_cuts_its_cap_once_and_never_raises_it():
+    """Its peers' caps fall on its late block; its own must too, or it alone keeps taking
+    what their smaller blocks leave (the push's answer says when the peer stored it)."""
+    pace = BlockPace(2.0, 100_000, 2.0)
+    pace.observe(20_000, 0.25, 0.3)                          # 80,000 tx/s, on time: no cap
+    late_s = LATE_SHARE * 2.0 + 0.01
+    pace.own_block_stored(7, 40_000, 0.3)                    # on time at a peer: nothing changes
+    assert pace.cap_txs is None
+    pace.own_block_stored(7, 40_000, late_s)                 # late at a peer: 85% of it
+    assert pace.cap_txs == pytest.approx(SHRINK * 40_000)
+    pace.own_block_stored(7, 40_000, late_s * 2)             # the other peer's answer: once per block
+    assert pace.cap_txs == pytest.approx(SHRINK * 40_000)
+    pace.own_block_stored(10, 40_000, late_s)                # the next own block, late too
+    assert pace.cap_txs == pytest.approx(SHRINK ** 2 * 40_000)
+    small = int(WORK_SHARE * 2.0 * 80_000) - 100
+    pace.own_block_stored(13, small, late_s)                 # late, but small: no cut
+    assert pace.cap_txs == pytest.approx(SHRINK ** 2 * 40_000)
+    pace.own_block_stored(16, 30_000, 0.1)                   # on time: the peers' blocks raise it, not ours
+    assert pace.cap_txs == pytest.approx(SHRINK ** 2 * 40_000)
+
+
 def test_a_fallback_waits_twice_the_latest_recent_arrival_at_most_half_its_turn():
     pace = BlockPace(2.0, 100_000, 2.0)
     assert pace.fallback_grace(2.0) == 0.0
