@@ -45,6 +45,11 @@ one where the rendered folder (devnet/, runs/) is not.
 A constraint is a hard rule: a node pinned to host h waits while h is down (its task
 stays pending), unless another host also carries qmemo.host-<h>: the operator's say in
 where Swarm may move h's nodes (they start there on a new volume and sync their chain).
+Add such a stand-in label only once h is known dead (powered off) or drained, after the
+stack's nodes are placed: a host that is cut off but alive keeps its validators running,
+and Swarm starts a second copy of each elsewhere with the same key (two signers for one
+validator); and a stand-in label there at deploy time lets Swarm put two validators of
+a shard on one host from the start.
 
 What a stack does not run - perturbations and floods (chaos included), link profiles
 with delay, jitter or loss (the overlay is unshaped), the manifest's throughput bounds
@@ -79,6 +84,15 @@ SUBNET = "172.31.244.0/24"
 RUN_VARIABLE = "QMEMO_RUN"  # the run folder's name under runs/, substituted by `docker stack deploy`
 DEFAULT_RUN = "1"
 HEALTH_WAIT_S = 600         # the generator waits this long for every node to answer /health
+# A node's restarts (Swarm's restart_policy): on failure, 5 s apart (Swarm's own default,
+# written out: it also spaces the start of a dead host's tasks elsewhere), at most 5 in any
+# 120 s (swarmkit counts the restarts in that sliding window, a move off a dead host
+# among them). A node that fails that often fails on something a restart does not mend -
+# another chain's store, a bad key, a full disk: Swarm then leaves it failed, with its
+# error in `docker service ps`, until `docker service update --force`, where restarting
+# it forever would reread its store each time and fill the host's log. A node that fails
+# now and then is still restarted.
+NODE_RESTART_POLICY = {"condition": "on-failure", "delay": "5s", "max_attempts": 5, "window": "120s"}
 # The largest config or secret a Swarm manager accepts (swarmkit's MaxConfigSize and
 # MaxSecretSize, 500 KiB; `docker stack deploy` fails on a larger one).
 CONFIG_LIMIT_BYTES = 500 * 1024
@@ -197,7 +211,7 @@ def _names(i: int, network: Network, plan: StackPlan) -> tuple[str, str]:
 def data_volume(i: int | str, plan: StackPlan) -> str:
     """Node i's volume, named with the genesis hash as its config and secrets are: a stack
     rendered for a new chain gets new volumes (an old chain's store makes the node exit
-    with "holds another chain", and Swarm restart it forever)."""
+    with "holds another chain" at every restart, until Swarm gives up on it)."""
     return f"node-{i}-data-{plan.genesis_hash}"
 
 
@@ -237,7 +251,7 @@ def node_service(manifest: Manifest, i: int, plan: StackPlan) -> dict[str, Any]:
         entrypoint, genesis_target = unzip_genesis_entrypoint(entrypoint), f"{DEVNET}/{GENESIS_GZ}"
     host = host_of(network, i, plan)
     deploy: dict[str, Any] = {
-        "restart_policy": {"condition": "on-failure"},
+        "restart_policy": dict(NODE_RESTART_POLICY),
         # A service's name resolves to its task's own address: Swarm's default (a virtual
         # IP) needs the kernel's IPVS, which not every kernel has.
         "endpoint_mode": "dnsrr",

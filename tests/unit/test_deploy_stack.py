@@ -145,6 +145,16 @@ def test_swarm_carries_the_genesis_and_each_key_and_names_them_by_the_chain() ->
         assert "ports" not in service and "build" not in service and "depends_on" not in service
 
 
+def test_a_failing_node_is_restarted_5_s_apart_at_most_5_times_in_120_s() -> None:
+    services = stack(manifest_of(2, 3), plan())["services"]
+    for i in range(6):   # a crash loop (another chain's store, a bad key) ends failed, not restarted forever
+        assert services[f"node-{i}"]["deploy"]["restart_policy"] == {
+            "condition": "on-failure", "delay": "5s", "max_attempts": 5, "window": "120s"}
+    assert services["gen"]["deploy"]["restart_policy"] == {"condition": "none"}
+    assert ('restart_policy:\n        condition: "on-failure"\n        delay: "5s"\n        max_attempts: 5\n'
+            '        window: "120s"\n') in to_yaml(stack(manifest_of(1, 3), plan()))
+
+
 def test_a_plan_that_cannot_be_deployed_is_refused() -> None:
     with pytest.raises(ConfigError, match="--placement"):
         plan("everywhere")
