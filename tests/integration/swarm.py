@@ -23,7 +23,9 @@ their PID namespaces with them). `close()` removes the stack, stops the engines 
 are left, unmounts and deletes their roots, then the namespaces, and puts the root
 namespace's iptables, sysctls and links back as they were (engine.HostState): nothing
 stays behind. It is the one cleanup path, idempotent and never raising (a step that
-fails is reported and the next one runs), so a `finally` can always call it.
+fails is reported and the next one runs), so a `finally` can always call it. What it
+promises is checked from outside by `leftovers(pid, root)`: no namespace, link or
+root-namespace iptables rule naming the run, no process naming its root folder.
 
 A run that never reached its cleanup (SIGKILL, or a SIGTERM before the fixture took it
 as Ctrl-C) leaves engines behind in sessions of their own, with their containers. The
@@ -48,7 +50,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +58,7 @@ from pathlib import Path
 from qmemo.deploy.stack import RESULTS_LABEL, host_label
 from qmemo.interrupts import deferred
 from qmemo.scenario.hosts import PREFIX, CommandFailed, Hosts, choose_subnet, run_ip, sweep_stale
+from qmemo.scenario.hosts import leftovers as namespaces_left
 from tests.integration.engine import SWARM_POOL, TOOLS, Engine, HostState, is_under, launch_dockerd, unmount_under
 
 ROOT = Path("/var/lib/qmemo-swarm")        # <pid>/h<n>/{data,exec}: deleted at close
@@ -110,10 +113,9 @@ def _alive(pid: int) -> bool:
     return Path(f"/proc/{pid}").exists()
 
 
-def sweep_stale_rules() -> list[str]:
-    """Delete every root-namespace iptables rule (both families, every table) that names an
-    interface of a run whose pid is dead; what was deleted, one line each."""
-    removed = []
+def _run_rules() -> Iterator[tuple[str, str, str, str, set[int]]]:
+    """(family, its tool, table, rule, the pids of the runs it names) of every root-namespace
+    iptables rule, both families, every table, that names an interface of a run."""
     for family, (save, tool, _) in TOOLS.items():
         if shutil.which(save) is None:
             continue
@@ -122,10 +124,36 @@ def sweep_stale_rules() -> list[str]:
             if line.startswith("*"):
                 table = line[1:]
             elif table and line.startswith("-A ") and (pids := {int(m) for m in _RUN_INTERFACE.findall(line)}):
-                if not any(map(_alive, pids)):
-                    run_ip([tool, "-t", table, "-D", *shlex.split(line)[1:]], check=False)
-                    removed.append(f"{family} -t {table} {line}")
+                yield family, tool, table, line, pids
+
+
+def sweep_stale_rules() -> list[str]:
+    """Delete every root-namespace iptables rule (both families, every table) that names an
+    interface of a run whose pid is dead; what was deleted, one line each."""
+    removed = []
+    for family, tool, table, line, pids in _run_rules():
+        if not any(map(_alive, pids)):
+            run_ip([tool, "-t", table, "-D", *shlex.split(line)[1:]], check=False)
+            removed.append(f"{family} -t {table} {line}")
     return removed
+
+
+def _names_folder(args: list[str], folder: Path) -> bool:
+    """Does an argument name `folder` or a path in it (a dockerd's --exec-root=..., a shim's
+    -address unix://...)?"""
+    return any(is_under(arg.split("=", 1)[-1].removeprefix("unix://"), folder) for arg in args)
+
+
+def leftovers(pid: int, root: Path | None = None) -> list[str]:
+    """What run `pid` left behind, one line each (for tests: should be none): its namespaces
+    and links (the scenario runner's `leftovers`), every root-namespace iptables rule, in any
+    table of either family, that names one of its interfaces, and, given its root folder,
+    every process whose command line names that folder."""
+    found = namespaces_left(pid)
+    found += [f"{family} -t {table} {line}" for family, _, table, line, pids in _run_rules() if pid in pids]
+    if root is not None:
+        found += [f"process {p}: {' '.join(args)}" for p, args, _ in _processes() if _names_folder(args, root)]
+    return found
 
 
 def sweep_stale_roots(root: Path = ROOT) -> list[str]:
@@ -136,7 +164,7 @@ def sweep_stale_roots(root: Path = ROOT) -> list[str]:
             continue             # not ours, or its run is alive (or its pid reused: left alone, to be safe)
         containers = {path.name for path in folder.glob("h*/data/containers/*") if len(path.name) == 64}
         doomed = [pid for pid, args, cgroups in _processes()
-                  if any(is_under(arg.split("=", 1)[-1].removeprefix("unix://"), folder) for arg in args)
+                  if _names_folder(args, folder)
                   or any({part, part.removeprefix("docker-").removesuffix(".scope")} & containers
                          for cgroup in cgroups for part in cgroup.split("/"))]
         for pid in doomed:

@@ -24,10 +24,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from qmemo.scenario.hosts import leftovers
 from qmemo.scenario.verdict import read
 from tests.conftest import REPO_ROOT, VENV_BIN
 from tests.integration.engine import SWARM_POOL, Engine
+from tests.integration.swarm import leftovers
 
 pytestmark = pytest.mark.slow
 
@@ -200,4 +200,4 @@ def _a_scenario_passes_across_the_drop(tmp_path: Path) -> None:
     assert process.returncode == 0, output
     assert seen, "the runner's FORWARD rule was never in place"
     assert read(out).passed
-    assert leftovers(process.pid) == []                     # namespaces, links and the rule: gone
+    assert leftovers(process.pid) == []       # namespaces, links, any iptables rule naming them: gone

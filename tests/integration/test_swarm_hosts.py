@@ -12,7 +12,9 @@ folder on the manager, gathered with `qmemo deploy collect`:
     kill    host 1 may stand in for host 2 (label qmemo.host-2 added), then host 2's engine
             and its containers are SIGKILLed mid-load: Swarm marks it down and starts its
             validators on host 1 (new volumes: they sync), every transaction is still
-            accounted for, nothing final is lost, the invariants hold; then each moved
+            accounted for, nothing final is lost, the invariants hold, what is lost is
+            lost for a reason the kill gives and no more than can have been in flight
+            to host 2 (KILL_LOST_REASONS, MAX_LOST); then each moved
             validator answers and holds its shard's chain: the survivors' block at their
             final height, the same hash (waited for, CATCH_UP_S at most)
 
@@ -20,7 +22,8 @@ The stack is rendered with a config limit below its genesis (--config-limit-byte
 the genesis travels gzipped and each node unzips it, as a chain of over 3,400 accounts
 does; each host's veth is shaped to a rate (swarm.LINK_TBF), printed with the results.
 
-Everything started is stopped; the root namespace is checked to be as it was. A SIGTERM
+Everything started is stopped; after the swarm's close the fixture checks that nothing
+of the run is left (swarm.leftovers) and that the root namespace is as it was. A SIGTERM
 to pytest takes Ctrl-C's path, so the teardown still runs; what a run killed outright
 leaves, the next one's start sweeps (swarm.sweep_stale_roots).
 """
@@ -45,9 +48,9 @@ from qmemo.deploy.files import genesis_hash
 from qmemo.deploy.stack import host_label
 from qmemo.interrupts import deferred, interrupt_on_signals
 from tests.conftest import REPO_ROOT, VENV_BIN
-from tests.integration.engine import Engine
+from tests.integration.engine import Engine, HostState
 from tests.integration.conftest import unavailable
-from tests.integration.swarm import SYSTEM_CONTAINERD, Swarm, sweep_stale_roots, sweep_stale_rules
+from tests.integration.swarm import SYSTEM_CONTAINERD, Swarm, leftovers, sweep_stale_roots, sweep_stale_rules
 
 pytestmark = pytest.mark.slow
 
@@ -55,6 +58,7 @@ STACK = "qmemoswarm"
 # 2 x 3 in the suite; QMEMO_SWARM_SHARDS=4 runs the same test on 4 shards x 3 (docs/scenarios.md).
 SHARDS, PER_SHARD = int(os.environ.get("QMEMO_SWARM_SHARDS", "2")), 3
 TPS, DURATION_S = 60, 15
+BLOCK_INTERVAL_MS = 1000
 KILLED, STAND_IN = 2, 1          # the worker whose engine dies, the one that may take its nodes
 KILL_AT_S = 5.0                  # into the second load
 RUN_TIMEOUT_S = 240
@@ -62,6 +66,23 @@ CATCH_UP_S = 120                 # a moved validator syncs about a minute of blo
 # Below this genesis (300 accounts: 55 KB on 2 x 3, 67 KB on 4 x 3; 19 and 25 KB gzipped): it travels gzipped.
 CONFIG_LIMIT_BYTES = 32 * 1024
 C_BASELINE = REPO_ROOT / "tests" / "fixtures" / "c-baseline-quick"
+# Why a transaction of the kill run may be lost (summary.json counts.lost_reasons, as
+# qmemo.load.follower.lost_reasons names them; docs/scenarios.md, "Several hosts"): it
+# was accepted only by a node on the killed host and went with its mempool ("unknown to
+# every node"), or it waited behind such a one's nonce until its hold ran out. Anything
+# else - pending, held or not final at the end, final on a node, not asked - is a stall
+# or a fork, not the kill.
+KILL_LOST_REASONS = {"unknown to every node", "evicted: nonce_gap_timeout"}
+# The most the kill may cost: what can have been in flight to the killed host's nodes.
+# The host runs one of each shard's three validators and takes about a third of the load;
+# they relay what they accept at once and a block is final an interval or two after it is
+# made, so only what reached them in the last two intervals before they died (about 40
+# at 60 TPS) can have been nowhere else, and each of those holds back its sender's later
+# nonces until evicted (300 accounts at 60 TPS: one per sender every 5 s, two more in the
+# 10 s left): about 120 at most. Three intervals of the whole load (180 of 900) is above
+# that and far below a loss of what followed the kill (600) or of a shard that stopped
+# making blocks final. The runs in docs/scenarios.md lost 0 to 7.
+MAX_LOST = TPS * 3 * BLOCK_INTERVAL_MS // 1000
 
 
 @pytest.fixture(scope="module")
@@ -101,6 +122,12 @@ def swarm(image_archive: Path, namespaces: None, tmp_path_factory) -> Iterator[S
         finally:
             restore_signals()
         assert problems == [], f"the swarm did not go cleanly: {problems}"
+        # What close() promises, looked at from outside: nothing of this run is left (no
+        # namespace, link or iptables rule naming it, no process naming its root folder),
+        # and the root namespace's iptables, sysctls and links are as they were.
+        assert leftovers(hosts.hosts.pid, hosts.root) == []
+        if hosts.host_state is not None:
+            assert hosts.host_state.differences(HostState.read()) == []
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +136,7 @@ def rendered(tmp_path_factory) -> Path:
     done = subprocess.run([str(VENV_BIN / "qmemo"), "deploy", "render", "lan-baseline", "--out", str(out),
                            "--shards", str(SHARDS), "--per-shard", str(PER_SHARD), "--verify-threads", "1",
                            "--drop-thresholds", "--config-limit-bytes", str(CONFIG_LIMIT_BYTES),
-                           "--set", "chain.accounts=300", "--set", "chain.block_interval_ms=1000",
+                           "--set", "chain.accounts=300", "--set", f"chain.block_interval_ms={BLOCK_INTERVAL_MS}",
                            "--set", f"load.tps={TPS}", "--set", f"load.duration_s={DURATION_S}",
                            "--set", "load.cross_shard_pct=20"],
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
@@ -158,9 +185,7 @@ def running_on(run_dir: Path) -> dict[str, set[str]]:
 
 def assert_invariants(summary: dict) -> None:
     counts, cross, invariants = summary["counts"], summary["cross_shard"], summary["invariants"]
-    assert counts["planned"] == TPS * DURATION_S == counts["accounted"]
-    assert (counts["committed"] + counts["rejected_total"] + counts["lost"] + counts["failed"]
-            + counts["unsent"]) == counts["planned"]
+    assert counts["planned"] == TPS * DURATION_S == counts["accounted"]     # accounted: the outcomes' sum
     assert cross["committed"] == cross["credited"] and cross["lost"] == 0     # credited, each once
     assert invariants["supply_conserved"] and invariants["credited_exactly_once"], invariants
     assert invariants["settled"] and invariants["accounts_off"] == 0 and invariants["not_credited"] == 0
@@ -282,7 +307,13 @@ def test_a_killed_workers_nodes_move_where_placement_allows_and_nothing_final_is
             assert moved[f"node-{i}"] == {stand_in}, moved
     summary = orjson.loads((run_dir / "gen" / "summary.json").read_bytes())
     assert_invariants(summary)
-    assert summary["counts"]["committed"] > 0
+    counts = summary["counts"]
+    # Every lost one for a reason the kill gives, each counted (the reasons add up to
+    # `lost`), and no more of the load uncommitted - lost, failed, refused or unsent -
+    # than can have been in flight to the killed host (MAX_LOST).
+    reasons = counts.get("lost_reasons") or {}
+    assert set(reasons) <= KILL_LOST_REASONS and sum(reasons.values()) == counts["lost"], counts
+    assert counts["planned"] - counts["committed"] <= MAX_LOST, counts
     print(f"host {KILLED} killed at {time.strftime('%H:%M:%S', time.gmtime(killed_at))} UTC; "
           f"counts {summary['counts']}; cross-shard {summary['cross_shard']}")
     print(accounting_row(f"host {KILLED}'s engine killed {KILL_AT_S:g} s into the load", summary))
@@ -415,6 +446,8 @@ def test_the_sweep_kills_and_deletes_only_what_names_a_dead_runs_folder(tmp_path
         assert sweep_stale_roots(tmp_path) == [f"{stale} (1 process(es) killed)"]
         assert left[0].wait(timeout=10) == -9 and not stale.exists()
         assert left[1].poll() is None and left[2].poll() is None and live.exists() and sibling.exists()
+        # The teardown's check finds a process by the folder its command line names, and only so.
+        assert [line.split(":")[0] for line in leftovers(dead.pid, live)] == [f"process {left[1].pid}"]
     finally:
         for process in left:
             process.kill()
