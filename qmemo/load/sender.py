@@ -288,13 +288,7 @@ async def _close_gaps(batches: Sequence[Batch], doors: DoorQueues, run: _Sending
             while doors.waiting(target) and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
             doors.take_back(target, position)
-            batch = batches[position]
-            t = time.perf_counter() - run.start
-            taken = reoffer(run.timings, batch, at=t)
-            run.timings.mark_sent_range(batch.first, batch.last, t, t)
-            run.progress.gap_offers += 1
-            run.progress.in_flight += 1
-            await _post(batch, run, position, taken)
+            await _offer_after_schedule(batches, run, position)
     for target in doors.targets():
         while not stop.is_set() and time.monotonic() < deadline:
             while doors.waiting(target) and time.monotonic() < deadline:
@@ -302,16 +296,21 @@ async def _close_gaps(batches: Sequence[Batch], doors: DoorQueues, run: _Sending
             position = doors.take(target)
             if position is None:
                 break
-            batch = batches[position]
-            t = time.perf_counter() - run.start
-            taken = reoffer(run.timings, batch, at=t)
-            run.timings.mark_sent_range(batch.first, batch.last, t, t)
-            run.progress.gap_offers += 1
-            run.progress.in_flight += 1
             pushed_back = run.progress.door_refusals + run.progress.requeues
-            await _post(batch, run, position, taken)
+            await _offer_after_schedule(batches, run, position)
             if run.progress.door_refusals + run.progress.requeues > pushed_back:
                 break
+
+
+async def _offer_after_schedule(batches: Sequence[Batch], run: _Sending, position: int) -> None:
+    """Offer batch `position` once the schedule ended: intended now (`reoffer`'s `at`)."""
+    batch = batches[position]
+    t = time.perf_counter() - run.start
+    taken = reoffer(run.timings, batch, at=t)
+    run.timings.mark_sent_range(batch.first, batch.last, t, t)
+    run.progress.gap_offers += 1
+    run.progress.in_flight += 1
+    await _post(batch, run, position, taken)
 
 
 async def _post(batch: Batch, run: _Sending, position: int = -1, taken: Sequence[Taken] = ()) -> None:
