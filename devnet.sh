@@ -93,9 +93,9 @@ target rate, and shows the live dashboard. Ctrl-C stops everything it started.
   --stage S          seconds per sweep stage (default $STAGE)
   --generators N     send from N generator processes (qmemo gen --generators), into one run
                      folder: for when one process falls behind its schedule (generator_fell_behind).
-                     One chain: default 1, each with every Nth account and 1/N of the rate; not
-                     with --sweep. With --shards S: default S, each driving whole shards (shard k
-                     in process k mod N, N <= S) with their cross-shard transfers; a sweep too
+                     One chain: default 1, each with every Nth account and 1/N of the rate.
+                     With --shards S: default S, each driving whole shards (shard k in process
+                     k mod N, N <= S) with their cross-shard transfers. A sweep runs each stage so
   --no-load          start the nodes (and dashboard) without the generator
   --no-monitor       no dashboard: headless, for scripts and CI
   --reset            throw away the existing devnet (chain data, keys) and make a new one
@@ -153,9 +153,6 @@ while [ $# -gt 0 ]; do
     *) echo "devnet.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-if [ -n "$GENERATORS" ] && [ "$GENERATORS" != 1 ] && [ -n "$SWEEP" ] && [ "$SHARDS" = 1 ]; then
-  echo "devnet.sh: --generators runs one --tps run on one chain: not with --sweep (but with --shards)" >&2; exit 2
-fi
 if [ -n "$GENERATORS" ] && [ "$GENERATORS" -gt "$SHARDS" ] && [ "$SHARDS" != 1 ]; then
   echo "devnet.sh: --generators $GENERATORS on $SHARDS shards: each process drives whole shards (1 to $SHARDS)" >&2; exit 2
 fi

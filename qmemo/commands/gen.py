@@ -111,8 +111,6 @@ def run(args: argparse.Namespace) -> int:
     if args.cross_shard is not None:
         raise ConfigError("--cross-shard needs a sharded devnet (qmemo genesis --shards)")
     generators = args.generators or 1
-    if generators > 1 and args.sweep:
-        raise ConfigError("--generators runs one --tps or --schedule run on one chain, not a --sweep")
     json_log = args.log_format == "json"
     quiet = args.quiet or json_log  # a progress bar is not a JSON line
     if json_log:
@@ -153,8 +151,14 @@ def run(args: argparse.Namespace) -> int:
             def next_stage(label: str) -> None:
                 line.label = label
 
+            from qmemo.load.fleet import run_fleet
+
+            # A fleet runs each stage as one fleet run; one process, as run_sweep's own run_load.
+            fleet_stage = None if generators == 1 else (
+                lambda stage: run_fleet(stage, generators, part_args(args, stage), quiet=quiet,
+                                        on_status=line.update))
             rows = run_sweep(config, sweep_stages(args), args.stage, quiet=quiet,
-                             on_stage=next_stage, on_status=line.update)
+                             on_stage=next_stage, on_status=line.update, run_stage=fleet_stage)
         row_documents = [to_json(row) for row in rows]
         if json_log:
             json_event("gen", "sweep finished", rows=row_documents, table=str(out / "sweep.csv"))

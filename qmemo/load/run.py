@@ -470,13 +470,19 @@ def _cell(value: float) -> str:
 # --- sweep -------------------------------------------------------------------------------
 
 def run_sweep(config: GenConfig, rates: list[float], stage_s: float, *, quiet: bool = False,
-              on_stage: Callable[[str], None] | None = None, on_status: OnStatus | None = None) -> list[SweepRow]:
+              on_stage: Callable[[str], None] | None = None, on_status: OnStatus | None = None,
+              run_stage: Callable[[GenConfig], RunResult] | None = None) -> list[SweepRow]:
     """Constant-rate stages at every rate, past saturation too (what overload does is the
     point of the stages above it); writes sweep.json and sweep.csv. It stops early only on
     an interrupt, or when a stage's run raises (no summary): the rows so far are written,
     then the error goes on. `on_stage` gets each stage's label ("stage 1,500 TPS (2 of 4)")
-    before it starts."""
+    before it starts. `run_stage` runs one stage's config (default: this process's
+    run_load; a generator fleet passes its own)."""
     genesis = load_genesis(config.genesis)
+
+    def run_here(stage: GenConfig) -> RunResult:
+        return run_load(stage, quiet=quiet, genesis=genesis, on_status=on_status)
+    run_one = run_stage or run_here
     rows: list[SweepRow] = []
     compared_to = config.agreement_from - 1
     try:
@@ -486,7 +492,7 @@ def run_sweep(config: GenConfig, rates: list[float], stage_s: float, *, quiet: b
                             out=config.out / f"stage-{rate:g}tps", agreement_from=compared_to + 1)
             if on_stage is not None:
                 on_stage(f"stage {rate:,.0f} TPS ({number} of {len(rates)})")
-            result = run_load(stage, quiet=quiet, genesis=genesis, on_status=on_status)
+            result = run_one(stage)
             rows.append(sweep_row(result.file_summary, result.out))
             if result.file_summary.agreement is not None:
                 compared_to = max(compared_to, result.file_summary.agreement.to_height)

@@ -187,9 +187,7 @@ def test_a_part_runs_with_its_parents_plan_sending_and_measurement():
     assert config.cache_dir == Path("d/workloads") and config.poisson
 
 
-def test_a_fleet_refuses_a_sweep_and_a_part_names_k_of_n():
-    with pytest.raises(ConfigError, match="--sweep"):
-        parse("--generators", "2", "--sweep", "10:2:40").run(parse("--generators", "2", "--sweep", "10:2:40"))
+def test_a_part_names_k_of_n():
     with pytest.raises(ConfigError, match="at least 1"):
         parse("--generators", "0").run(parse("--generators", "0"))
     assert parse_part("1/3") == (1, 3)

@@ -125,6 +125,31 @@ def test_each_stage_compares_the_heights_after_the_stage_before(fake_runs):
     assert [c.agreement_from for c in calls] == [1, 11, 11]      # the stand-in's check always ends at 10
 
 
+def test_a_sweep_with_a_generator_fleet_runs_each_stage_as_one_fleet_run(fake_runs, monkeypatch):
+    """`qmemo gen --sweep --generators N`: every stage is a fleet run whose parts plan that
+    stage's rate and length (their part options say so), none in this process."""
+    from qmemo.cli import build_parser
+    from qmemo.commands.gen import gen_config
+    from qmemo.load import fleet
+
+    config, calls, _, _, _ = fake_runs
+    fleets: list[tuple[float, int, list[str]]] = []
+
+    def fake_fleet(stage, generators, part_args, *, quiet=False, on_status=None):
+        fleets.append((stage.tps, generators, part_args))
+        return _result(stage.out, stage.tps, stage.tps)
+
+    monkeypatch.setattr(fleet, "run_fleet", fake_fleet)
+    args = build_parser().parse_args(["gen", "--generators", "2", "--sweep", "1000:2:4000", "--stage", "5",
+                                      "--nodes", "http://a", "--out", str(config.out), "--quiet"])
+    assert args.run(args) == 0
+    assert calls == [] and [(tps, n) for tps, n, _ in fleets] == [(1000.0, 2), (2000.0, 2), (4000.0, 2)]
+    for tps, _, argv in fleets:
+        part = gen_config(build_parser().parse_args(["gen", *argv, "--out", "o"]))
+        assert (part.tps, part.duration_s, part.schedule) == (tps, 5.0, None)
+    assert [r.target_tps for r in read_sweep(config.out / "sweep.json").rows] == [1000.0, 2000.0, 4000.0]
+
+
 # --- the row's new figures, from a summary document ------------------------------------------------
 
 def test_the_row_takes_door_refusals_lost_agreement_and_p99_from_the_stages_summary(tmp_path):
