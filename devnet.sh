@@ -95,7 +95,7 @@ target rate, and shows the live dashboard. Ctrl-C stops everything it started.
                      folder: for when one process falls behind its schedule (generator_fell_behind).
                      One chain: default 1, each with every Nth account and 1/N of the rate.
                      With --shards S: default S, each driving whole shards (shard k in process
-                     k mod N, N <= S) with their cross-shard transfers. A sweep runs each stage so
+                     k mod N, N <= S) with their cross-shard transfers. Each --sweep stage as well
   --no-load          start the nodes (and dashboard) without the generator
   --no-monitor       no dashboard: headless, for scripts and CI
   --reset            throw away the existing devnet (chain data, keys) and make a new one

@@ -479,10 +479,6 @@ def run_sweep(config: GenConfig, rates: list[float], stage_s: float, *, quiet: b
     before it starts. `run_stage` runs one stage's config (default: this process's
     run_load; a generator fleet passes its own)."""
     genesis = load_genesis(config.genesis)
-
-    def run_here(stage: GenConfig) -> RunResult:
-        return run_load(stage, quiet=quiet, genesis=genesis, on_status=on_status)
-    run_one = run_stage or run_here
     rows: list[SweepRow] = []
     compared_to = config.agreement_from - 1
     try:
@@ -492,7 +488,8 @@ def run_sweep(config: GenConfig, rates: list[float], stage_s: float, *, quiet: b
                             out=config.out / f"stage-{rate:g}tps", agreement_from=compared_to + 1)
             if on_stage is not None:
                 on_stage(f"stage {rate:,.0f} TPS ({number} of {len(rates)})")
-            result = run_one(stage)
+            result = run_stage(stage) if run_stage is not None else \
+                run_load(stage, quiet=quiet, genesis=genesis, on_status=on_status)
             rows.append(sweep_row(result.file_summary, result.out))
             if result.file_summary.agreement is not None:
                 compared_to = max(compared_to, result.file_summary.agreement.to_height)
